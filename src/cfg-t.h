@@ -1,0 +1,100 @@
+/* Configuration types: the in-memory form of sluice.yaml after loading and
+ * validation. Only structs, enums and defines live here (see conventions).
+ *
+ * Ownership: one struct cfg owns everything reachable from it; cfg_free()
+ * releases the whole tree. Durations are stored in milliseconds, sizes in
+ * bytes, already converted from "2s"/"150ms"/"16k" by the loader. */
+#ifndef SLUICE_CFG_T_H
+#define SLUICE_CFG_T_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#define CFG_NAME_MAX 64
+#define CFG_MAX_LISTENERS 32
+#define CFG_MAX_BACKENDS 64
+#define CFG_MAX_SERVERS 256 /* per backend */
+
+enum cfg_balance {
+	CFG_BALANCE_ROUNDROBIN, /* rotate over up servers */
+	CFG_BALANCE_LEASTCONN,  /* fewest active connections, instance-wide */
+};
+
+/* A socket address parsed from "host:port" or "[v6]:port". */
+struct cfg_addr {
+	struct sockaddr_storage ss;
+	socklen_t len;
+	char text[80]; /* as written, for logs */
+};
+
+struct cfg_health {
+	int enabled;             /* 1 when the health_check mapping is present */
+	char path[256];          /* GET target, default "/" */
+	uint32_t interval_ms;    /* default 2000 */
+	uint32_t timeout_ms;     /* default 1000 */
+	int expect_status;       /* default 200 */
+	uint32_t rise;           /* successes to come back up, default 2 */
+	uint32_t fall;           /* failures to go down, default 3 */
+};
+
+struct cfg_server {
+	char name[CFG_NAME_MAX];
+	struct cfg_addr addr;
+	uint32_t max_connections; /* instance-wide cap on open conns, default 32 */
+	uint32_t weight;          /* reserved for weighted balancing, default 1 */
+};
+
+struct cfg_backend {
+	char name[CFG_NAME_MAX];
+	enum cfg_balance balance;       /* default roundrobin */
+	uint32_t queue_timeout_ms;      /* wait for a free connection, default 5000 */
+	uint32_t queue_max;             /* per worker queued requests, default 10000 */
+	uint32_t idle_max;              /* idle keepalive conns kept per worker per server, default 64 */
+	uint32_t idle_timeout_ms;       /* default 30000 */
+	uint32_t connect_timeout_ms;    /* default 3000 */
+	uint32_t response_timeout_ms;   /* first byte and between reads, default 30000 */
+	struct cfg_health health;
+	struct cfg_server *servers;
+	unsigned nservers;
+};
+
+struct cfg_listener {
+	char name[CFG_NAME_MAX];
+	struct cfg_addr addr;
+	int backlog;                    /* listen(2) backlog, default 511 */
+	char backend_name[CFG_NAME_MAX];
+	struct cfg_backend *backend;    /* resolved by the loader, never NULL */
+};
+
+struct cfg_timeouts {
+	uint32_t client_header_ms;      /* whole header must arrive, default 10000 */
+	uint32_t client_keepalive_ms;   /* idle between requests, default 60000 */
+	uint32_t client_body_ms;        /* between body reads, default 30000 */
+	uint32_t drain_ms;              /* graceful stop/reload budget, default 10000 */
+};
+
+struct cfg_limits {
+	uint32_t max_request_line;      /* bytes, default 8192 -> 414 */
+	uint32_t max_header_size;       /* all header bytes, default 32768 -> 431 */
+	uint32_t max_headers;           /* count, default 100 -> 431 */
+	uint64_t max_body_size;         /* 0 = unlimited, else 413 */
+	uint32_t max_connections;       /* client conns per worker, default 100000 */
+};
+
+struct cfg {
+	char path[512];                 /* file it was read from */
+	unsigned workers;               /* default: number of online CPUs */
+	char error_log[512];            /* "stderr" or a file path, default stderr */
+	char access_log[512];           /* "stderr", "off" or a file path, default stderr */
+	char pid_file[512];             /* "" = none */
+	struct cfg_timeouts timeouts;
+	struct cfg_limits limits;
+	struct cfg_listener *listeners;
+	unsigned nlisteners;
+	struct cfg_backend *backends;
+	unsigned nbackends;
+};
+
+#endif
