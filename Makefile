@@ -1,0 +1,101 @@
+# sluice — plain Makefile. Targets: all (default), run, test, asan, test-asan,
+# unit, bench-core, clean. Feature switches are make variables.
+
+CC      ?= gcc
+BUILD   ?= build
+O       ?= -O2
+WARN     = -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wwrite-strings
+CFLAGS_BASE = -std=c11 $(O) -g $(WARN) -D_GNU_SOURCE -I/usr/share/include/llhttp -Isrc
+LIBS_BASE = -luv -lcyaml -lyaml -lpthread -lm
+SANITIZE ?=
+ifeq ($(SANITIZE),1)
+  BUILD    = build-asan
+  XCFLAGS  = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+  ALLOC    =
+else
+  XCFLAGS  =
+  ALLOC    = -ljemalloc
+endif
+CFLAGS  = $(CFLAGS_BASE) $(XCFLAGS)
+LDFLAGS = $(XCFLAGS)
+LIBS    = $(LIBS_BASE) $(ALLOC)
+
+LLHTTP_DIR = /usr/share/llhttp
+LLHTTP_OBJ = $(BUILD)/llhttp/api.o $(BUILD)/llhttp/http.o $(BUILD)/llhttp/llhttp.o
+
+SRC  = $(wildcard src/*.c)
+OBJ  = $(patsubst src/%.c,$(BUILD)/%.o,$(SRC))
+LIB_OBJ = $(filter-out $(BUILD)/main.o,$(OBJ))
+UNIT_SRC = $(wildcard tests/unit/test_*.c)
+UNIT_BIN = $(patsubst tests/unit/%.c,$(BUILD)/unit/%,$(UNIT_SRC))
+
+DEB_BUILD_PKGS = gcc make pkg-config libuv1-dev node-llhttp libssl-dev android-libboringssl-dev \
+                 liblua5.4-dev libjemalloc-dev libcyaml-dev libyaml-dev libpcre2-dev
+DEB_TEST_PKGS  = curl wrk haproxy nginx openssl python3 python3-pip
+
+.PHONY: all run test unit e2e asan test-asan deps test-deps bench-core clean
+all: $(BUILD)/sluice $(BUILD)/demo_backend
+
+# Rebuild everything when the flags change (conventions: "rebuild when flags change").
+$(BUILD)/.flags: FORCE
+	@mkdir -p $(BUILD)/llhttp $(BUILD)/unit
+	@echo '$(CC) $(CFLAGS) $(LIBS)' | cmp -s - $@ || echo '$(CC) $(CFLAGS) $(LIBS)' > $@
+FORCE:
+
+$(BUILD)/%.o: src/%.c $(wildcard src/*.h) $(BUILD)/.flags
+	$(CC) $(CFLAGS) -MMD -c -o $@ $<
+
+# llhttp is compiled from the sources Debian's node-llhttp installs; never vendored.
+$(BUILD)/llhttp/%.o: $(LLHTTP_DIR)/%.c $(BUILD)/.flags
+	$(CC) -std=c11 $(O) -g -w $(XCFLAGS) -I/usr/share/include/llhttp -c -o $@ $<
+
+$(BUILD)/sluice: $(OBJ) $(LLHTTP_OBJ)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
+
+$(BUILD)/demo_backend: bench/demo_backend.c $(BUILD)/.flags
+	$(CC) $(CFLAGS) -o $@ $< -lpthread $(LDFLAGS)
+
+$(BUILD)/unit/%: tests/unit/%.c $(LIB_OBJ) $(LLHTTP_OBJ)
+	$(CC) $(CFLAGS) -o $@ $^ $(LIBS) $(LDFLAGS)
+
+deps:
+	@missing=""; for p in $(DEB_BUILD_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then echo "installing:$$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; fi
+
+test-deps: deps
+	@missing=""; for p in $(DEB_TEST_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then echo "installing:$$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; fi
+	@python3 -c 'import pytest' 2>/dev/null || python3 -m pip install -q pytest 2>/dev/null || \
+	  python3 -m pip install -q --break-system-packages pytest
+
+unit: $(UNIT_BIN)
+	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; $$t; done
+
+e2e: all
+	SLUICE_BIN=$(abspath $(BUILD)/sluice) DEMO_BACKEND=$(abspath $(BUILD)/demo_backend) \
+	  python3 -m pytest -q -p no:cacheprovider tests/e2e $(PYTEST_ARGS)
+
+test: test-deps
+	$(MAKE) all
+	$(MAKE) unit
+	$(MAKE) e2e
+
+asan: deps
+	$(MAKE) SANITIZE=1 all
+
+test-asan: test-deps
+	$(MAKE) SANITIZE=1 all unit e2e
+
+run: deps
+	$(MAKE) all
+	@sh tests/run-demo.sh $(BUILD)
+
+bench-core: all
+	sh bench/core.sh
+
+clean:
+	rm -rf build build-asan
+
+-include $(wildcard $(BUILD)/*.d)

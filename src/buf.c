@@ -1,0 +1,71 @@
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include "buf.h"
+#include "util.h"
+
+void buf_reserve(struct buf *b, size_t extra)
+{
+	if (b->cap - b->len >= extra)
+		return;
+	size_t cap = b->cap ? b->cap : 512;
+	while (cap - b->len < extra)
+		cap *= 2;
+	char *p = realloc(b->data, cap);
+	AN(p);
+	b->data = p;
+	b->cap = cap;
+}
+
+void buf_append(struct buf *b, const void *data, size_t len)
+{
+	if (len == 0)
+		return;
+	buf_reserve(b, len);
+	memcpy(b->data + b->len, data, len);
+	b->len += len;
+}
+
+void buf_appendf(struct buf *b, const char *fmt, ...)
+{
+	va_list ap;
+	buf_reserve(b, 64);
+	va_start(ap, fmt);
+	int n = vsnprintf(b->data + b->len, b->cap - b->len, fmt, ap);
+	va_end(ap);
+	AN(n >= 0);
+	if ((size_t)n >= b->cap - b->len) {
+		buf_reserve(b, (size_t)n + 1);
+		va_start(ap, fmt);
+		vsnprintf(b->data + b->len, b->cap - b->len, fmt, ap);
+		va_end(ap);
+	}
+	b->len += (size_t)n;
+}
+
+void buf_consume(struct buf *b, size_t n)
+{
+	AN(n <= b->len);
+	if (n == b->len) {
+		b->len = 0;
+		return;
+	}
+	memmove(b->data, b->data + n, b->len - n);
+	b->len -= n;
+}
+
+void buf_trim(struct buf *b, size_t keep)
+{
+	if (b->len == 0 && b->cap > keep) {
+		free(b->data);
+		b->data = NULL;
+		b->cap = 0;
+	}
+}
+
+void buf_free(struct buf *b)
+{
+	free(b->data);
+	b->data = NULL;
+	b->len = b->cap = 0;
+}

@@ -1,0 +1,1140 @@
+/* Client connections: the HTTP/1.1 state machine of enum client_state.
+ *
+ * Request path: bytes -> llhttp (request) -> struct msg -> validation ->
+ * rewritten head + (re-chunked) body -> backend connection.
+ * Response path: backend bytes -> llhttp (response) -> rewritten head +
+ * body framed for this client -> client.
+ *
+ * Parsers are paused (HPE_PAUSED) at the two points where sluice must act
+ * outside a callback: after a head (validate, dispatch) and after a message
+ * (finish the exchange). Nothing is closed from inside an llhttp callback. */
+#include <string.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include "http1.h"
+#include "log.h"
+#include "upstream.h"
+#include "worker.h"
+
+#define OUT_HIGH_WATER (256 * 1024)
+#define OUT_LOW_WATER  (64 * 1024)
+#define PIPELINE_MAX   (64 * 1024)   /* unparsed bytes held while a response is pending */
+#define LINGER_MS      2000          /* read-and-discard after an error response */
+#define BUF_KEEP       (16 * 1024)   /* capacity an idle client may keep */
+
+static llhttp_settings_t req_settings, resp_settings;
+static struct list cl_free = { &cl_free, &cl_free };
+
+static void client_close(struct client *cl);
+static void client_fail(struct client *cl, enum reason r);
+static void client_flush(struct client *cl);
+static void client_run_input(struct client *cl);
+static void client_read_pause(struct client *cl, int pause);
+static void client_timer_cb(uv_timer_t *t);
+
+static const char *status_text(int status)
+{
+	switch (status) {
+	case 400: return "Bad Request";
+	case 408: return "Request Timeout";
+	case 413: return "Content Too Large";
+	case 414: return "URI Too Long";
+	case 417: return "Expectation Failed";
+	case 431: return "Request Header Fields Too Large";
+	case 501: return "Not Implemented";
+	case 502: return "Bad Gateway";
+	case 503: return "Service Unavailable";
+	case 504: return "Gateway Timeout";
+	default:  return "Error";
+	}
+}
+
+static const struct cfg_limits *limits(void) { return &W->cfg->limits; }
+static const struct cfg_timeouts *timeouts(void) { return &W->cfg->timeouts; }
+
+static void client_timer(struct client *cl, uint64_t ms)
+{
+	if (ms)
+		uv_timer_start(&cl->timer, client_timer_cb, ms, 0);
+	else
+		uv_timer_stop(&cl->timer);
+}
+
+/* ---- access log ---- */
+
+static void txn_log(struct client *cl)
+{
+	struct txn *t = &cl->txn;
+	if (!log_access_enabled())
+		return;
+	uint64_t now = now_us();
+	struct buf *b = log_access_begin();
+	const char *method = t->req.url_len || t->head_done ? llhttp_method_name((llhttp_method_t)t->method) : "-";
+	buf_appendf(b, "%s %s ", cl->peer, method);
+	if (t->req.url_len)
+		buf_append(b, msg_str(&t->req, t->req.url_off), t->req.url_len);
+	else
+		buf_append(b, "-", 1);
+	buf_appendf(b, " %d %llu ", t->status, (unsigned long long)t->bytes_out);
+	if (t->srv)
+		buf_appendf(b, "%s/%s", t->be->cfg->name, t->srv->cfg->name);
+	else
+		buf_append(b, "-", 1);
+	uint64_t queue = t->t_connect_start > t->t_queue && t->t_queue ? t->t_connect_start - t->t_queue : 0;
+	uint64_t conn = t->t_connected > t->t_connect_start && t->t_connect_start ? t->t_connected - t->t_connect_start : 0;
+	uint64_t be = t->t_first_byte > t->t_sent && t->t_sent ? t->t_first_byte - t->t_sent : 0;
+	buf_appendf(b, " total_us=%llu queue_us=%llu connect_us=%llu backend_us=%llu inspect_us=- reason=%s",
+		    (unsigned long long)(t->t_start ? now - t->t_start : 0), (unsigned long long)queue,
+		    (unsigned long long)conn, (unsigned long long)be, reason_name(t->reason));
+	log_access_commit();
+}
+
+static void txn_reset(struct client *cl)
+{
+	struct txn *t = &cl->txn;
+	struct msg req = t->req, resp = t->resp;
+	struct buf head = t->head, tobe = t->tobe;
+	msg_reset(&req, limits()->max_headers);
+	msg_reset(&resp, limits()->max_headers);
+	head.len = tobe.len = 0;
+	memset(t, 0, sizeof(*t));
+	t->req = req;
+	t->resp = resp;
+	t->head = head;
+	t->tobe = tobe;
+	list_init(&t->qlink);
+	cl->parse_error = 0;
+}
+
+/* ---- output to the client ---- */
+
+static void client_out(struct client *cl, const void *data, size_t len)
+{
+	buf_append(&cl->out.pending, data, len);
+	cl->txn.bytes_out += len;
+}
+
+static size_t client_queued(const struct client *cl)
+{
+	return cl->out.pending.len + cl->out.inflight.len;
+}
+
+static void client_shutdown_cb(uv_shutdown_t *req, int status)
+{
+	(void)status;
+	free(req);
+}
+
+/* After the last byte of a closing response: half-close, then read and
+ * discard until EOF or LINGER_MS, so unread request bytes do not turn the
+ * close into a reset that destroys the response in flight. */
+static void client_linger(struct client *cl)
+{
+	if (cl->state == CL_CLOSING)
+		return;
+	cl->state = CL_ERROR;
+	if (cl->peer_eof) {
+		client_close(cl);
+		return;
+	}
+	uv_shutdown_t *req = malloc(sizeof(*req));
+	AN(req);
+	if (uv_shutdown(req, (uv_stream_t *)&cl->tcp, client_shutdown_cb) < 0) {
+		free(req);
+		client_close(cl);
+		return;
+	}
+	client_read_pause(cl, 0);
+	client_timer(cl, LINGER_MS);
+}
+
+static void client_write_cb(uv_write_t *req, int status)
+{
+	struct client *cl = req->data;
+	cl->out.writing = 0;
+	cl->out.inflight.len = 0;
+	if (cl->state == CL_CLOSING)
+		return;
+	if (status < 0) {
+		cl->txn.reason = REASON_CLIENT_WRITE_ERROR;
+		client_close(cl);
+		return;
+	}
+	client_flush(cl);
+	if (cl->out.writing)
+		return;
+	if (cl->txn.bc && cl->txn.bc->read_stopped && client_queued(cl) < OUT_LOW_WATER)
+		bconn_read_pause(cl->txn.bc, 0);
+	if (cl->state == CL_ERROR && client_queued(cl) == 0)
+		client_linger(cl);
+}
+
+static void client_flush(struct client *cl)
+{
+	if (cl->out.writing || cl->out.pending.len == 0 || cl->state == CL_CLOSING)
+		return;
+	buf_swap(&cl->out.pending, &cl->out.inflight);
+	uv_buf_t b = uv_buf_init(cl->out.inflight.data, (unsigned)cl->out.inflight.len);
+	cl->out.req.data = cl;
+	cl->out.writing = 1;
+	if (uv_write(&cl->out.req, (uv_stream_t *)&cl->tcp, &b, 1, client_write_cb) < 0) {
+		cl->out.writing = 0;
+		cl->out.inflight.len = 0;
+		client_close(cl);
+	}
+}
+
+/* ---- lifecycle ---- */
+
+static void client_handle_closed(uv_handle_t *h)
+{
+	struct client *cl = h->data;
+	if (--cl->closing_handles > 0)
+		return;
+	cl->in.len = cl->out.pending.len = cl->out.inflight.len = 0;
+	buf_trim(&cl->in, BUF_KEEP);
+	buf_trim(&cl->out.pending, BUF_KEEP);
+	buf_trim(&cl->out.inflight, BUF_KEEP);
+	list_add_head(&cl_free, &cl->link);
+	worker_maybe_exit();
+}
+
+static void client_close(struct client *cl)
+{
+	if (cl->state == CL_CLOSING)
+		return;
+	struct txn *t = &cl->txn;
+	if (t->bc) {
+		if (t->bc->state == BC_CONNECTING)
+			upstream_cancel(cl);
+		else
+			upstream_abort(t->bc);
+	}
+	upstream_cancel(cl);
+	/* A request that never got its answer still gets its log line. */
+	if (cl->state != CL_IDLE && cl->state != CL_ERROR && (t->req.url_len || t->t_start) &&
+	    !t->resp_done) {
+		if (t->reason == REASON_OK)
+			t->reason = REASON_CLIENT_ABORT;
+		if (t->status == 0)
+			t->status = 499;
+		txn_log(cl);
+	}
+	cl->state = CL_CLOSING;
+	list_del(&cl->link);
+	W->nclients--;
+	cl->closing_handles = 2;
+	uv_close((uv_handle_t *)&cl->tcp, client_handle_closed);
+	uv_close((uv_handle_t *)&cl->timer, client_handle_closed);
+}
+
+static void client_alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+	(void)h;
+	(void)suggested;
+	if (W->rbuf_busy) {
+		buf->base = NULL;
+		buf->len = 0;
+		return;
+	}
+	W->rbuf_busy = 1;
+	buf->base = W->rbuf;
+	buf->len = sizeof(W->rbuf);
+}
+
+static void client_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
+
+static void client_read_start(struct client *cl)
+{
+	uv_read_start((uv_stream_t *)&cl->tcp, client_alloc_cb, client_read_cb);
+}
+
+static void client_read_pause(struct client *cl, int pause)
+{
+	if (cl->state == CL_CLOSING || cl->read_stopped == pause || (!pause && cl->peer_eof))
+		return;
+	cl->read_stopped = (uint8_t)pause;
+	if (pause)
+		uv_read_stop((uv_stream_t *)&cl->tcp);
+	else
+		client_read_start(cl);
+}
+
+/* ---- error responses ---- */
+
+static void client_fail(struct client *cl, enum reason r)
+{
+	struct txn *t = &cl->txn;
+	if (cl->state == CL_CLOSING)
+		return;
+	t->reason = r;
+	if (t->bc)
+		upstream_abort(t->bc);
+	upstream_cancel(cl);
+	int status = reason_status(r);
+	if (status == 0 || t->resp_head_sent || cl->state == CL_ERROR || cl->state == CL_TUNNEL) {
+		if (t->status == 0)
+			t->status = status ? status : 499;
+		txn_log(cl);
+		t->resp_done = 1;
+		client_close(cl);
+		return;
+	}
+	t->status = status;
+	if (status >= 500)
+		log_warn("%s %s: %s", cl->peer, reason_name(r), reason_text(r));
+	else
+		log_info("%s %s: %s", cl->peer, reason_name(r), reason_text(r));
+	char body[160];
+	int blen = snprintf(body, sizeof(body), "%d %s: %s\n", status, status_text(status), reason_text(r));
+	char head[256];
+	int hlen = snprintf(head, sizeof(head),
+			    "HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n"
+			    "Connection: close\r\n\r\n", status, status_text(status), blen);
+	client_out(cl, head, (size_t)hlen);
+	if (!t->is_head)
+		client_out(cl, body, (size_t)blen);
+	t->resp_head_sent = 1;
+	t->resp_done = 1;
+	txn_log(cl);
+	cl->keepalive = 0;
+	cl->state = CL_ERROR;
+	client_timer(cl, LINGER_MS);
+	client_flush(cl);
+	if (!cl->out.writing && client_queued(cl) == 0)
+		client_linger(cl);
+}
+
+/* ---- request parsing ---- */
+
+static int req_fail(struct client *cl, enum reason r)
+{
+	cl->parse_error = 1;
+	cl->txn.reason = r;
+	return -1;
+}
+
+static int on_req_begin(llhttp_t *p)
+{
+	struct client *cl = p->data;
+	if (cl->txn.t_start == 0)
+		cl->txn.t_start = now_us();
+	return 0;
+}
+
+static int on_req_url(llhttp_t *p, const char *at, size_t len)
+{
+	struct client *cl = p->data;
+	cl->txn.method = llhttp_get_method(p);
+	if (cl->txn.req.url_len + len > limits()->max_request_line)
+		return req_fail(cl, REASON_URI_TOO_LONG);
+	msg_on_url(&cl->txn.req, at, len);
+	return 0;
+}
+
+static int check_head_size(struct client *cl)
+{
+	if (cl->txn.req.head_bytes > limits()->max_header_size)
+		return req_fail(cl, REASON_HEADERS_TOO_LARGE);
+	return 0;
+}
+
+static int on_req_field(llhttp_t *p, const char *at, size_t len)
+{
+	struct client *cl = p->data;
+	if (msg_on_field(&cl->txn.req, at, len) < 0)
+		return req_fail(cl, REASON_HEADERS_TOO_LARGE);
+	return check_head_size(cl);
+}
+
+/* llhttp 8 accepts obs-fold (a header line starting with SP/HTAB) and
+ * reports the folded part as more value bytes. RFC 9112 5.2 lets a proxy
+ * reject it, and passing it on is a smuggling vector, so detect it: a value
+ * that continues anywhere but across an execute boundary, or that starts
+ * right after a line break, was folded. */
+static int value_is_folded(struct client *cl, const char *at)
+{
+	if (cl->txn.req.in_value)
+		return !(at == cl->exec_start && cl->val_end == cl->prev_exec_end);
+	const char *q = at;
+	while (q > cl->exec_start && (q[-1] == ' ' || q[-1] == '\t'))
+		q--;
+	return q > cl->exec_start && q < at && q[-1] == '\n';
+}
+
+static int on_req_value(llhttp_t *p, const char *at, size_t len)
+{
+	struct client *cl = p->data;
+	if (value_is_folded(cl, at))
+		return req_fail(cl, REASON_BAD_REQUEST);
+	cl->val_end = at + len;
+	msg_on_value(&cl->txn.req, at, len);
+	return check_head_size(cl);
+}
+
+static int on_req_value_done(llhttp_t *p)
+{
+	struct client *cl = p->data;
+	struct hdr *h = msg_finish_header(&cl->txn.req);
+	/* llhttp folds obs-fold lines into the value; RFC 9112 5.2 lets a
+	 * proxy reject them, and forwarding them is a smuggling vector. */
+	if (memchr(msg_str(&cl->txn.req, h->val_off), '\r', h->val_len) ||
+	    memchr(msg_str(&cl->txn.req, h->val_off), '\n', h->val_len))
+		return req_fail(cl, REASON_BAD_REQUEST);
+	return 0;
+}
+
+static enum reason txn_dispatch(struct client *cl);
+
+/* Dispatching from inside the callback is safe: nothing here closes the
+ * client; a failure is reported to client_exec through req_fail. */
+static int on_req_headers_done(llhttp_t *p)
+{
+	struct client *cl = p->data;
+	cl->txn.head_done = 1;
+	enum reason r = txn_dispatch(cl);
+	return r == REASON_OK ? 0 : req_fail(cl, r);
+}
+
+/* Where request bytes for the backend go right now. */
+static struct buf *req_sink(struct client *cl)
+{
+	struct bconn *bc = cl->txn.bc;
+	if (bc && bc->state == BC_BUSY)
+		return &bc->out.pending;
+	return &cl->txn.tobe;
+}
+
+static int on_req_body(llhttp_t *p, const char *at, size_t len)
+{
+	struct client *cl = p->data;
+	struct txn *t = &cl->txn;
+	t->req_body += len;
+	if (limits()->max_body_size && t->req_body > limits()->max_body_size)
+		return req_fail(cl, REASON_BODY_TOO_LARGE);
+	struct buf *out = req_sink(cl);
+	if (t->req_chunked)
+		buf_appendf(out, "%zx\r\n", len);
+	buf_append(out, at, len);
+	if (t->req_chunked)
+		buf_append(out, "\r\n", 2);
+	return 0;
+}
+
+static int on_req_done(llhttp_t *p)
+{
+	struct client *cl = p->data;
+	if (cl->txn.req_chunked)
+		buf_append(req_sink(cl), "0\r\n\r\n", 5);
+	cl->txn.req_done = 1;
+	return HPE_PAUSED;
+}
+
+/* Validate the head and build what the backend will receive. */
+static enum reason txn_prepare(struct client *cl)
+{
+	struct txn *t = &cl->txn;
+	llhttp_t *p = &cl->parser;
+	struct msg *m = &t->req;
+	t->method = llhttp_get_method(p);
+	t->http_minor = llhttp_get_http_minor(p);
+	if (llhttp_get_http_major(p) != 1)
+		return REASON_BAD_REQUEST;
+	if (t->method == HTTP_CONNECT)
+		return REASON_METHOD_UNSUPPORTED;
+	int hosts = msg_count(m, HDR_HOST);
+	if (hosts > 1 || (hosts == 0 && t->http_minor >= 1))
+		return REASON_MISSING_HOST;
+	int tes = msg_count(m, HDR_TRANSFER_ENCODING);
+	if (tes) {
+		const struct hdr *h = msg_find(m, HDR_TRANSFER_ENCODING);
+		const char *v = msg_str(m, h->val_off);
+		if (t->http_minor == 0 || tes > 1 || msg_count(m, HDR_CONTENT_LENGTH))
+			return REASON_BAD_TE;
+		if (!tok_eq(v, h->val_len, "chunked")) {
+			const char *q = v, *end = v + h->val_len, *tok;
+			size_t tl;
+			while (list_next(&q, end, &tok, &tl))
+				if (tok_eq(tok, tl, "chunked"))
+					return REASON_BAD_TE;
+			for (size_t i = 0; i < h->val_len; i++)
+				if (v[i] == ',' || v[i] == ';' || v[i] == ' ' || v[i] == '\t')
+					return REASON_BAD_TE;
+			return REASON_TE_UNSUPPORTED;
+		}
+		t->req_chunked = 1;
+	}
+	const struct hdr *ex = msg_find(m, HDR_EXPECT);
+	if (ex) {
+		if (msg_count(m, HDR_EXPECT) > 1 || !tok_eq(msg_str(m, ex->val_off), ex->val_len, "100-continue"))
+			return REASON_EXPECT_FAILED;
+		t->expect_continue = t->http_minor >= 1;
+	}
+	uint64_t clen = (p->flags & F_CONTENT_LENGTH) ? p->content_length : 0;
+	if (limits()->max_body_size && clen > limits()->max_body_size)
+		return REASON_BODY_TOO_LARGE;
+	unsigned conn = msg_apply_connection(m);
+	cl->keepalive = t->http_minor >= 1 ? !(conn & CONN_CLOSE) : !!(conn & CONN_KEEPALIVE);
+	if (W->draining)
+		cl->keepalive = 0;
+	t->upgrade = (conn & CONN_UPGRADE) && msg_find(m, HDR_UPGRADE) && t->http_minor >= 1;
+	if (t->upgrade) {
+		for (uint32_t i = 0; i < m->nhdrs; i++)
+			if (m->hdrs[i].kind == HDR_UPGRADE)
+				m->hdrs[i].drop = 0;
+	}
+	t->is_head = t->method == HTTP_HEAD;
+	t->idempotent = (t->method == HTTP_GET || t->method == HTTP_HEAD || t->method == HTTP_OPTIONS) &&
+			!t->req_chunked && clen == 0;
+
+	struct buf *h = &t->head;
+	h->len = 0;
+	buf_append_str(h, llhttp_method_name((llhttp_method_t)t->method));
+	buf_append(h, " ", 1);
+	buf_append(h, msg_str(m, m->url_off), m->url_len);
+	buf_append(h, " HTTP/1.1\r\n", 11);
+	msg_write_headers(m, h);
+	if (t->req_chunked)
+		buf_append_str(h, "Transfer-Encoding: chunked\r\n");
+	if (t->upgrade)
+		buf_append_str(h, "Connection: upgrade\r\n");
+	buf_append(h, "\r\n", 2);
+	if (t->expect_continue && (t->req_chunked || clen > 0)) {
+		static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+		buf_append(&cl->out.pending, cont, sizeof(cont) - 1);
+		client_flush(cl);
+	}
+	return REASON_OK;
+}
+
+static enum reason txn_dispatch(struct client *cl)
+{
+	enum reason r = txn_prepare(cl);
+	if (r != REASON_OK)
+		return r;
+	cl->txn.be = cl->li->be;
+	cl->state = CL_WAIT;
+	client_timer(cl, 0);
+	r = upstream_request(cl);
+	if (r == REASON_OK && cl->txn.queued)
+		client_timer(cl, cl->txn.be->cfg->queue_timeout_ms);
+	return r;
+}
+
+static enum reason map_llhttp_error(llhttp_errno_t e)
+{
+	switch (e) {
+	case HPE_INVALID_TRANSFER_ENCODING: return REASON_BAD_TE;
+	case HPE_INVALID_CHUNK_SIZE: return REASON_BAD_CHUNK;
+	default: return REASON_BAD_REQUEST;
+	}
+}
+
+/* Feed DATA to the request parser. Returns bytes consumed, or -1 when the
+ * client failed (error response under way or closed). Stops early at the end
+ * of a request: later bytes are the next pipelined request. */
+static ssize_t client_exec(struct client *cl, const char *data, size_t len)
+{
+	size_t off = 0;
+	while (off < len) {
+		if (cl->state == CL_IDLE) {
+			cl->state = CL_HEAD;
+			client_timer(cl, timeouts()->client_header_ms);
+		}
+		cl->prev_exec_end = cl->exec_end;
+		cl->exec_start = data + off;
+		cl->exec_end = data + len;
+		llhttp_errno_t e = llhttp_execute(&cl->parser, data + off, len - off);
+		if (e == HPE_OK)
+			return (ssize_t)len;
+		if (e != HPE_PAUSED && e != HPE_PAUSED_UPGRADE) {
+			enum reason r = cl->parse_error ? cl->txn.reason : map_llhttp_error(e);
+			client_fail(cl, r);
+			return -1;
+		}
+		/* Paused at the end of a request: the rest is pipelined. */
+		off = (size_t)(llhttp_get_error_pos(&cl->parser) - data);
+		return (ssize_t)off;
+	}
+	return (ssize_t)off;
+}
+
+/* After request bytes were produced: push them and apply backpressure. */
+static void client_after_input(struct client *cl)
+{
+	struct txn *t = &cl->txn;
+	struct bconn *bc = t->bc;
+	if (bc && bc->state == BC_BUSY) {
+		bconn_flush(bc);
+		if (!t->req_done)
+			bconn_timeout(bc, t->be->cfg->response_timeout_ms);
+	}
+	size_t queued = bc && bc->state == BC_BUSY ? bconn_queued(bc) : t->tobe.len;
+	if (queued > OUT_HIGH_WATER || cl->in.len > PIPELINE_MAX)
+		client_read_pause(cl, 1);
+	if (cl->state == CL_EXCHANGE || cl->state == CL_WAIT) {
+		if (!t->req_done && !t->queued)
+			client_timer(cl, timeouts()->client_body_ms);
+		else if (t->req_done && !t->queued)
+			client_timer(cl, 0);
+	}
+}
+
+/* Parse what is buffered in cl->in (pipelined or held back). */
+static void client_run_input(struct client *cl)
+{
+	if (cl->in.len == 0 || cl->txn.req_done || cl->state == CL_CLOSING || cl->state == CL_ERROR)
+		return;
+	ssize_t n = client_exec(cl, cl->in.data, cl->in.len);
+	if (n < 0)
+		return;
+	buf_consume(&cl->in, (size_t)n);
+	client_after_input(cl);
+}
+
+
+static void client_on_eof(struct client *cl)
+{
+	struct txn *t = &cl->txn;
+	cl->peer_eof = 1;
+	uv_read_stop((uv_stream_t *)&cl->tcp);
+	switch (cl->state) {
+	case CL_WAIT:
+	case CL_EXCHANGE:
+		if (t->req_done) {  /* half-close after a full request: answer it */
+			cl->keepalive = 0;
+			return;
+		}
+		client_close(cl);
+		return;
+	case CL_HEAD:
+		if (cl->in.len == 0 && t->req.url_len == 0 && !t->head_done) {
+			client_close(cl);
+			return;
+		}
+		client_close(cl);
+		return;
+	default:
+		client_close(cl);
+		return;
+	}
+}
+
+static void client_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+	struct client *cl = s->data;
+	if (buf->base == W->rbuf)
+		W->rbuf_busy = 0;
+	if (nread == 0 || cl->state == CL_CLOSING)
+		return;
+	if (nread < 0) {
+		client_on_eof(cl);
+		return;
+	}
+	struct txn *t = &cl->txn;
+	switch (cl->state) {
+	case CL_ERROR:
+		return;  /* lingering: discard */
+	case CL_TUNNEL:
+		if (t->bc) {
+			buf_append(&t->bc->out.pending, buf->base, (size_t)nread);
+			bconn_flush(t->bc);
+			if (bconn_queued(t->bc) > OUT_HIGH_WATER)
+				client_read_pause(cl, 1);
+			client_timer(cl, timeouts()->client_keepalive_ms);
+		}
+		return;
+	default:
+		break;
+	}
+	if (cl->in.len > 0 || t->req_done) {
+		/* Earlier bytes wait, or a response is pending: keep order. */
+		buf_append(&cl->in, buf->base, (size_t)nread);
+		if (t->req_done) {
+			if (cl->in.len > PIPELINE_MAX)
+				client_read_pause(cl, 1);
+			return;
+		}
+		client_run_input(cl);
+		return;
+	}
+	ssize_t n = client_exec(cl, buf->base, (size_t)nread);
+	if (n < 0)
+		return;
+	if ((size_t)n < (size_t)nread)
+		buf_append(&cl->in, buf->base + n, (size_t)nread - (size_t)n);
+	client_after_input(cl);
+}
+
+static void client_timer_cb(uv_timer_t *timer)
+{
+	struct client *cl = timer->data;
+	switch (cl->state) {
+	case CL_IDLE:
+		client_close(cl);  /* keepalive expired: nothing to answer */
+		break;
+	case CL_HEAD:
+		client_fail(cl, REASON_HEADER_TIMEOUT);
+		break;
+	case CL_WAIT:
+		if (cl->txn.queued) {
+			client_fail(cl, REASON_QUEUE_TIMEOUT);
+			break;
+		}
+		/* body stalled while connecting */
+		__attribute__((fallthrough));
+	case CL_EXCHANGE:
+		if (!cl->txn.req_done)
+			client_fail(cl, REASON_BODY_TIMEOUT);
+		break;
+	case CL_TUNNEL:
+	case CL_ERROR:
+		client_close(cl);
+		break;
+	case CL_CLOSING:
+		break;
+	}
+}
+
+/* ---- accept ---- */
+
+static void format_peer(struct client *cl)
+{
+	struct sockaddr_storage ss;
+	int len = sizeof(ss);
+	char ip[INET6_ADDRSTRLEN] = "?";
+	int port = 0;
+	if (uv_tcp_getpeername(&cl->tcp, (struct sockaddr *)&ss, &len) == 0) {
+		if (ss.ss_family == AF_INET) {
+			struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+			inet_ntop(AF_INET, &a->sin_addr, ip, sizeof(ip));
+			port = ntohs(a->sin_port);
+		} else if (ss.ss_family == AF_INET6) {
+			struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+			inet_ntop(AF_INET6, &a->sin6_addr, ip, sizeof(ip));
+			port = ntohs(a->sin6_port);
+		}
+	}
+	snprintf(cl->peer, sizeof(cl->peer), "%s:%d", ip, port);
+}
+
+void client_accept(struct worker_listener *li)
+{
+	struct client *cl;
+	if (!list_empty(&cl_free)) {
+		cl = CONTAINER_OF(cl_free.next, struct client, link);
+		list_del(&cl->link);
+		struct buf in = cl->in, op = cl->out.pending, oi = cl->out.inflight;
+		struct txn keep = cl->txn;
+		memset(cl, 0, sizeof(*cl));
+		cl->in = in;
+		cl->out.pending = op;
+		cl->out.inflight = oi;
+		cl->txn.req = keep.req;
+		cl->txn.resp = keep.resp;
+		cl->txn.head = keep.head;
+		cl->txn.tobe = keep.tobe;
+	} else {
+		cl = calloc(1, sizeof(*cl));
+		AN(cl);
+	}
+	uv_tcp_init(&W->loop, &cl->tcp);
+	uv_timer_init(&W->loop, &cl->timer);
+	cl->tcp.data = cl->timer.data = cl;
+	cl->li = li;
+	list_add_tail(&W->clients, &cl->link);
+	W->nclients++;
+	txn_reset(cl);
+	if (uv_accept((uv_stream_t *)&li->tcp, (uv_stream_t *)&cl->tcp) < 0) {
+		cl->state = CL_IDLE;
+		client_close(cl);
+		return;
+	}
+	if (W->nclients > limits()->max_connections) {
+		client_close(cl);
+		return;
+	}
+	uv_tcp_nodelay(&cl->tcp, 1);
+	format_peer(cl);
+	llhttp_init(&cl->parser, HTTP_REQUEST, &req_settings);
+	cl->parser.data = cl;
+	cl->state = CL_IDLE;
+	client_timer(cl, timeouts()->client_keepalive_ms);
+	client_read_start(cl);
+}
+
+void client_drain_all(void)
+{
+	struct list *pos = W->clients.next;
+	while (pos != &W->clients) {
+		struct client *cl = CONTAINER_OF(pos, struct client, link);
+		pos = pos->next;
+		cl->keepalive = 0;
+		if (cl->state == CL_IDLE && cl->in.len == 0)
+			client_close(cl);
+	}
+}
+
+/* ---- backend side ---- */
+
+void client_backend_ready(struct client *cl)
+{
+	struct txn *t = &cl->txn;
+	struct bconn *bc = t->bc;
+	if (cl->state == CL_WAIT)
+		client_timer(cl, 0);
+	cl->state = CL_EXCHANGE;
+	llhttp_init(&bc->parser, HTTP_RESPONSE, &resp_settings);
+	bc->parser.data = bc;
+	buf_append(&bc->out.pending, t->head.data, t->head.len);
+	buf_append(&bc->out.pending, t->tobe.data, t->tobe.len);
+	t->tobe.len = 0;
+	t->t_sent = now_us();
+	bconn_flush(bc);
+	if (bc->state != BC_BUSY)
+		return;
+	bconn_timeout(bc, t->be->cfg->response_timeout_ms);
+	client_backend_writable(cl);
+	if (!t->req_done)
+		client_timer(cl, timeouts()->client_body_ms);
+}
+
+void client_backend_writable(struct client *cl)
+{
+	if (cl->read_stopped && !cl->txn.req_done && cl->in.len <= PIPELINE_MAX)
+		client_read_pause(cl, 0);
+	else if (cl->state == CL_TUNNEL && cl->read_stopped)
+		client_read_pause(cl, 0);
+}
+
+void client_backend_error(struct client *cl, enum reason r)
+{
+	client_fail(cl, r);
+}
+
+/* The exchange is complete: log, give the connection back, go on. */
+static void txn_finish(struct client *cl, int reusable)
+{
+	struct txn *t = &cl->txn;
+	if (t->bc)
+		upstream_release(t->bc, reusable && t->req_done);
+	txn_log(cl);
+	if (!t->req_done)
+		cl->keepalive = 0;  /* unread body: the stream is unusable */
+	if (!cl->keepalive || cl->peer_eof || W->draining) {
+		cl->state = CL_ERROR;
+		client_timer(cl, LINGER_MS);
+		client_flush(cl);
+		if (!cl->out.writing && client_queued(cl) == 0)
+			client_linger(cl);
+		return;
+	}
+	cl->nrequests++;
+	txn_reset(cl);
+	if (llhttp_get_errno(&cl->parser) == HPE_PAUSED)
+		llhttp_resume(&cl->parser);
+	cl->state = CL_IDLE;
+	client_timer(cl, timeouts()->client_keepalive_ms);
+	client_flush(cl);
+	if (cl->in.len) {
+		client_run_input(cl);
+		if (cl->state == CL_CLOSING || cl->state == CL_ERROR)
+			return;
+	}
+	if (cl->read_stopped && cl->in.len <= PIPELINE_MAX && client_queued(cl) < OUT_HIGH_WATER)
+		client_read_pause(cl, 0);
+}
+
+static int retry_possible(struct client *cl)
+{
+	struct txn *t = &cl->txn;
+	struct bconn *bc = t->bc;
+	return bc && !bc->got_bytes && bc->nreq > 1 && t->idempotent && !t->retried && t->req_done &&
+	       !t->resp_started;
+}
+
+static void txn_retry(struct client *cl)
+{
+	struct txn *t = &cl->txn;
+	upstream_abort(t->bc);
+	t->retried = 1;
+	t->srv = NULL;
+	cl->state = CL_WAIT;
+	log_info("%s retrying %s on a fresh connection after a stale pooled one", cl->peer,
+		 llhttp_method_name((llhttp_method_t)t->method));
+	enum reason r = upstream_request(cl);
+	if (r != REASON_OK)
+		client_fail(cl, r);
+	else if (t->queued)
+		client_timer(cl, t->be->cfg->queue_timeout_ms);
+}
+
+void client_backend_eof(struct client *cl, enum reason r)
+{
+	struct txn *t = &cl->txn;
+	struct bconn *bc = t->bc;
+	if (cl->state == CL_TUNNEL) {
+		/* Backend ended the tunnel: deliver what is queued, then close. */
+		if (bc)
+			upstream_abort(bc);
+		cl->state = CL_ERROR;
+		client_flush(cl);
+		if (!cl->out.writing && client_queued(cl) == 0)
+			client_linger(cl);
+		return;
+	}
+	if (bc && r == REASON_BACKEND_RESET && t->resp_started && !t->resp_done) {
+		/* Close-delimited body ends at EOF. */
+		llhttp_errno_t e = llhttp_finish(&bc->parser);
+		if ((e == HPE_OK || e == HPE_PAUSED) && t->resp_done) {
+			txn_finish(cl, 0);
+			return;
+		}
+	}
+	if (r == REASON_BACKEND_RESET && retry_possible(cl)) {
+		txn_retry(cl);
+		return;
+	}
+	if (t->resp_started)
+		r = REASON_BACKEND_ABORT;
+	client_fail(cl, r);
+}
+
+/* ---- response parsing ---- */
+
+static struct client *resp_client(llhttp_t *p)
+{
+	return ((struct bconn *)p->data)->cl;
+}
+
+static int resp_fail(llhttp_t *p)
+{
+	resp_client(p)->txn.reason = REASON_BACKEND_BAD_RESPONSE;
+	return -1;
+}
+
+static int on_resp_begin(llhttp_t *p)
+{
+	struct client *cl = resp_client(p);
+	msg_reset(&cl->txn.resp, limits()->max_headers);
+	return 0;
+}
+
+static int on_resp_status(llhttp_t *p, const char *at, size_t len)
+{
+	msg_on_url(&resp_client(p)->txn.resp, at, len);
+	return 0;
+}
+
+static int on_resp_field(llhttp_t *p, const char *at, size_t len)
+{
+	struct client *cl = resp_client(p);
+	if (msg_on_field(&cl->txn.resp, at, len) < 0 || cl->txn.resp.head_bytes > limits()->max_header_size)
+		return resp_fail(p);
+	return 0;
+}
+
+static int on_resp_value(llhttp_t *p, const char *at, size_t len)
+{
+	struct client *cl = resp_client(p);
+	msg_on_value(&cl->txn.resp, at, len);
+	if (cl->txn.resp.head_bytes > limits()->max_header_size)
+		return resp_fail(p);
+	return 0;
+}
+
+static int on_resp_value_done(llhttp_t *p)
+{
+	msg_finish_header(&resp_client(p)->txn.resp);
+	return 0;
+}
+
+static void write_status_line(struct client *cl, int status)
+{
+	struct msg *m = &cl->txn.resp;
+	buf_appendf(&cl->out.pending, "HTTP/1.1 %03d ", status);
+	buf_append(&cl->out.pending, msg_str(m, m->url_off), m->url_len);
+	buf_append(&cl->out.pending, "\r\n", 2);
+}
+
+static int on_resp_headers_done(llhttp_t *p)
+{
+	struct client *cl = resp_client(p);
+	struct txn *t = &cl->txn;
+	struct msg *m = &t->resp;
+	int status = llhttp_get_status_code(p);
+	if (llhttp_get_http_major(p) != 1)
+		return resp_fail(p);
+	msg_apply_connection(m);
+	size_t before = cl->out.pending.len;
+	if (status >= 100 && status < 200 && status != 101) {
+		/* Interim responses are relayed to HTTP/1.1 clients only. */
+		if (t->http_minor >= 1 && status != 100) {
+			write_status_line(cl, status);
+			msg_write_headers(m, &cl->out.pending);
+			buf_append(&cl->out.pending, "\r\n", 2);
+			t->bytes_out += cl->out.pending.len - before;
+		}
+		return 0;
+	}
+	if (status == 101) {
+		if (!t->upgrade)
+			return resp_fail(p);
+		t->status = 101;
+		t->resp_started = t->resp_head_sent = 1;
+		t->t_first_byte = now_us();
+		write_status_line(cl, status);
+		for (uint32_t i = 0; i < m->nhdrs; i++)
+			if (m->hdrs[i].kind == HDR_UPGRADE)
+				m->hdrs[i].drop = 0;
+		msg_write_headers(m, &cl->out.pending);
+		buf_append_str(&cl->out.pending, "Connection: upgrade\r\n\r\n");
+		t->bytes_out += cl->out.pending.len - before;
+		return 2;
+	}
+	t->status = status;
+	t->resp_started = 1;
+	t->t_first_byte = now_us();
+	int bodyless = t->is_head || status == 204 || status == 304;
+	int chunked = (p->flags & F_CHUNKED) != 0;
+	int has_len = (p->flags & F_CONTENT_LENGTH) != 0;
+	if (t->upgrade)
+		cl->keepalive = 0;  /* refused upgrade: the client may already send frames */
+	if (!bodyless && !chunked && !has_len) {
+		t->resp_close_delimited = 1;
+		if (t->http_minor >= 1)
+			t->resp_chunked_out = 1;
+		else
+			cl->keepalive = 0;
+	} else if (!bodyless && chunked) {
+		if (t->http_minor >= 1)
+			t->resp_chunked_out = 1;
+		else
+			cl->keepalive = 0;
+	}
+	if (!t->req_done || W->draining)
+		cl->keepalive = 0;
+	write_status_line(cl, status);
+	msg_write_headers(m, &cl->out.pending);
+	if (t->resp_chunked_out)
+		buf_append_str(&cl->out.pending, "Transfer-Encoding: chunked\r\n");
+	if (!cl->keepalive)
+		buf_append_str(&cl->out.pending, "Connection: close\r\n");
+	else if (t->http_minor == 0)
+		buf_append_str(&cl->out.pending, "Connection: keep-alive\r\n");
+	buf_append(&cl->out.pending, "\r\n", 2);
+	t->bytes_out += cl->out.pending.len - before;
+	t->resp_head_sent = 1;
+	return t->is_head ? 1 : 0;
+}
+
+static int on_resp_body(llhttp_t *p, const char *at, size_t len)
+{
+	struct client *cl = resp_client(p);
+	struct txn *t = &cl->txn;
+	t->resp_body_in += len;
+	if (t->resp_chunked_out) {
+		char sz[24];
+		int n = snprintf(sz, sizeof(sz), "%zx\r\n", len);
+		client_out(cl, sz, (size_t)n);
+		client_out(cl, at, len);
+		client_out(cl, "\r\n", 2);
+	} else {
+		client_out(cl, at, len);
+	}
+	return 0;
+}
+
+static int on_resp_done(llhttp_t *p)
+{
+	struct client *cl = resp_client(p);
+	struct txn *t = &cl->txn;
+	if (!t->resp_started)
+		return 0;  /* end of an interim (1xx) response */
+	if (t->resp_chunked_out)
+		client_out(cl, "0\r\n\r\n", 5);
+	t->resp_done = 1;
+	return HPE_PAUSED;
+}
+
+static void client_start_tunnel(struct client *cl, const char *rest, size_t len)
+{
+	struct txn *t = &cl->txn;
+	cl->state = CL_TUNNEL;
+	txn_log(cl);
+	client_out(cl, rest, len);
+	client_flush(cl);
+	if (cl->in.len) {
+		buf_append(&t->bc->out.pending, cl->in.data, cl->in.len);
+		cl->in.len = 0;
+		bconn_flush(t->bc);
+	}
+	uv_timer_stop(&t->bc->timer);
+	client_timer(cl, timeouts()->client_keepalive_ms);
+	if (cl->read_stopped)
+		client_read_pause(cl, 0);
+	else if (cl->peer_eof)
+		client_close(cl);
+}
+
+void client_backend_data(struct client *cl, const char *data, size_t len)
+{
+	struct txn *t = &cl->txn;
+	struct bconn *bc = t->bc;
+	if (cl->state == CL_TUNNEL) {
+		client_out(cl, data, len);
+		client_flush(cl);
+		if (client_queued(cl) > OUT_HIGH_WATER)
+			bconn_read_pause(bc, 1);
+		client_timer(cl, timeouts()->client_keepalive_ms);
+		return;
+	}
+	bconn_timeout(bc, t->be->cfg->response_timeout_ms);
+	llhttp_errno_t e = llhttp_execute(&bc->parser, data, len);
+	if (e == HPE_OK) {
+		client_flush(cl);
+		if (client_queued(cl) > OUT_HIGH_WATER)
+			bconn_read_pause(bc, 1);
+		return;
+	}
+	if (e == HPE_PAUSED || e == HPE_PAUSED_UPGRADE) {
+		size_t used = (size_t)(llhttp_get_error_pos(&bc->parser) - data);
+		if (e == HPE_PAUSED_UPGRADE) {
+			client_start_tunnel(cl, data + used, len - used);
+			return;
+		}
+		/* Bytes after a complete response mean a confused backend: do
+		 * not let them reach the next request on this connection. */
+		int reusable = used == len && llhttp_should_keep_alive(&bc->parser) && !t->upgrade;
+		txn_finish(cl, reusable);
+		return;
+	}
+	if (t->reason != REASON_BACKEND_BAD_RESPONSE)
+		t->reason = REASON_BACKEND_BAD_RESPONSE;
+	log_warn("%s backend %s/%s sent an invalid response: %s", cl->peer, t->be->cfg->name,
+		 bc->srv->cfg->name, llhttp_get_error_reason(&bc->parser));
+	client_fail(cl, t->resp_head_sent ? REASON_BACKEND_ABORT : REASON_BACKEND_BAD_RESPONSE);
+}
+
+void http1_settings_init(void)
+{
+	llhttp_settings_init(&req_settings);
+	req_settings.on_message_begin = on_req_begin;
+	req_settings.on_url = on_req_url;
+	req_settings.on_header_field = on_req_field;
+	req_settings.on_header_value = on_req_value;
+	req_settings.on_header_value_complete = on_req_value_done;
+	req_settings.on_headers_complete = on_req_headers_done;
+	req_settings.on_body = on_req_body;
+	req_settings.on_message_complete = on_req_done;
+
+	llhttp_settings_init(&resp_settings);
+	resp_settings.on_message_begin = on_resp_begin;
+	resp_settings.on_status = on_resp_status;
+	resp_settings.on_header_field = on_resp_field;
+	resp_settings.on_header_value = on_resp_value;
+	resp_settings.on_header_value_complete = on_resp_value_done;
+	resp_settings.on_headers_complete = on_resp_headers_done;
+	resp_settings.on_body = on_resp_body;
+	resp_settings.on_message_complete = on_resp_done;
+}

@@ -1,0 +1,197 @@
+#include <string.h>
+#include <strings.h>
+#include <stdlib.h>
+#include "httpmsg.h"
+#include "util.h"
+
+static const struct { const char *name; enum hdr_kind kind; uint8_t hop; } known[] = {
+	{ "host",              HDR_HOST,              0 },
+	{ "content-length",    HDR_CONTENT_LENGTH,    0 },
+	{ "transfer-encoding", HDR_TRANSFER_ENCODING, 1 },
+	{ "connection",        HDR_CONNECTION,        1 },
+	{ "keep-alive",        HDR_KEEP_ALIVE,        1 },
+	{ "proxy-connection",  HDR_PROXY_CONNECTION,  1 },
+	{ "te",                HDR_TE,                1 },
+	{ "trailer",           HDR_TRAILER,           1 },
+	{ "upgrade",           HDR_UPGRADE,           1 },
+	{ "expect",            HDR_EXPECT,            1 },
+};
+
+void msg_reset(struct msg *m, uint32_t max_hdrs)
+{
+	m->raw.len = 0;
+	m->nhdrs = 0;
+	m->max_hdrs = max_hdrs;
+	m->url_off = m->url_len = 0;
+	m->head_bytes = 0;
+	m->in_field = m->in_value = 0;
+}
+
+void msg_free(struct msg *m)
+{
+	buf_free(&m->raw);
+	free(m->hdrs);
+	m->hdrs = NULL;
+	m->nhdrs = m->hdrs_cap = 0;
+}
+
+void msg_on_url(struct msg *m, const char *at, size_t len)
+{
+	if (m->url_len == 0)
+		m->url_off = (uint32_t)m->raw.len;
+	buf_append(&m->raw, at, len);
+	m->url_len += (uint32_t)len;
+	m->head_bytes += (uint32_t)len;
+}
+
+int msg_on_field(struct msg *m, const char *at, size_t len)
+{
+	if (!m->in_field) {
+		if (m->nhdrs >= m->max_hdrs)
+			return -1;
+		if (m->nhdrs == m->hdrs_cap) {
+			uint32_t cap = m->hdrs_cap ? m->hdrs_cap * 2 : 32;
+			struct hdr *h = realloc(m->hdrs, cap * sizeof(*h));
+			AN(h);
+			m->hdrs = h;
+			m->hdrs_cap = cap;
+		}
+		struct hdr *h = &m->hdrs[m->nhdrs++];
+		memset(h, 0, sizeof(*h));
+		h->name_off = (uint32_t)m->raw.len;
+		m->in_field = 1;
+		m->in_value = 0;
+		m->head_bytes += 4; /* ": " and CRLF */
+	}
+	buf_append(&m->raw, at, len);
+	m->hdrs[m->nhdrs - 1].name_len += (uint32_t)len;
+	m->head_bytes += (uint32_t)len;
+	return 0;
+}
+
+void msg_on_value(struct msg *m, const char *at, size_t len)
+{
+	struct hdr *h = &m->hdrs[m->nhdrs - 1];
+	if (!m->in_value) {
+		h->val_off = (uint32_t)m->raw.len;
+		m->in_value = 1;
+	}
+	m->in_field = 0;
+	buf_append(&m->raw, at, len);
+	h->val_len += (uint32_t)len;
+	m->head_bytes += (uint32_t)len;
+}
+
+struct hdr *msg_finish_header(struct msg *m)
+{
+	struct hdr *h = &m->hdrs[m->nhdrs - 1];
+	if (!m->in_value)  /* empty value: llhttp sends no value callback */
+		h->val_off = (uint32_t)m->raw.len;
+	m->in_field = m->in_value = 0;
+	const char *v = m->raw.data + h->val_off;
+	while (h->val_len > 0 && (v[h->val_len - 1] == ' ' || v[h->val_len - 1] == '\t'))
+		h->val_len--;
+	const char *n = m->raw.data + h->name_off;
+	for (size_t i = 0; i < ARRAY_SIZE(known); i++) {
+		if (tok_eq(n, h->name_len, known[i].name)) {
+			h->kind = (uint8_t)known[i].kind;
+			h->drop = known[i].hop;
+			break;
+		}
+	}
+	return h;
+}
+
+int tok_eq(const char *a, size_t alen, const char *lit)
+{
+	size_t n = strlen(lit);
+	return alen == n && strncasecmp(a, lit, n) == 0;
+}
+
+int list_next(const char **p, const char *end, const char **tok, size_t *toklen)
+{
+	const char *s = *p;
+	for (;;) {
+		while (s < end && (*s == ' ' || *s == '\t' || *s == ','))
+			s++;
+		if (s >= end) {
+			*p = s;
+			return 0;
+		}
+		const char *e = s;
+		while (e < end && *e != ',')
+			e++;
+		const char *t = e;
+		while (t > s && (t[-1] == ' ' || t[-1] == '\t'))
+			t--;
+		*p = e;
+		if (t > s) {
+			*tok = s;
+			*toklen = (size_t)(t - s);
+			return 1;
+		}
+		s = e;
+	}
+}
+
+unsigned msg_apply_connection(struct msg *m)
+{
+	unsigned flags = 0;
+	for (uint32_t i = 0; i < m->nhdrs; i++) {
+		struct hdr *h = &m->hdrs[i];
+		if (h->kind != HDR_CONNECTION)
+			continue;
+		const char *p = m->raw.data + h->val_off, *end = p + h->val_len, *t;
+		size_t tl;
+		while (list_next(&p, end, &t, &tl)) {
+			if (tok_eq(t, tl, "close")) {
+				flags |= CONN_CLOSE;
+			} else if (tok_eq(t, tl, "keep-alive")) {
+				flags |= CONN_KEEPALIVE;
+			} else if (tok_eq(t, tl, "upgrade")) {
+				flags |= CONN_UPGRADE;
+			} else {
+				for (uint32_t j = 0; j < m->nhdrs; j++) {
+					struct hdr *o = &m->hdrs[j];
+					if (o->name_len == tl && strncasecmp(m->raw.data + o->name_off, t, tl) == 0)
+						o->drop = 1;
+				}
+			}
+		}
+	}
+	return flags;
+}
+
+void msg_write_headers(const struct msg *m, struct buf *out)
+{
+	for (uint32_t i = 0; i < m->nhdrs; i++) {
+		const struct hdr *h = &m->hdrs[i];
+		if (h->drop)
+			continue;
+		buf_reserve(out, h->name_len + h->val_len + 4);
+		memcpy(out->data + out->len, m->raw.data + h->name_off, h->name_len);
+		out->len += h->name_len;
+		out->data[out->len++] = ':';
+		out->data[out->len++] = ' ';
+		memcpy(out->data + out->len, m->raw.data + h->val_off, h->val_len);
+		out->len += h->val_len;
+		out->data[out->len++] = '\r';
+		out->data[out->len++] = '\n';
+	}
+}
+
+const struct hdr *msg_find(const struct msg *m, enum hdr_kind kind)
+{
+	for (uint32_t i = 0; i < m->nhdrs; i++)
+		if (m->hdrs[i].kind == kind)
+			return &m->hdrs[i];
+	return NULL;
+}
+
+int msg_count(const struct msg *m, enum hdr_kind kind)
+{
+	int n = 0;
+	for (uint32_t i = 0; i < m->nhdrs; i++)
+		n += m->hdrs[i].kind == kind;
+	return n;
+}

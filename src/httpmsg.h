@@ -1,0 +1,77 @@
+/* A parsed HTTP/1 message head, collected from llhttp callbacks into one
+ * arena, plus the pure helpers that classify and rewrite header fields.
+ * No I/O here. The arena and header array keep their capacity across
+ * messages, so a warm connection parses without allocating. */
+#ifndef SLUICE_HTTPMSG_H
+#define SLUICE_HTTPMSG_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "buf.h"
+
+/* Header roles sluice cares about; everything else is HDR_OTHER. */
+enum hdr_kind {
+	HDR_OTHER,
+	HDR_HOST,
+	HDR_CONTENT_LENGTH,
+	HDR_TRANSFER_ENCODING,
+	HDR_CONNECTION,
+	HDR_KEEP_ALIVE,
+	HDR_PROXY_CONNECTION,
+	HDR_TE,
+	HDR_TRAILER,
+	HDR_UPGRADE,
+	HDR_EXPECT,
+};
+
+struct hdr {
+	uint32_t name_off, name_len;
+	uint32_t val_off, val_len;
+	uint8_t kind;   /* enum hdr_kind */
+	uint8_t drop;   /* 1: hop-by-hop, not forwarded */
+};
+
+struct msg {
+	struct buf raw;          /* url or status text, then names and values */
+	struct hdr *hdrs;
+	uint32_t nhdrs, hdrs_cap;
+	uint32_t max_hdrs;       /* limit; exceeding it makes msg_* return -1 */
+	uint32_t url_off, url_len;    /* request target or reason phrase */
+	uint32_t head_bytes;     /* approximate size of the head on the wire */
+	uint8_t in_field;        /* a field name is being received */
+	uint8_t in_value;        /* a value is being received */
+};
+
+void msg_reset(struct msg *m, uint32_t max_hdrs);
+void msg_free(struct msg *m);
+/* llhttp callback bodies. Return 0, or -1 when max_hdrs is exceeded. */
+void msg_on_url(struct msg *m, const char *at, size_t len);
+int msg_on_field(struct msg *m, const char *at, size_t len);
+void msg_on_value(struct msg *m, const char *at, size_t len);
+/* Called on value complete: trims trailing whitespace, classifies. */
+struct hdr *msg_finish_header(struct msg *m);
+
+static inline const char *msg_str(const struct msg *m, uint32_t off) { return m->raw.data + off; }
+
+/* Case-insensitive token comparison (RFC 9110 tokens are ASCII). */
+int tok_eq(const char *a, size_t alen, const char *lit);
+
+/* Iterate over comma-separated list elements of a header value, trimming
+ * OWS; empty elements are skipped. Returns 0 when done. */
+int list_next(const char **p, const char *end, const char **tok, size_t *toklen);
+
+/* Mark headers named by Connection tokens (RFC 9110 7.6.1) as dropped and
+ * return flags seen in Connection: bit0 close, bit1 keep-alive, bit2 upgrade. */
+#define CONN_CLOSE     1u
+#define CONN_KEEPALIVE 2u
+#define CONN_UPGRADE   4u
+unsigned msg_apply_connection(struct msg *m);
+
+/* Append "Name: value\r\n" for every header not marked drop. */
+void msg_write_headers(const struct msg *m, struct buf *out);
+
+/* Find the first header of KIND; NULL if none. */
+const struct hdr *msg_find(const struct msg *m, enum hdr_kind kind);
+int msg_count(const struct msg *m, enum hdr_kind kind);
+
+#endif

@@ -1,0 +1,140 @@
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+#include "log.h"
+
+static int error_fd = 2;
+static int access_fd = 2;
+static int access_on = 1;
+static char role[32] = "master";
+static struct buf access_buf;
+
+static const struct { int status; const char *name, *text; } reasons[] = {
+#define REASON_ROW(id, status, name, text) { status, name, text },
+	REASON_TABLE(REASON_ROW)
+#undef REASON_ROW
+};
+
+const char *reason_name(enum reason r) { return reasons[r].name; }
+int reason_status(enum reason r) { return reasons[r].status; }
+const char *reason_text(enum reason r) { return reasons[r].text; }
+
+static int open_one(const char *path, int *fd)
+{
+	if (strcmp(path, "stderr") == 0 || path[0] == '\0') {
+		if (*fd > 2)
+			close(*fd);
+		*fd = 2;
+		return 0;
+	}
+	int nfd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+	if (nfd < 0) {
+		fprintf(stderr, "sluice: cannot open log %s: %s\n", path, strerror(errno));
+		return -1;
+	}
+	if (*fd > 2)
+		close(*fd);
+	*fd = nfd;
+	return 0;
+}
+
+int log_open(const char *error_path, const char *access_path)
+{
+	if (open_one(error_path, &error_fd) < 0)
+		return -1;
+	access_on = strcmp(access_path, "off") != 0;
+	if (access_on && open_one(access_path, &access_fd) < 0)
+		return -1;
+	return 0;
+}
+
+void log_close(void)
+{
+	log_flush();
+	if (error_fd > 2)
+		close(error_fd);
+	if (access_fd > 2 && access_fd != error_fd)
+		close(access_fd);
+	error_fd = access_fd = 2;
+	buf_free(&access_buf);
+}
+
+void log_set_role(const char *r)
+{
+	snprintf(role, sizeof(role), "%s", r);
+}
+
+void log_timestamp(struct buf *b)
+{
+	static time_t cached_sec = -1;
+	static char cached[32];
+	struct timeval tv;
+	gettimeofday(&tv, NULL);
+	if (tv.tv_sec != cached_sec) {
+		struct tm tm;
+		gmtime_r(&tv.tv_sec, &tm);
+		strftime(cached, sizeof(cached), "%Y-%m-%dT%H:%M:%S", &tm);
+		cached_sec = tv.tv_sec;
+	}
+	buf_appendf(b, "%s.%06ldZ", cached, (long)tv.tv_usec);
+}
+
+static void write_all(int fd, const char *p, size_t n)
+{
+	while (n > 0) {
+		ssize_t w = write(fd, p, n);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			return; /* a log we cannot write must not stop the proxy */
+		}
+		p += w;
+		n -= (size_t)w;
+	}
+}
+
+void log_msg(enum log_level lvl, const char *fmt, ...)
+{
+	static const char *names[] = { "error", "warn", "info" };
+	char line[2048];
+	struct buf b = { 0 };
+	log_timestamp(&b);
+	int off = snprintf(line, sizeof(line), "%.*s [%s] %s: ", (int)b.len, b.data, names[lvl], role);
+	buf_free(&b);
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(line + off, sizeof(line) - (size_t)off - 1, fmt, ap);
+	va_end(ap);
+	size_t len = (size_t)off + ((size_t)n < sizeof(line) - (size_t)off - 1 ? (size_t)n : sizeof(line) - (size_t)off - 2);
+	line[len++] = '\n';
+	write_all(error_fd, line, len);
+}
+
+int log_access_enabled(void) { return access_on; }
+
+struct buf *log_access_begin(void)
+{
+	log_timestamp(&access_buf);
+	buf_append(&access_buf, " ", 1);
+	return &access_buf;
+}
+
+void log_access_commit(void)
+{
+	buf_append(&access_buf, "\n", 1);
+	if (access_buf.len >= 32768)
+		log_flush();
+}
+
+void log_flush(void)
+{
+	if (access_buf.len == 0)
+		return;
+	write_all(access_fd, access_buf.data, access_buf.len);
+	access_buf.len = 0;
+}

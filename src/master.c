@@ -1,0 +1,360 @@
+/* Process model.
+ *
+ * Listening sockets: one SO_REUSEPORT socket per (listener, worker index),
+ * created and kept open by the master. A reload forks new workers on the same
+ * sockets before the old ones stop accepting, so a connection waiting in an
+ * accept queue is never lost. If a reload lowers the worker count, the
+ * surplus sockets are shared out (socket i goes to worker i mod N) instead of
+ * being closed with connections in them. */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <netinet/in.h>
+#include <time.h>
+#include <unistd.h>
+#include "master.h"
+#include "cfg.h"
+#include "log.h"
+#include "shm.h"
+#include "util.h"
+#include "worker.h"
+
+#define MAX_LSOCKS (CFG_MAX_LISTENERS * 2)
+#define RESTART_BURST 10   /* crashes within RESTART_WINDOW_S before backing off */
+#define RESTART_WINDOW_S 10
+
+struct lsock {
+	struct cfg_addr addr;
+	int fds[SHM_MAX_WORKERS];
+	unsigned nfds;
+	int in_use;
+};
+
+struct wproc {
+	pid_t pid;
+	int index;
+	int slot;
+	unsigned gen;
+};
+
+static struct lsock lsocks[MAX_LSOCKS];
+static struct wproc procs[SHM_MAX_WORKERS];
+static struct cfg *cur;
+static unsigned generation;
+static time_t restart_times[RESTART_BURST];
+static unsigned restart_pos;
+
+static int lsock_open_one(const struct cfg_listener *l)
+{
+	int fd = socket(l->addr.ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -1;
+	int one = 1;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
+	if (l->addr.ss.ss_family == AF_INET6)
+		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+	if (bind(fd, (const struct sockaddr *)&l->addr.ss, l->addr.len) < 0 || listen(fd, l->backlog) < 0) {
+		int e = errno;
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	return fd;
+}
+
+static struct lsock *lsock_find(const struct cfg_addr *a)
+{
+	for (int i = 0; i < MAX_LSOCKS; i++)
+		if (lsocks[i].nfds && lsocks[i].addr.len == a->len && memcmp(&lsocks[i].addr.ss, &a->ss, a->len) == 0)
+			return &lsocks[i];
+	return NULL;
+}
+
+/* Make sure every listener of CFG has at least cfg->workers sockets. */
+static int lsocks_prepare(struct cfg *cfg)
+{
+	for (int i = 0; i < MAX_LSOCKS; i++)
+		lsocks[i].in_use = 0;
+	for (unsigned l = 0; l < cfg->nlisteners; l++) {
+		struct cfg_listener *li = &cfg->listeners[l];
+		struct lsock *ls = lsock_find(&li->addr);
+		if (ls == NULL) {
+			for (int i = 0; i < MAX_LSOCKS && !ls; i++)
+				if (lsocks[i].nfds == 0)
+					ls = &lsocks[i];
+			if (ls == NULL) {
+				log_error("too many listening addresses");
+				return -1;
+			}
+			ls->addr = li->addr;
+		}
+		ls->in_use = 1;
+		while (ls->nfds < cfg->workers) {
+			int fd = lsock_open_one(li);
+			if (fd < 0) {
+				log_error("cannot listen on %s: %s", li->addr.text, strerror(errno));
+				return -1;
+			}
+			ls->fds[ls->nfds++] = fd;
+		}
+	}
+	return 0;
+}
+
+/* Sockets of listeners the current config dropped. */
+static void lsocks_close_unused(void)
+{
+	for (int i = 0; i < MAX_LSOCKS; i++) {
+		if (lsocks[i].in_use || lsocks[i].nfds == 0)
+			continue;
+		for (unsigned k = 0; k < lsocks[i].nfds; k++)
+			close(lsocks[i].fds[k]);
+		lsocks[i].nfds = 0;
+	}
+}
+
+static int register_slots(struct cfg *cfg)
+{
+	for (unsigned b = 0; b < cfg->nbackends; b++) {
+		struct cfg_backend *be = &cfg->backends[b];
+		if (shm_slot_get(be->name) < 0)
+			return -1;
+		for (unsigned s = 0; s < be->nservers; s++) {
+			char name[SHM_NAME_MAX];
+			snprintf(name, sizeof(name), "%s/%s", be->name, be->servers[s].name);
+			if (shm_slot_get(name) < 0)
+				return -1;
+		}
+	}
+	return 0;
+}
+
+static int spawn(int index)
+{
+	int slot = shm_worker_alloc();
+	int p;
+	if (slot < 0) {
+		log_error("no free worker slot");
+		return -1;
+	}
+	for (p = 0; p < SHM_MAX_WORKERS && procs[p].pid; p++)
+		;
+	if (p == SHM_MAX_WORKERS)
+		return -1;
+	struct worker_fd fds[CFG_MAX_LISTENERS * 8];
+	unsigned nfds = 0;
+	for (unsigned l = 0; l < cur->nlisteners; l++) {
+		struct lsock *ls = lsock_find(&cur->listeners[l].addr);
+		AN(ls);
+		for (unsigned k = (unsigned)index; k < ls->nfds && nfds < ARRAY_SIZE(fds); k += cur->workers)
+			fds[nfds++] = (struct worker_fd){ l, ls->fds[k] };
+	}
+	log_flush();
+	pid_t pid = fork();
+	if (pid < 0) {
+		log_error("fork: %s", strerror(errno));
+		return -1;
+	}
+	if (pid == 0) {
+		atomic_store(&shm->workers[slot].pid, getpid());
+		worker_run(cur, index, slot, fds, nfds);
+	}
+	atomic_store(&shm->workers[slot].pid, pid);
+	shm->workers[slot].generation = generation;
+	procs[p] = (struct wproc){ pid, index, slot, generation };
+	return 0;
+}
+
+static void signal_generation(unsigned gen, int sig, int match)
+{
+	for (int i = 0; i < SHM_MAX_WORKERS; i++)
+		if (procs[i].pid && ((procs[i].gen == gen) == match))
+			kill(procs[i].pid, sig);
+}
+
+static unsigned live_workers(void)
+{
+	unsigned n = 0;
+	for (int i = 0; i < SHM_MAX_WORKERS; i++)
+		n += procs[i].pid != 0;
+	return n;
+}
+
+static int restart_allowed(void)
+{
+	time_t now = time(NULL);
+	time_t oldest = restart_times[restart_pos];
+	if (oldest && now - oldest < RESTART_WINDOW_S)
+		return 0;
+	restart_times[restart_pos] = now;
+	restart_pos = (restart_pos + 1) % RESTART_BURST;
+	return 1;
+}
+
+static void reap(int stopping)
+{
+	int status;
+	pid_t pid;
+	while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+		int i;
+		for (i = 0; i < SHM_MAX_WORKERS && procs[i].pid != pid; i++)
+			;
+		if (i == SHM_MAX_WORKERS)
+			continue;
+		struct wproc pr = procs[i];
+		procs[i].pid = 0;
+		shm_worker_reclaim(pr.slot);
+		int crashed = WIFSIGNALED(status) || (WIFEXITED(status) && WEXITSTATUS(status) != 0);
+		if (pr.gen != generation || stopping) {
+			if (crashed)
+				log_warn("worker %d (pid %d) of generation %u ended abnormally", pr.index, pid, pr.gen);
+			continue;
+		}
+		if (WIFSIGNALED(status))
+			log_error("worker %d (pid %d) killed by signal %d; starting a new one",
+				  pr.index, pid, WTERMSIG(status));
+		else
+			log_error("worker %d (pid %d) exited with status %d; starting a new one",
+				  pr.index, pid, WEXITSTATUS(status));
+		if (!restart_allowed()) {
+			log_error("workers crash too often; waiting before restarting worker %d", pr.index);
+			sleep(1);
+		}
+		spawn(pr.index);
+	}
+}
+
+static void reload(void)
+{
+	char err[4096];
+	log_info("reloading %s", cur->path);
+	struct cfg *next = cfg_load(cur->path, err, sizeof(err));
+	if (next == NULL) {
+		char *line = strtok(err, "\n");
+		while (line) {
+			log_error("reload rejected: %s", line);
+			line = strtok(NULL, "\n");
+		}
+		log_error("reload rejected: keeping the running configuration");
+		return;
+	}
+	if (register_slots(next) < 0 || lsocks_prepare(next) < 0) {
+		log_error("reload rejected: keeping the running configuration");
+		lsocks_prepare(cur);
+		cfg_free(next);
+		return;
+	}
+	if (log_open(next->error_log, next->access_log) < 0)
+		log_error("reload: cannot open the new logs; keeping the old ones");
+	struct cfg *old = cur;
+	unsigned old_gen = generation;
+	cur = next;
+	generation++;
+	for (unsigned i = 0; i < cur->workers; i++)
+		spawn((int)i);
+	/* The old generation stops accepting only now that the new one is up. */
+	signal_generation(old_gen, SIGTERM, 1);
+	for (unsigned g = 0; g < old_gen; g++)
+		;
+	lsocks_close_unused();
+	/* Old workers keep their own copy of OLD; the master no longer needs it. */
+	cfg_free(old);
+	log_info("reloaded: generation %u, %u workers", generation, cur->workers);
+}
+
+static void write_pid_file(const char *path)
+{
+	if (!path[0])
+		return;
+	FILE *f = fopen(path, "w");
+	if (!f) {
+		log_warn("cannot write pid file %s: %s", path, strerror(errno));
+		return;
+	}
+	fprintf(f, "%d\n", getpid());
+	fclose(f);
+}
+
+int master_run(struct cfg *cfg)
+{
+	cur = cfg;
+	log_set_role("master");
+	if (shm_init() < 0) {
+		log_error("shared memory: %s", strerror(errno));
+		return 1;
+	}
+	if (register_slots(cfg) < 0 || lsocks_prepare(cfg) < 0)
+		return 1;
+	sigset_t set;
+	sigemptyset(&set);
+	sigaddset(&set, SIGCHLD);
+	sigaddset(&set, SIGHUP);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGUSR1);
+	sigprocmask(SIG_BLOCK, &set, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	write_pid_file(cfg->pid_file);
+	for (unsigned i = 0; i < cfg->workers; i++)
+		if (spawn((int)i) < 0)
+			return 1;
+	for (unsigned l = 0; l < cfg->nlisteners; l++)
+		log_info("listening on %s (listener %s -> backend %s), %u workers",
+			 cfg->listeners[l].addr.text, cfg->listeners[l].name,
+			 cfg->listeners[l].backend_name, cfg->workers);
+	int stopping = 0;
+	struct timespec deadline = { 0, 0 };
+	for (;;) {
+		struct timespec tick = { 0, 200 * 1000 * 1000 };
+		siginfo_t info;
+		int sig = sigtimedwait(&set, &info, &tick);
+		switch (sig) {
+		case SIGHUP:
+			if (!stopping)
+				reload();
+			break;
+		case SIGTERM:
+		case SIGINT:
+			if (!stopping) {
+				stopping = 1;
+				log_info("stopping: draining workers (up to %u ms)", cur->timeouts.drain_ms);
+				signal_generation(0, SIGTERM, 0);
+				signal_generation(0, SIGTERM, 1);
+				clock_gettime(CLOCK_MONOTONIC, &deadline);
+				deadline.tv_sec += cur->timeouts.drain_ms / 1000 + 2;
+			}
+			break;
+		case SIGUSR1:
+			log_open(cur->error_log, cur->access_log);
+			signal_generation(0, SIGUSR1, 0);
+			signal_generation(0, SIGUSR1, 1);
+			break;
+		default:
+			break;
+		}
+		reap(stopping);
+		if (stopping) {
+			if (live_workers() == 0)
+				break;
+			struct timespec now;
+			clock_gettime(CLOCK_MONOTONIC, &now);
+			if (now.tv_sec > deadline.tv_sec) {
+				log_warn("workers did not drain in time; killing them");
+				signal_generation(0, SIGKILL, 0);
+				signal_generation(0, SIGKILL, 1);
+			}
+		}
+	}
+	if (cur->pid_file[0])
+		unlink(cur->pid_file);
+	log_info("stopped");
+	log_close();
+	cfg_free(cur);
+	return 0;
+}

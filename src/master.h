@@ -1,0 +1,12 @@
+/* The master process: holds the config, the listening sockets and the shared
+ * memory; forks, watches and replaces workers; handles reload and stop. */
+#ifndef SLUICE_MASTER_H
+#define SLUICE_MASTER_H
+
+#include "cfg-t.h"
+
+/* Runs until SIGTERM/SIGINT has drained every worker. CFG is owned by the
+ * master from here on. Returns the process exit status. */
+int master_run(struct cfg *cfg);
+
+#endif

@@ -1,0 +1,133 @@
+/* Runtime objects of a worker's data path: client connections, the request
+ * they carry (txn), backend connections, servers and backends. Structs only. */
+#ifndef SLUICE_PROXY_T_H
+#define SLUICE_PROXY_T_H
+
+#include <stdint.h>
+#include <uv.h>
+#include <llhttp.h>
+#include "buf.h"
+#include "cfg-t.h"
+#include "httpmsg.h"
+#include "reason-t.h"
+#include "util.h"
+
+/* At most one uv_write is in flight per stream: bytes produced while it runs
+ * go to `pending`, and the write callback swaps the two. `inflight` belongs
+ * to libuv between uv_write and its callback. */
+struct outq {
+	struct buf pending;
+	struct buf inflight;
+	uv_write_t req;
+	uint8_t writing;
+};
+
+enum client_state {
+	CL_IDLE,      /* keepalive: no byte of the next request yet */
+	CL_HEAD,      /* receiving a request head */
+	CL_WAIT,      /* head accepted; queued for, or connecting to, a backend */
+	CL_EXCHANGE,  /* a backend connection carries the request/response */
+	CL_ERROR,     /* sending sluice's own error response, then close */
+	CL_TUNNEL,    /* after 101: raw bytes both ways */
+	CL_CLOSING,   /* handles closing; freed in the last close callback */
+};
+
+/* The request a client connection is carrying now (responses are in order,
+ * so one at a time; pipelined bytes wait unparsed in client->in). */
+struct txn {
+	struct msg req;            /* request head as received */
+	struct msg resp;           /* response head from the backend */
+	struct buf head;           /* request head rewritten for the backend; kept for a retry */
+	struct buf tobe;           /* request bytes produced before a backend is attached */
+	struct bconn *bc;          /* attached backend connection or NULL */
+	struct backend *be;
+	struct server *srv;        /* server of bc, kept for the log after release */
+	struct list qlink;         /* in backend->queue while CL_WAIT without bc */
+	uint64_t t_start, t_queue, t_connect_start, t_connected, t_sent, t_first_byte;
+	uint64_t req_body, resp_body_in, bytes_out;
+	uint8_t method;            /* llhttp_method_t */
+	uint8_t http_minor;        /* client's HTTP/1.x minor version */
+	uint8_t req_chunked, req_done, head_done, queued;
+	uint8_t resp_started, resp_head_sent, resp_done, resp_chunked_out, resp_close_delimited;
+	uint8_t is_head, upgrade, idempotent, retried, expect_continue;
+	enum reason reason;
+	int status;
+};
+
+struct client {
+	uv_tcp_t tcp;
+	uv_timer_t timer;
+	struct worker_listener *li;
+	enum client_state state;
+	llhttp_t parser;
+	struct buf in;             /* unparsed input (pipelining, paused parser) */
+	struct outq out;
+	struct txn txn;
+	struct list link;          /* worker's client list */
+	uint8_t keepalive;         /* this request allows another after it */
+	uint8_t read_stopped;      /* backpressure or pause */
+	uint8_t peer_eof;
+	uint8_t closing_handles;
+	uint8_t parse_error;       /* the parser callback reported txn.reason */
+	char peer[64];             /* "ip:port" */
+	/* Bounds of the current and previous llhttp_execute input, and the end
+	 * of the last header value piece: only compared, never dereferenced
+	 * outside the current input (obs-fold detection). */
+	const char *exec_start, *exec_end, *prev_exec_end, *val_end;
+	uint64_t nrequests;
+};
+
+enum bconn_state {
+	BC_CONNECTING,  /* TCP connect in progress */
+	BC_BUSY,        /* carrying a client's request/response */
+	BC_IDLE,        /* in the server's idle pool, watched for EOF */
+	BC_CLOSING,     /* handles closing */
+};
+
+struct bconn {
+	uv_tcp_t tcp;
+	uv_timer_t timer;
+	uv_connect_t creq;
+	struct server *srv;
+	struct client *cl;         /* owner while BC_BUSY/CONNECTING, else NULL */
+	enum bconn_state state;
+	llhttp_t parser;
+	struct outq out;
+	struct list link;          /* server idle list or worker's bconn list */
+	uint32_t nreq;             /* requests started on this connection */
+	uint8_t closing_handles;
+	uint8_t read_stopped;
+	uint8_t got_bytes;         /* any response byte for the current request */
+	uint8_t reusable;
+};
+
+struct server {
+	struct cfg_server *cfg;
+	struct backend *be;
+	int slot;                  /* shm slot */
+	struct list idle;          /* idle bconns, most recent first */
+	uint32_t nidle;
+	uint32_t local_conns;      /* connections this worker holds open */
+	/* active health check (worker 0 only) */
+	uv_timer_t hc_timer;
+	int hc_ok, hc_fail;
+	struct hcheck *hc;
+};
+
+struct backend {
+	struct cfg_backend *cfg;
+	struct server *servers;
+	unsigned nservers;
+	int slot;                  /* shm slot (waiting counter, rr cursor) */
+	struct list queue;         /* txns waiting for a connection, FIFO */
+	uint32_t nqueued;
+};
+
+struct worker_listener {
+	uv_tcp_t tcp;
+	struct cfg_listener *cfg;
+	struct backend *be;
+	struct worker *w;
+};
+
+#endif

@@ -1,0 +1,111 @@
+#include <errno.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#include "shm.h"
+#include "util.h"
+
+struct shm *shm;
+
+int shm_init(void)
+{
+	void *p = mmap(NULL, sizeof(struct shm), PROT_READ | PROT_WRITE,
+		       MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return -1;
+	shm = p;
+	for (int i = 0; i < SHM_MAX_WORKERS; i++) {
+		/* Created up front: a worker only inherits fds that exist when it
+		 * is forked, and it must be able to kick workers forked later. */
+		shm->workers[i].efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+		if (shm->workers[i].efd < 0)
+			return -1;
+	}
+	return 0;
+}
+
+int shm_slot_find(const char *name)
+{
+	for (int i = 0; i < SHM_MAX_SLOTS; i++)
+		if (strcmp(shm->slots[i].name, name) == 0)
+			return i;
+	return -1;
+}
+
+int shm_slot_get(const char *name)
+{
+	int i = shm_slot_find(name);
+	if (i >= 0)
+		return i;
+	for (i = 0; i < SHM_MAX_SLOTS; i++) {
+		if (shm->slots[i].name[0] == '\0') {
+			snprintf(shm->slots[i].name, SHM_NAME_MAX, "%s", name);
+			atomic_store(&shm->slots[i].up, 1);
+			return i;
+		}
+	}
+	return -1;
+}
+
+int shm_worker_alloc(void)
+{
+	for (int i = 0; i < SHM_MAX_WORKERS; i++)
+		if (atomic_load(&shm->workers[i].pid) == 0)
+			return i;
+	return -1;
+}
+
+void shm_worker_reclaim(int w)
+{
+	for (int s = 0; s < SHM_MAX_SLOTS; s++) {
+		for (int c = 0; c < SHM_NCOUNTERS; c++) {
+			uint32_t held = atomic_exchange(&shm->contrib[w][s][c], 0);
+			if (held)
+				atomic_fetch_sub(&shm->slots[s].c[c], held);
+		}
+	}
+	uint64_t drain;
+	while (read(shm->workers[w].efd, &drain, sizeof(drain)) == sizeof(drain))
+		;
+	atomic_store(&shm->workers[w].pid, 0);
+}
+
+void shm_add(int w, int slot, enum shm_counter c, int delta)
+{
+	/* The total moves before the contribution on increment and after it on
+	 * decrement: a worker killed between the two can only make the master
+	 * reclaim too little (one slot under-admitted until restart), never too
+	 * much (which would let the cap be exceeded). */
+	if (delta > 0) {
+		atomic_fetch_add(&shm->slots[slot].c[c], (uint32_t)delta);
+		atomic_fetch_add(&shm->contrib[w][slot][c], (uint32_t)delta);
+	} else {
+		atomic_fetch_sub(&shm->contrib[w][slot][c], (uint32_t)-delta);
+		atomic_fetch_sub(&shm->slots[slot].c[c], (uint32_t)-delta);
+	}
+}
+
+int shm_conns_reserve(int w, int slot, uint32_t max)
+{
+	_Atomic uint32_t *c = &shm->slots[slot].c[SHM_CONNS];
+	uint32_t cur = atomic_load(c);
+	while (cur < max) {
+		if (atomic_compare_exchange_weak(c, &cur, cur + 1)) {
+			atomic_fetch_add(&shm->contrib[w][slot][SHM_CONNS], 1);
+			return 1;
+		}
+	}
+	return 0;
+}
+
+void shm_kick_others(int w)
+{
+	uint64_t one = 1;
+	for (int i = 0; i < SHM_MAX_WORKERS; i++) {
+		if (i == w || atomic_load(&shm->workers[i].pid) == 0)
+			continue;
+		if (write(shm->workers[i].efd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+			continue;
+	}
+}

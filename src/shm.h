@@ -1,0 +1,71 @@
+/* Instance-wide shared memory: created by the master before any fork, so
+ * every worker of every generation sees the same mapping.
+ *
+ * Named slots hold the counters that must be exact across workers: open
+ * connections per backend server (the max_connections cap), requests waiting
+ * per backend, server health. Every counter a worker changes is mirrored in
+ * that worker's own contribution row, so when a worker dies the master
+ * subtracts exactly what it held (shm_worker_reclaim) and the cap cannot leak.
+ * Only the master allocates slots; workers look them up by name. */
+#ifndef SLUICE_SHM_H
+#define SLUICE_SHM_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define SHM_MAX_WORKERS 128
+#define SHM_MAX_SLOTS   512
+#define SHM_NAME_MAX    136
+
+enum shm_counter {
+	SHM_CONNS,    /* open backend connections (server slot) */
+	SHM_WAITING,  /* requests queued, all workers (backend slot) */
+	SHM_BUSY,     /* connections carrying a request now (server slot) */
+	SHM_NCOUNTERS
+};
+
+struct shm_slot {
+	char name[SHM_NAME_MAX];        /* "backend" or "backend/server"; "" = free */
+	_Atomic uint32_t c[SHM_NCOUNTERS];
+	_Atomic int up;                 /* server health: 1 up, 0 down */
+	_Atomic uint32_t rr;            /* shared round-robin cursor (backend slot) */
+};
+
+struct shm_worker {
+	_Atomic pid_t pid;              /* 0 = free slot */
+	int efd;                        /* eventfd that wakes this worker (kick) */
+	uint32_t generation;
+};
+
+struct shm {
+	struct shm_worker workers[SHM_MAX_WORKERS];
+	struct shm_slot slots[SHM_MAX_SLOTS];
+	_Atomic uint32_t contrib[SHM_MAX_WORKERS][SHM_MAX_SLOTS][SHM_NCOUNTERS];
+};
+
+extern struct shm *shm;
+
+/* Master: map the region and create one eventfd per worker slot. */
+int shm_init(void);
+/* Master: slot index for NAME, allocating it (up=1) if new; -1 when full. */
+int shm_slot_get(const char *name);
+/* Worker: slot index for NAME, or -1. */
+int shm_slot_find(const char *name);
+/* Master: a free worker slot, or -1. */
+int shm_worker_alloc(void);
+/* Master: subtract everything worker slot W still held, then free it. */
+void shm_worker_reclaim(int w);
+
+/* Worker-side counter updates (W = this worker's slot). */
+void shm_add(int w, int slot, enum shm_counter c, int delta);
+/* Increment SHM_CONNS of SLOT if below MAX; returns 1 when reserved. */
+int shm_conns_reserve(int w, int slot, uint32_t max);
+static inline uint32_t shm_get(int slot, enum shm_counter c)
+{
+	return atomic_load_explicit(&shm->slots[slot].c[c], memory_order_relaxed);
+}
+/* Wake every other live worker so it re-examines queues and idle pools. */
+void shm_kick_others(int w);
+
+#endif

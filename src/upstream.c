@@ -1,0 +1,591 @@
+/* Backend connection pools, the instance-wide connection cap and the queue.
+ *
+ * Accounting: shm SHM_CONNS of a server slot counts every open connection
+ * (connecting, busy and idle) of every worker; a connection is counted from
+ * the successful shm_conns_reserve() until its fd is closed. SHM_WAITING of a
+ * backend slot counts queued requests of every worker. A worker that releases
+ * a connection while another worker has waiters closes it instead of pooling
+ * it and kicks the others, so the slot moves to whoever waits. */
+#include <errno.h>
+#include <string.h>
+#include <unistd.h>
+#include "upstream.h"
+#include "http1.h"
+#include "health.h"
+#include "log.h"
+#include "shm.h"
+#include "worker.h"
+
+#define QUEUE_RETRY_MS 50
+#define OUT_LOW_WATER (64 * 1024)
+
+static struct list bc_free = { &bc_free, &bc_free };
+
+static void bconn_close(struct bconn *bc);
+static void bconn_connect_cb(uv_connect_t *req, int status);
+
+int upstream_init(struct worker *w)
+{
+	struct cfg *cfg = w->cfg;
+	w->backends = calloc(cfg->nbackends, sizeof(*w->backends));
+	AN(w->backends);
+	w->nbackends = cfg->nbackends;
+	for (unsigned b = 0; b < cfg->nbackends; b++) {
+		struct backend *be = &w->backends[b];
+		be->cfg = &cfg->backends[b];
+		list_init(&be->queue);
+		be->slot = shm_slot_find(be->cfg->name);
+		AN(be->slot >= 0);
+		be->nservers = be->cfg->nservers;
+		be->servers = calloc(be->nservers, sizeof(*be->servers));
+		AN(be->servers);
+		for (unsigned s = 0; s < be->nservers; s++) {
+			struct server *srv = &be->servers[s];
+			char name[SHM_NAME_MAX];
+			srv->cfg = &be->cfg->servers[s];
+			srv->be = be;
+			list_init(&srv->idle);
+			snprintf(name, sizeof(name), "%s/%s", be->cfg->name, srv->cfg->name);
+			srv->slot = shm_slot_find(name);
+			AN(srv->slot >= 0);
+		}
+	}
+	return 0;
+}
+
+void upstream_destroy(void)
+{
+	for (unsigned b = 0; b < W->nbackends; b++)
+		free(W->backends[b].servers);
+	free(W->backends);
+	W->backends = NULL;
+	while (!list_empty(&bc_free)) {
+		struct bconn *bc = CONTAINER_OF(bc_free.next, struct bconn, link);
+		list_del(&bc->link);
+		buf_free(&bc->out.pending);
+		buf_free(&bc->out.inflight);
+		free(bc);
+	}
+}
+
+struct backend *upstream_backend(const char *name)
+{
+	for (unsigned b = 0; b < W->nbackends; b++)
+		if (strcmp(W->backends[b].cfg->name, name) == 0)
+			return &W->backends[b];
+	return NULL;
+}
+
+static int server_up(const struct server *srv)
+{
+	return atomic_load_explicit(&shm->slots[srv->slot].up, memory_order_relaxed);
+}
+
+/* ---- connection lifecycle ---- */
+
+static void bconn_handle_closed(uv_handle_t *h)
+{
+	struct bconn *bc = h->data;
+	if (--bc->closing_handles > 0)
+		return;
+	bc->out.pending.len = bc->out.inflight.len = 0;
+	list_add_head(&bc_free, &bc->link);
+	worker_maybe_exit();
+}
+
+static void bconn_close(struct bconn *bc)
+{
+	if (bc->state == BC_CLOSING)
+		return;
+	struct server *srv = bc->srv;
+	if (bc->state == BC_IDLE) {
+		srv->nidle--;
+	} else if (bc->state == BC_BUSY) {
+		shm_add(W->slot, srv->slot, SHM_BUSY, -1);
+	}
+	list_del(&bc->link);
+	bc->state = BC_CLOSING;
+	bc->cl = NULL;
+	bc->closing_handles = 2;
+	uv_close((uv_handle_t *)&bc->tcp, bconn_handle_closed);
+	uv_close((uv_handle_t *)&bc->timer, bconn_handle_closed);
+	/* The fd is closed by now: free the slot and let waiters have it. */
+	srv->local_conns--;
+	W->nbconns--;
+	shm_add(W->slot, srv->slot, SHM_CONNS, -1);
+	if (!list_empty(&srv->be->queue))
+		upstream_on_kick();
+	if (shm_get(srv->be->slot, SHM_WAITING) > srv->be->nqueued)
+		shm_kick_others(W->slot);
+}
+
+static void bconn_alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+	(void)h;
+	(void)suggested;
+	if (W->rbuf_busy) {  /* never expected: reads do not nest */
+		buf->base = NULL;
+		buf->len = 0;
+		return;
+	}
+	W->rbuf_busy = 1;
+	buf->base = W->rbuf;
+	buf->len = sizeof(W->rbuf);
+}
+
+static void bconn_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+	struct bconn *bc = s->data;
+	if (buf->base == W->rbuf)
+		W->rbuf_busy = 0;
+	if (nread == 0)
+		return;
+	if (bc->state == BC_IDLE) {
+		/* An idle backend connection that speaks or closes is stale. */
+		bconn_close(bc);
+		return;
+	}
+	if (bc->state != BC_BUSY || bc->cl == NULL)
+		return;
+	if (nread < 0) {
+		client_backend_eof(bc->cl, nread == UV_EOF ? REASON_BACKEND_RESET : REASON_BACKEND_RESET);
+		return;
+	}
+	bc->got_bytes = 1;
+	client_backend_data(bc->cl, buf->base, (size_t)nread);
+}
+
+static void bconn_timer_cb(uv_timer_t *t)
+{
+	struct bconn *bc = t->data;
+	switch (bc->state) {
+	case BC_CONNECTING: {
+		struct client *cl = bc->cl;
+		upstream_server_failed(bc->srv, "connect timeout");
+		bconn_close(bc);
+		if (cl) {
+			cl->txn.bc = NULL;
+			client_backend_error(cl, REASON_CONNECT_TIMEOUT);
+		}
+		break;
+	}
+	case BC_BUSY: {
+		struct client *cl = bc->cl;
+		bconn_close(bc);
+		if (cl) {
+			cl->txn.bc = NULL;
+			client_backend_eof(cl, REASON_BACKEND_TIMEOUT);
+		}
+		break;
+	}
+	case BC_IDLE:
+		bconn_close(bc);
+		break;
+	case BC_CLOSING:
+		break;
+	}
+}
+
+static struct bconn *bconn_new(struct server *srv)
+{
+	struct bconn *bc;
+	if (!list_empty(&bc_free)) {
+		bc = CONTAINER_OF(bc_free.next, struct bconn, link);
+		list_del(&bc->link);
+		struct outq keep = bc->out;
+		memset(bc, 0, sizeof(*bc));
+		bc->out.pending = keep.pending;
+		bc->out.inflight = keep.inflight;
+	} else {
+		bc = calloc(1, sizeof(*bc));
+		AN(bc);
+	}
+	list_init(&bc->link);
+	bc->srv = srv;
+	uv_tcp_init(&W->loop, &bc->tcp);
+	uv_timer_init(&W->loop, &bc->timer);
+	bc->tcp.data = bc->timer.data = bc->creq.data = bc;
+	bc->state = BC_CONNECTING;
+	srv->local_conns++;
+	W->nbconns++;
+	int rc = uv_tcp_connect(&bc->creq, &bc->tcp, (const struct sockaddr *)&srv->cfg->addr.ss,
+				bconn_connect_cb);
+	if (rc < 0) {
+		log_error("connect to %s (%s) failed: %s", srv->cfg->name, srv->cfg->addr.text,
+			  uv_strerror(rc));
+		bconn_close(bc);
+		return NULL;
+	}
+	list_add_tail(&W->bconns, &bc->link);
+	uv_timer_start(&bc->timer, bconn_timer_cb, srv->be->cfg->connect_timeout_ms, 0);
+	return bc;
+}
+
+static void bconn_attach(struct bconn *bc, struct client *cl)
+{
+	bc->cl = cl;
+	bc->got_bytes = 0;
+	bc->nreq++;
+	cl->txn.bc = bc;
+	cl->txn.srv = bc->srv;
+}
+
+static void bconn_connect_cb(uv_connect_t *req, int status)
+{
+	struct bconn *bc = req->data;
+	if (status == UV_ECANCELED || bc->state == BC_CLOSING)
+		return;
+	struct client *cl = bc->cl;
+	if (status < 0) {
+		char why[96];
+		snprintf(why, sizeof(why), "connect: %s", uv_strerror(status));
+		upstream_server_failed(bc->srv, why);
+		bconn_close(bc);
+		if (cl) {
+			cl->txn.bc = NULL;
+			client_backend_error(cl, REASON_BACKEND_REFUSED);
+		}
+		return;
+	}
+	uv_tcp_nodelay(&bc->tcp, 1);
+	uv_timer_stop(&bc->timer);
+	if (cl == NULL) {  /* its client left while we connected: pool it */
+		bc->state = BC_BUSY;
+		shm_add(W->slot, bc->srv->slot, SHM_BUSY, 1);
+		upstream_release(bc, 1);
+		return;
+	}
+	bc->state = BC_BUSY;
+	shm_add(W->slot, bc->srv->slot, SHM_BUSY, 1);
+	cl->txn.t_connected = now_us();
+	uv_read_start((uv_stream_t *)&bc->tcp, bconn_alloc_cb, bconn_read_cb);
+	client_backend_ready(cl);
+}
+
+/* ---- writing ---- */
+
+static void bconn_write_cb(uv_write_t *req, int status)
+{
+	struct bconn *bc = req->data;
+	bc->out.writing = 0;
+	bc->out.inflight.len = 0;
+	if (bc->state == BC_CLOSING)
+		return;
+	if (status < 0) {
+		struct client *cl = bc->cl;
+		bconn_close(bc);
+		if (cl) {
+			cl->txn.bc = NULL;
+			client_backend_eof(cl, REASON_BACKEND_RESET);
+		}
+		return;
+	}
+	bconn_flush(bc);
+	if (bc->cl && bconn_queued(bc) < OUT_LOW_WATER)
+		client_backend_writable(bc->cl);
+}
+
+void bconn_flush(struct bconn *bc)
+{
+	if (bc->out.writing || bc->out.pending.len == 0 || bc->state != BC_BUSY)
+		return;
+	buf_swap(&bc->out.pending, &bc->out.inflight);
+	uv_buf_t b = uv_buf_init(bc->out.inflight.data, (unsigned)bc->out.inflight.len);
+	bc->out.req.data = bc;
+	bc->out.writing = 1;
+	int rc = uv_write(&bc->out.req, (uv_stream_t *)&bc->tcp, &b, 1, bconn_write_cb);
+	if (rc < 0) {
+		bc->out.writing = 0;
+		bc->out.inflight.len = 0;
+		/* Report asynchronously through the read side: the caller may be
+		 * in the middle of building the request. */
+		uv_timer_start(&bc->timer, bconn_timer_cb, 0, 0);
+	}
+}
+
+void bconn_timeout(struct bconn *bc, uint64_t ms)
+{
+	uv_timer_start(&bc->timer, bconn_timer_cb, ms, 0);
+}
+
+size_t bconn_queued(const struct bconn *bc)
+{
+	return bc->out.pending.len + bc->out.inflight.len;
+}
+
+void bconn_read_pause(struct bconn *bc, int pause)
+{
+	if (bc->state != BC_BUSY || bc->read_stopped == pause)
+		return;
+	bc->read_stopped = (uint8_t)pause;
+	if (pause)
+		uv_read_stop((uv_stream_t *)&bc->tcp);
+	else
+		uv_read_start((uv_stream_t *)&bc->tcp, bconn_alloc_cb, bconn_read_cb);
+}
+
+/* ---- acquiring ---- */
+
+static struct bconn *server_take_idle(struct server *srv)
+{
+	while (!list_empty(&srv->idle)) {
+		struct bconn *bc = CONTAINER_OF(srv->idle.next, struct bconn, link);
+		list_del(&bc->link);
+		srv->nidle--;
+		uv_timer_stop(&bc->timer);
+		bc->state = BC_BUSY;
+		shm_add(W->slot, srv->slot, SHM_BUSY, 1);
+		list_add_tail(&W->bconns, &bc->link);
+		return bc;
+	}
+	return NULL;
+}
+
+/* A server this request may use now: one with an idle connection here, or
+ * one below its instance-wide cap (the slot is reserved on success). */
+static struct server *pick_server(struct backend *be, int *reserved, int *any_up)
+{
+	unsigned n = be->nservers;
+	*reserved = 0;
+	*any_up = 0;
+	if (be->cfg->balance == CFG_BALANCE_LEASTCONN) {
+		struct server *best = NULL;
+		uint32_t best_busy = UINT32_MAX;
+		for (unsigned i = 0; i < n; i++) {
+			struct server *srv = &be->servers[i];
+			if (!server_up(srv))
+				continue;
+			*any_up = 1;
+			uint32_t busy = shm_get(srv->slot, SHM_BUSY);
+			if (busy >= best_busy)
+				continue;
+			if (srv->nidle == 0 && shm_get(srv->slot, SHM_CONNS) >= srv->cfg->max_connections)
+				continue;
+			best = srv;
+			best_busy = busy;
+		}
+		if (best && best->nidle == 0) {
+			if (!shm_conns_reserve(W->slot, best->slot, best->cfg->max_connections))
+				return NULL;
+			*reserved = 1;
+		}
+		return best;
+	}
+	uint32_t start = atomic_fetch_add_explicit(&shm->slots[be->slot].rr, 1, memory_order_relaxed);
+	for (unsigned k = 0; k < n; k++) {
+		struct server *srv = &be->servers[(start + k) % n];
+		if (!server_up(srv))
+			continue;
+		*any_up = 1;
+		if (srv->nidle > 0)
+			return srv;
+		if (shm_conns_reserve(W->slot, srv->slot, srv->cfg->max_connections)) {
+			*reserved = 1;
+			return srv;
+		}
+	}
+	return NULL;
+}
+
+/* Attach a connection to CL if one can be had now. 1: attached or
+ * connecting; 0: none available; -1: connect failed to start. */
+static int try_acquire(struct client *cl, int *any_up)
+{
+	struct backend *be = cl->txn.be;
+	int reserved;
+	struct server *srv = pick_server(be, &reserved, any_up);
+	if (srv == NULL)
+		return 0;
+	if (!reserved) {
+		struct bconn *bc = server_take_idle(srv);
+		AN(bc);
+		bconn_attach(bc, cl);
+		cl->txn.t_connect_start = cl->txn.t_connected = now_us();
+		return 1;
+	}
+	cl->txn.t_connect_start = now_us();
+	/* The reserve counted it in shm; bconn_close() uncounts it. */
+	struct bconn *bc = bconn_new(srv);
+	if (bc == NULL)
+		return -1;
+	bconn_attach(bc, cl);
+	return 1;
+}
+
+static void queue_remove(struct client *cl)
+{
+	struct backend *be = cl->txn.be;
+	if (!cl->txn.queued)
+		return;
+	list_del(&cl->txn.qlink);
+	cl->txn.queued = 0;
+	be->nqueued--;
+	shm_add(W->slot, be->slot, SHM_WAITING, -1);
+}
+
+static int queue_waiting_total(void)
+{
+	for (unsigned b = 0; b < W->nbackends; b++)
+		if (W->backends[b].nqueued)
+			return 1;
+	return 0;
+}
+
+static void queue_timer_cb(uv_timer_t *t)
+{
+	(void)t;
+	upstream_on_kick();
+	if (!queue_waiting_total())
+		uv_timer_stop(&W->queue_timer);
+}
+
+enum reason upstream_request(struct client *cl)
+{
+	struct backend *be = cl->txn.be;
+	int any_up;
+	cl->txn.t_queue = now_us();
+	/* FIFO: a newcomer may not overtake requests already waiting here. */
+	if (be->nqueued == 0) {
+		int rc = try_acquire(cl, &any_up);
+		if (rc > 0) {
+			if (cl->txn.bc->state == BC_BUSY)
+				client_backend_ready(cl);
+			return REASON_OK;
+		}
+		if (rc < 0)
+			return REASON_BACKEND_REFUSED;
+		if (!any_up)
+			return REASON_NO_SERVER;
+	}
+	if (be->nqueued >= be->cfg->queue_max)
+		return REASON_QUEUE_FULL;
+	list_add_tail(&be->queue, &cl->txn.qlink);
+	cl->txn.queued = 1;
+	be->nqueued++;
+	shm_add(W->slot, be->slot, SHM_WAITING, 1);
+	if (be->nqueued == 1)
+		shm_kick_others(W->slot);  /* they may hold idle connections */
+	if (!uv_is_active((uv_handle_t *)&W->queue_timer))
+		uv_timer_start(&W->queue_timer, queue_timer_cb, QUEUE_RETRY_MS, QUEUE_RETRY_MS);
+	return REASON_OK;
+}
+
+void upstream_cancel(struct client *cl)
+{
+	queue_remove(cl);
+	struct bconn *bc = cl->txn.bc;
+	if (bc && bc->state == BC_CONNECTING) {
+		/* Let the connection finish and join the pool: the backend is
+		 * already accepting it, and the next request can use it. */
+		bc->cl = NULL;
+		cl->txn.bc = NULL;
+	}
+}
+
+/* Hand waiting requests whatever connections are available now. */
+static void backend_dispatch(struct backend *be)
+{
+	while (!list_empty(&be->queue)) {
+		struct client *cl = CONTAINER_OF(be->queue.next, struct client, txn.qlink);
+		int any_up;
+		queue_remove(cl);
+		int rc = try_acquire(cl, &any_up);
+		if (rc == 0 && any_up) {
+			/* Still nothing: back to the head of the line. */
+			list_add_head(&be->queue, &cl->txn.qlink);
+			cl->txn.queued = 1;
+			be->nqueued++;
+			shm_add(W->slot, be->slot, SHM_WAITING, 1);
+			return;
+		}
+		if (rc == 0)
+			client_backend_error(cl, REASON_NO_SERVER);
+		else if (rc < 0)
+			client_backend_error(cl, REASON_BACKEND_REFUSED);
+		else if (cl->txn.bc->state == BC_BUSY)
+			client_backend_ready(cl);
+	}
+}
+
+void upstream_on_kick(void)
+{
+	for (unsigned b = 0; b < W->nbackends; b++) {
+		struct backend *be = &W->backends[b];
+		if (be->nqueued) {
+			backend_dispatch(be);
+			continue;
+		}
+		/* Others wait and we have nobody queued: give our idle slots up. */
+		if (shm_get(be->slot, SHM_WAITING) == 0)
+			continue;
+		for (unsigned s = 0; s < be->nservers; s++) {
+			struct server *srv = &be->servers[s];
+			while (!list_empty(&srv->idle))
+				bconn_close(CONTAINER_OF(srv->idle.next, struct bconn, link));
+		}
+	}
+}
+
+void upstream_release(struct bconn *bc, int reusable)
+{
+	struct server *srv = bc->srv;
+	struct backend *be = srv->be;
+	if (bc->cl)
+		bc->cl->txn.bc = NULL;
+	bc->cl = NULL;
+	if (!reusable || bc->out.pending.len || bc->out.writing || !server_up(srv) || W->draining) {
+		bconn_close(bc);
+		return;
+	}
+	/* Hand over directly to the head of our own queue: no slot changes. */
+	if (!list_empty(&be->queue)) {
+		struct client *cl = CONTAINER_OF(be->queue.next, struct client, txn.qlink);
+		queue_remove(cl);
+		cl->txn.t_connect_start = cl->txn.t_connected = now_us();
+		bconn_attach(bc, cl);
+		bconn_read_pause(bc, 0);
+		client_backend_ready(cl);
+		return;
+	}
+	if (shm_get(be->slot, SHM_WAITING) > 0 || srv->nidle >= be->cfg->idle_max) {
+		bconn_close(bc);
+		return;
+	}
+	list_del(&bc->link);
+	shm_add(W->slot, srv->slot, SHM_BUSY, -1);
+	bc->state = BC_IDLE;
+	list_add_head(&srv->idle, &bc->link);
+	srv->nidle++;
+	bc->state = BC_BUSY; /* so bconn_read_pause acts; idle watches for EOF */
+	bconn_read_pause(bc, 0);
+	bc->state = BC_IDLE;
+	uv_timer_start(&bc->timer, bconn_timer_cb, be->cfg->idle_timeout_ms, 0);
+}
+
+void upstream_abort(struct bconn *bc)
+{
+	if (bc->cl)
+		bc->cl->txn.bc = NULL;
+	bconn_close(bc);
+}
+
+void upstream_close_idle(void)
+{
+	for (unsigned b = 0; b < W->nbackends; b++) {
+		struct backend *be = &W->backends[b];
+		for (unsigned s = 0; s < be->nservers; s++) {
+			struct server *srv = &be->servers[s];
+			while (!list_empty(&srv->idle))
+				bconn_close(CONTAINER_OF(srv->idle.next, struct bconn, link));
+		}
+	}
+}
+
+void upstream_server_failed(struct server *srv, const char *why)
+{
+	log_warn("backend %s server %s (%s): %s", srv->be->cfg->name, srv->cfg->name,
+		 srv->cfg->addr.text, why);
+	/* Passive marking needs active checks to bring the server back. */
+	if (srv->be->cfg->health.enabled && atomic_exchange(&shm->slots[srv->slot].up, 0) == 1)
+		log_warn("backend %s server %s marked DOWN (passive)", srv->be->cfg->name, srv->cfg->name);
+}

@@ -1,0 +1,42 @@
+/* Backends, servers and their connection pools.
+ *
+ * A request asks for a connection with upstream_request(); it gets a pooled
+ * idle one, a new one (when the server's instance-wide max_connections
+ * allows), or waits in the backend's FIFO queue. Connections come back with
+ * upstream_release() (clean end of an exchange) or upstream_abort(). */
+#ifndef SLUICE_UPSTREAM_H
+#define SLUICE_UPSTREAM_H
+
+#include "proxy-t.h"
+
+struct worker;
+
+int upstream_init(struct worker *w);
+void upstream_destroy(void);
+struct backend *upstream_backend(const char *name);
+
+/* Ask for a connection for CL's txn (txn.be set). Returns REASON_OK when the
+ * request is attached (txn.bc set; client_backend_ready() follows, possibly
+ * before this returns) or queued; otherwise the reason to answer with. */
+enum reason upstream_request(struct client *cl);
+/* The client gives up (timeout, close) while queued or connecting. */
+void upstream_cancel(struct client *cl);
+/* The exchange on BC ended cleanly; REUSABLE says the connection may carry
+ * another request. Hands it to a queued request, pools it or closes it. */
+void upstream_release(struct bconn *bc, int reusable);
+void upstream_abort(struct bconn *bc);
+/* Queue request bytes in bc->out.pending, then flush. */
+void bconn_flush(struct bconn *bc);
+size_t bconn_queued(const struct bconn *bc);
+void bconn_read_pause(struct bconn *bc, int pause);
+/* (Re)arm the response timeout of a busy connection. */
+void bconn_timeout(struct bconn *bc, uint64_t ms);
+
+/* Another worker kicked us, or the retry timer fired. */
+void upstream_on_kick(void);
+/* Drain: close idle pooled connections. */
+void upstream_close_idle(void);
+/* Passive health: a connect to SRV failed. */
+void upstream_server_failed(struct server *srv, const char *why);
+
+#endif

@@ -1,0 +1,49 @@
+/* Small shared helpers: assertions, list macros, clocks. */
+#ifndef SLUICE_UTIL_H
+#define SLUICE_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <stdio.h>
+#include <time.h>
+
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+#define CONTAINER_OF(ptr, type, field) ((type *)((char *)(ptr) - offsetof(type, field)))
+
+/* Invariants that must hold in every build: a violated one means memory is
+ * already wrong, so stop loudly instead of corrupting more (Varnish AN/AZ). */
+#define AN(x) do { if (!(x)) { fprintf(stderr, "%s:%d: assertion %s failed\n", \
+	__FILE__, __LINE__, #x); abort(); } } while (0)
+#define AZ(x) AN(!(x))
+
+/* Intrusive doubly linked list (the kernel's shape). An empty head points
+ * at itself; an unlinked node is self-linked too, so list_del is idempotent. */
+struct list { struct list *prev, *next; };
+static inline void list_init(struct list *l) { l->prev = l->next = l; }
+static inline int list_empty(const struct list *l) { return l->next == l; }
+static inline void list_add_tail(struct list *head, struct list *n)
+{
+	n->prev = head->prev; n->next = head;
+	head->prev->next = n; head->prev = n;
+}
+static inline void list_add_head(struct list *head, struct list *n)
+{
+	n->next = head->next; n->prev = head;
+	head->next->prev = n; head->next = n;
+}
+static inline void list_del(struct list *n)
+{
+	n->prev->next = n->next; n->next->prev = n->prev;
+	n->prev = n->next = n;
+}
+
+/* Monotonic microseconds; the one clock every timing in a log line uses. */
+static inline uint64_t now_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+#endif

@@ -1,0 +1,166 @@
+/* Worker process: owns a libuv loop, its listeners' accept sockets, its
+ * clients and its backend connection pools. */
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+#include "worker.h"
+#include "health.h"
+#include "http1.h"
+#include "log.h"
+#include "shm.h"
+#include "upstream.h"
+
+struct worker *W;
+
+static void on_connection(uv_stream_t *server, int status)
+{
+	struct worker_listener *li = server->data;
+	if (status < 0) {
+		/* EMFILE and friends: libuv already backs off; say why once. */
+		log_error("accept on %s: %s", li->cfg->addr.text, uv_strerror(status));
+		return;
+	}
+	client_accept(li);
+}
+
+static void kick_cb(uv_poll_t *h, int status, int events)
+{
+	(void)h;
+	(void)events;
+	uint64_t v;
+	if (status < 0)
+		return;
+	while (read(shm->workers[W->slot].efd, &v, sizeof(v)) == sizeof(v))
+		;
+	upstream_on_kick();
+}
+
+static void flush_cb(uv_check_t *h)
+{
+	(void)h;
+	log_flush();
+}
+
+void worker_maybe_exit(void)
+{
+	if (!W->draining || W->nclients > 0 || W->nbconns > 0)
+		return;
+	log_info("drained, exiting");
+	log_flush();
+	exit(0);
+}
+
+static void drain_timeout_cb(uv_timer_t *t)
+{
+	(void)t;
+	log_warn("drain timeout: closing %u client connection(s) still open", W->nclients);
+	log_flush();
+	exit(0);
+}
+
+static void listener_closed(uv_handle_t *h)
+{
+	(void)h;
+}
+
+static void worker_drain(void)
+{
+	if (W->draining)
+		return;
+	W->draining = 1;
+	log_info("draining: %u client connection(s) open", W->nclients);
+	for (unsigned i = 0; i < W->nlisteners; i++)
+		if (!uv_is_closing((uv_handle_t *)&W->listeners[i].tcp))
+			uv_close((uv_handle_t *)&W->listeners[i].tcp, listener_closed);
+	health_stop();
+	client_drain_all();
+	upstream_close_idle();
+	uv_timer_start(&W->drain_timer, drain_timeout_cb, W->cfg->timeouts.drain_ms, 0);
+	/* Closing handles finish in callbacks; the loop exits from there. */
+	worker_maybe_exit();
+}
+
+static void on_signal(uv_signal_t *h, int signum)
+{
+	(void)h;
+	switch (signum) {
+	case SIGTERM:
+	case SIGINT:
+		worker_drain();
+		break;
+	case SIGUSR1:
+		log_flush();
+		log_open(W->cfg->error_log, W->cfg->access_log);
+		break;
+	default:
+		break;
+	}
+}
+
+void worker_run(struct cfg *cfg, int index, int slot, const struct worker_fd *fds, unsigned nfds)
+{
+	static struct worker w;
+	W = &w;
+	w.cfg = cfg;
+	w.index = index;
+	w.slot = slot;
+	list_init(&w.clients);
+	list_init(&w.bconns);
+	char role[32];
+	snprintf(role, sizeof(role), "worker %d", index);
+	log_set_role(role);
+	prctl(PR_SET_PDEATHSIG, SIGTERM);
+	sigset_t none;
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	AZ(uv_loop_init(&w.loop));
+	http1_settings_init();
+	upstream_init(&w);
+
+	w.nlisteners = nfds;
+	w.listeners = calloc(nfds, sizeof(*w.listeners));
+	AN(w.listeners);
+	for (unsigned i = 0; i < nfds; i++) {
+		struct worker_listener *li = &w.listeners[i];
+		li->cfg = &cfg->listeners[fds[i].listener];
+		li->be = upstream_backend(li->cfg->backend_name);
+		AN(li->be);
+		li->w = &w;
+		uv_tcp_init(&w.loop, &li->tcp);
+		li->tcp.data = li;
+		int rc = uv_tcp_open(&li->tcp, fds[i].fd);
+		if (rc == 0)
+			rc = uv_listen((uv_stream_t *)&li->tcp, li->cfg->backlog, on_connection);
+		if (rc < 0) {
+			log_error("listener %s: %s", li->cfg->addr.text, uv_strerror(rc));
+			exit(2);
+		}
+	}
+	uv_signal_init(&w.loop, &w.sig_term);
+	uv_signal_start(&w.sig_term, on_signal, SIGTERM);
+	uv_signal_init(&w.loop, &w.sig_int);
+	uv_signal_start(&w.sig_int, on_signal, SIGINT);
+	uv_signal_init(&w.loop, &w.sig_usr1);
+	uv_signal_start(&w.sig_usr1, on_signal, SIGUSR1);
+	uv_signal_init(&w.loop, &w.sig_hup);
+	uv_signal_start(&w.sig_hup, on_signal, SIGHUP);  /* the master reloads, not us */
+	uv_poll_init(&w.loop, &w.kick, shm->workers[slot].efd);
+	uv_poll_start(&w.kick, UV_READABLE, kick_cb);
+	uv_check_init(&w.loop, &w.flush);
+	uv_check_start(&w.flush, flush_cb);
+	uv_unref((uv_handle_t *)&w.flush);
+	uv_timer_init(&w.loop, &w.drain_timer);
+	uv_timer_init(&w.loop, &w.queue_timer);
+	if (index == 0)
+		health_start(&w);
+	/* The master may have been told to stop while we were forking. */
+	if (getppid() == 1)
+		worker_drain();
+	uv_run(&w.loop, UV_RUN_DEFAULT);
+	log_flush();
+	exit(0);
+}

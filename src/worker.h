@@ -1,0 +1,50 @@
+/* A worker process: one libuv loop serving its share of every listener. */
+#ifndef SLUICE_WORKER_H
+#define SLUICE_WORKER_H
+
+#include <uv.h>
+#include "cfg-t.h"
+#include "proxy-t.h"
+
+#define WORKER_RBUF_SIZE 65536
+
+struct worker {
+	uv_loop_t loop;
+	struct cfg *cfg;
+	int index;                  /* 0..workers-1 within its generation */
+	int slot;                   /* shm worker slot */
+	struct worker_listener *listeners;
+	unsigned nlisteners;
+	struct backend *backends;
+	unsigned nbackends;
+	struct list clients;
+	uint32_t nclients;
+	struct list bconns;         /* busy and connecting backend connections */
+	uint32_t nbconns;           /* every open bconn, idle ones included */
+	uv_signal_t sig_term, sig_int, sig_usr1, sig_hup;
+	uv_poll_t kick;
+	uv_check_t flush;
+	uv_timer_t drain_timer;
+	uv_timer_t queue_timer;     /* retries queued requests while any wait */
+	int draining;
+	/* Reads land here; whatever must outlive the read callback is copied
+	 * by its owner (client->in for unparsed pipelined bytes). */
+	char rbuf[WORKER_RBUF_SIZE];
+	int rbuf_busy;
+};
+
+extern struct worker *W;
+
+/* One accept socket handed to a worker, and the listener it belongs to. */
+struct worker_fd {
+	unsigned listener;  /* index into cfg->listeners */
+	int fd;
+};
+
+/* Runs the worker until it has drained; never returns. */
+void worker_run(struct cfg *cfg, int index, int slot, const struct worker_fd *fds, unsigned nfds)
+	__attribute__((noreturn));
+/* Drain finished or a client/bconn count dropped: exit if nothing is left. */
+void worker_maybe_exit(void);
+
+#endif
