@@ -1,0 +1,14 @@
+#!/bin/sh
+# `make run`: the bundled demo backend on 127.0.0.1:9000 (16 threads, like a
+# small WebLogic/Tomcat pool) with sluice in front of it on :8080.
+# Ctrl-C stops both.
+set -eu
+BUILD=${1:-build}
+CONF=${SLUICE_CONF:-conf/sluice.yaml}
+"$BUILD/demo_backend" --listen 127.0.0.1:9000 --threads 16 --backlog 64 --service-ms 2 --quiet &
+backend=$!
+trap 'kill $backend 2>/dev/null; wait $backend 2>/dev/null || true' EXIT INT TERM
+"$BUILD/sluice" -t -c "$CONF"
+echo "sluice: serving http://127.0.0.1:8080/ (demo backend on http://127.0.0.1:9000/, config $CONF)"
+echo "sluice: try  curl -i http://127.0.0.1:8080/   — Ctrl-C to stop"
+"$BUILD/sluice" -c "$CONF"
