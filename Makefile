@@ -5,7 +5,10 @@ CC      ?= gcc
 BUILD   ?= build
 O       ?= -O2
 WARN     = -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wwrite-strings
-CFLAGS_BASE = -std=c11 $(O) -g $(WARN) -D_GNU_SOURCE -I/usr/share/include/llhttp -Isrc
+# llhttp strict mode: the checks (CRLF line ends, token header names, chunk
+# CRLF) a proxy must not be lenient about. Our code sees the same define.
+LLHTTP_DEFS = -DLLHTTP_STRICT_MODE=1
+CFLAGS_BASE = -std=c11 $(O) -g $(WARN) -D_GNU_SOURCE $(LLHTTP_DEFS) -I/usr/share/include/llhttp -Isrc
 LIBS_BASE = -luv -lcyaml -lyaml -lpthread -lm
 SANITIZE ?=
 ifeq ($(SANITIZE),1)
@@ -47,7 +50,7 @@ $(BUILD)/%.o: src/%.c $(wildcard src/*.h) $(BUILD)/.flags
 
 # llhttp is compiled from the sources Debian's node-llhttp installs; never vendored.
 $(BUILD)/llhttp/%.o: $(LLHTTP_DIR)/%.c $(BUILD)/.flags
-	$(CC) -std=c11 $(O) -g -w $(XCFLAGS) -I/usr/share/include/llhttp -c -o $@ $<
+	$(CC) -std=c11 $(O) -g -w $(XCFLAGS) $(LLHTTP_DEFS) -I/usr/share/include/llhttp -c -o $@ $<
 
 $(BUILD)/sluice: $(OBJ) $(LLHTTP_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)

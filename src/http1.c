@@ -104,6 +104,8 @@ static void txn_reset(struct client *cl)
 	t->tobe = tobe;
 	list_init(&t->qlink);
 	cl->parse_error = 0;
+	cl->head_scanned = 0;
+	memset(&cl->hscan, 0, sizeof(cl->hscan));
 }
 
 /* ---- output to the client ---- */
@@ -368,7 +370,8 @@ static int on_req_value(llhttp_t *p, const char *at, size_t len)
 	if (value_is_folded(cl, at))
 		return req_fail(cl, REASON_BAD_REQUEST);
 	cl->val_end = at + len;
-	msg_on_value(&cl->txn.req, at, len);
+	if (msg_on_value(&cl->txn.req, at, len) < 0)
+		return req_fail(cl, REASON_BAD_REQUEST);
 	return check_head_size(cl);
 }
 
@@ -376,6 +379,8 @@ static int on_req_value_done(llhttp_t *p)
 {
 	struct client *cl = p->data;
 	struct hdr *h = msg_finish_header(&cl->txn.req);
+	if (h == NULL)
+		return req_fail(cl, REASON_BAD_REQUEST);
 	/* llhttp folds obs-fold lines into the value; RFC 9112 5.2 lets a
 	 * proxy reject them, and forwarding them is a smuggling vector. */
 	if (memchr(msg_str(&cl->txn.req, h->val_off), '\r', h->val_len) ||
@@ -494,6 +499,13 @@ static enum reason txn_prepare(struct client *cl)
 	buf_append(h, msg_str(m, m->url_off), m->url_len);
 	buf_append(h, " HTTP/1.1\r\n", 11);
 	msg_write_headers(m, h);
+	if (hosts == 0) {
+		/* HTTP/1.0 without Host: HTTP/1.1 requires one; use the address
+		 * the client connected to, the authority it implicitly used. */
+		buf_append_str(h, "Host: ");
+		buf_append_str(h, cl->li->cfg->addr.text);
+		buf_append(h, "\r\n", 2);
+	}
 	if (t->req_chunked)
 		buf_append_str(h, "Transfer-Encoding: chunked\r\n");
 	if (t->upgrade)
@@ -540,6 +552,14 @@ static ssize_t client_exec(struct client *cl, const char *data, size_t len)
 		if (cl->state == CL_IDLE) {
 			cl->state = CL_HEAD;
 			client_timer(cl, timeouts()->client_header_ms);
+		}
+		if (!cl->head_scanned) {
+			int n = head_scan(&cl->hscan, data + off, len - off);
+			if (n < 0) {
+				client_fail(cl, REASON_BAD_REQUEST);
+				return -1;
+			}
+			cl->head_scanned = n > 0;
 		}
 		cl->prev_exec_end = cl->exec_end;
 		cl->exec_start = data + off;
@@ -770,8 +790,13 @@ void client_drain_all(void)
 		struct client *cl = CONTAINER_OF(pos, struct client, link);
 		pos = pos->next;
 		cl->keepalive = 0;
-		if (cl->state == CL_IDLE && cl->in.len == 0)
+		/* A connection accepted but not yet used gets to send its first
+		 * request (bounded by the header timeout): closing it would fail
+		 * a client that did nothing wrong. Idle keepalives close now. */
+		if (cl->state == CL_IDLE && cl->in.len == 0 && cl->nrequests > 0)
 			client_close(cl);
+		else if (cl->state == CL_IDLE)
+			client_timer(cl, timeouts()->client_header_ms);
 	}
 }
 
@@ -937,16 +962,14 @@ static int on_resp_field(llhttp_t *p, const char *at, size_t len)
 static int on_resp_value(llhttp_t *p, const char *at, size_t len)
 {
 	struct client *cl = resp_client(p);
-	msg_on_value(&cl->txn.resp, at, len);
-	if (cl->txn.resp.head_bytes > limits()->max_header_size)
+	if (msg_on_value(&cl->txn.resp, at, len) < 0 || cl->txn.resp.head_bytes > limits()->max_header_size)
 		return resp_fail(p);
 	return 0;
 }
 
 static int on_resp_value_done(llhttp_t *p)
 {
-	msg_finish_header(&resp_client(p)->txn.resp);
-	return 0;
+	return msg_finish_header(&resp_client(p)->txn.resp) ? 0 : resp_fail(p);
 }
 
 static void write_status_line(struct client *cl, int status)
@@ -1049,8 +1072,8 @@ static int on_resp_done(llhttp_t *p)
 {
 	struct client *cl = resp_client(p);
 	struct txn *t = &cl->txn;
-	if (!t->resp_started)
-		return 0;  /* end of an interim (1xx) response */
+	if (!t->resp_started || t->status == 101)
+		return 0;  /* interim (1xx) response, or the upgrade pause follows */
 	if (t->resp_chunked_out)
 		client_out(cl, "0\r\n\r\n", 5);
 	t->resp_done = 1;
@@ -1061,6 +1084,7 @@ static void client_start_tunnel(struct client *cl, const char *rest, size_t len)
 {
 	struct txn *t = &cl->txn;
 	cl->state = CL_TUNNEL;
+	t->resp_done = 1;
 	txn_log(cl);
 	client_out(cl, rest, len);
 	client_flush(cl);

@@ -69,8 +69,10 @@ int msg_on_field(struct msg *m, const char *at, size_t len)
 	return 0;
 }
 
-void msg_on_value(struct msg *m, const char *at, size_t len)
+int msg_on_value(struct msg *m, const char *at, size_t len)
 {
+	if (!m->in_field && !m->in_value)
+		return -1;  /* a value with no field name before it */
 	struct hdr *h = &m->hdrs[m->nhdrs - 1];
 	if (!m->in_value) {
 		h->val_off = (uint32_t)m->raw.len;
@@ -80,10 +82,13 @@ void msg_on_value(struct msg *m, const char *at, size_t len)
 	buf_append(&m->raw, at, len);
 	h->val_len += (uint32_t)len;
 	m->head_bytes += (uint32_t)len;
+	return 0;
 }
 
 struct hdr *msg_finish_header(struct msg *m)
 {
+	if (!m->in_field && !m->in_value)
+		return NULL;
 	struct hdr *h = &m->hdrs[m->nhdrs - 1];
 	if (!m->in_value)  /* empty value: llhttp sends no value callback */
 		h->val_off = (uint32_t)m->raw.len;
@@ -91,6 +96,8 @@ struct hdr *msg_finish_header(struct msg *m)
 	const char *v = m->raw.data + h->val_off;
 	while (h->val_len > 0 && (v[h->val_len - 1] == ' ' || v[h->val_len - 1] == '\t'))
 		h->val_len--;
+	if (h->name_len == 0)
+		return NULL;
 	const char *n = m->raw.data + h->name_off;
 	for (size_t i = 0; i < ARRAY_SIZE(known); i++) {
 		if (tok_eq(n, h->name_len, known[i].name)) {
@@ -194,4 +201,32 @@ int msg_count(const struct msg *m, enum hdr_kind kind)
 	for (uint32_t i = 0; i < m->nhdrs; i++)
 		n += m->hdrs[i].kind == kind;
 	return n;
+}
+
+int head_scan(struct head_scan *hs, const char *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)p[i];
+		switch (hs->state) {
+		case HS_CR:      /* after CR: only LF may follow */
+		case HS_CRLF_CR:
+			if (c != '\n')
+				return -1;
+			if (hs->state == HS_CRLF_CR && hs->seen_text)
+				return (int)(i + 1);
+			hs->state = HS_CRLF;
+			continue;
+		default:
+			break;
+		}
+		if (c == '\n' || c == 0)
+			return -1;
+		if (c == '\r') {
+			hs->state = hs->state == HS_CRLF ? HS_CRLF_CR : HS_CR;
+		} else {
+			hs->state = HS_TEXT;
+			hs->seen_text = 1;
+		}
+	}
+	return 0;
 }

@@ -47,8 +47,9 @@ void msg_free(struct msg *m);
 /* llhttp callback bodies. Return 0, or -1 when max_hdrs is exceeded. */
 void msg_on_url(struct msg *m, const char *at, size_t len);
 int msg_on_field(struct msg *m, const char *at, size_t len);
-void msg_on_value(struct msg *m, const char *at, size_t len);
-/* Called on value complete: trims trailing whitespace, classifies. */
+int msg_on_value(struct msg *m, const char *at, size_t len);
+/* Called on value complete: trims trailing whitespace, classifies. Returns
+ * NULL when there is no valid header (no name, or an empty one). */
 struct hdr *msg_finish_header(struct msg *m);
 
 static inline const char *msg_str(const struct msg *m, uint32_t off) { return m->raw.data + off; }
@@ -73,5 +74,17 @@ void msg_write_headers(const struct msg *m, struct buf *out);
 /* Find the first header of KIND; NULL if none. */
 const struct hdr *msg_find(const struct msg *m, enum hdr_kind kind);
 int msg_count(const struct msg *m, enum hdr_kind kind);
+
+/* Line-ending check over a message head, fed in pieces before the parser:
+ * every line must end in CRLF and no NUL may appear (llhttp accepts a bare
+ * LF after the request line, which a proxy must not). */
+enum { HS_TEXT, HS_CR, HS_CRLF, HS_CRLF_CR };
+struct head_scan {
+	uint8_t state;
+	uint8_t seen_text;   /* leading empty lines are not the end of the head */
+};
+/* Returns -1 on a bare CR/LF or NUL, 0 when all N bytes belong to the head,
+ * or the number of bytes up to and including the head's final CRLFCRLF. */
+int head_scan(struct head_scan *hs, const char *p, size_t n);
 
 #endif

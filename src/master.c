@@ -326,6 +326,11 @@ int master_run(struct cfg *cfg)
 				log_info("stopping: draining workers (up to %u ms)", cur->timeouts.drain_ms);
 				signal_generation(0, SIGTERM, 0);
 				signal_generation(0, SIGTERM, 1);
+				/* Stop accepting now: new connections are refused
+				 * instead of queueing where no worker will look. */
+				for (int i = 0; i < MAX_LSOCKS; i++)
+					lsocks[i].in_use = 0;
+				lsocks_close_unused();
 				clock_gettime(CLOCK_MONOTONIC, &deadline);
 				deadline.tv_sec += cur->timeouts.drain_ms / 1000 + 2;
 			}

@@ -69,6 +69,8 @@ struct client {
 	uint8_t peer_eof;
 	uint8_t closing_handles;
 	uint8_t parse_error;       /* the parser callback reported txn.reason */
+	uint8_t head_scanned;      /* head_scan saw the end of this request's head */
+	struct head_scan hscan;
 	char peer[64];             /* "ip:port" */
 	/* Bounds of the current and previous llhttp_execute input, and the end
 	 * of the last header value piece: only compared, never dereferenced

@@ -272,12 +272,11 @@ static void bconn_write_cb(uv_write_t *req, int status)
 	if (bc->state == BC_CLOSING)
 		return;
 	if (status < 0) {
-		struct client *cl = bc->cl;
-		bconn_close(bc);
-		if (cl) {
-			cl->txn.bc = NULL;
-			client_backend_eof(cl, REASON_BACKEND_RESET);
-		}
+		/* The client side decides (retry, 502, abort) and closes bc. */
+		if (bc->cl && bc->state == BC_BUSY)
+			client_backend_eof(bc->cl, REASON_BACKEND_RESET);
+		else
+			bconn_close(bc);
 		return;
 	}
 	bconn_flush(bc);
