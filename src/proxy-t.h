@@ -83,6 +83,7 @@ enum bconn_state {
 	BC_CONNECTING,  /* TCP connect in progress */
 	BC_BUSY,        /* carrying a client's request/response */
 	BC_IDLE,        /* in the server's idle pool, watched for EOF */
+	BC_RETIRING,    /* half-closed by us; slot held until the backend closes */
 	BC_CLOSING,     /* handles closing */
 };
 
@@ -90,6 +91,7 @@ struct bconn {
 	uv_tcp_t tcp;
 	uv_timer_t timer;
 	uv_connect_t creq;
+	uv_shutdown_t sreq;
 	struct server *srv;
 	struct client *cl;         /* owner while BC_BUSY/CONNECTING, else NULL */
 	enum bconn_state state;

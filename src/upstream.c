@@ -17,11 +17,14 @@
 #include "worker.h"
 
 #define QUEUE_RETRY_MS 50
+#define RETIRE_MS 1000  /* how long a retiring connection may wait for the backend's FIN */
 #define OUT_LOW_WATER (64 * 1024)
 
 static struct list bc_free = { &bc_free, &bc_free };
 
 static void bconn_close(struct bconn *bc);
+static void bconn_retire(struct bconn *bc);
+static void bconn_timer_cb(uv_timer_t *t);
 static void bconn_connect_cb(uv_connect_t *req, int status);
 
 int upstream_init(struct worker *w)
@@ -119,6 +122,50 @@ static void bconn_close(struct bconn *bc)
 		shm_kick_others(W->slot);
 }
 
+static void bconn_shutdown_cb(uv_shutdown_t *req, int status)
+{
+	struct bconn *bc = req->data;
+	if (status < 0 && status != UV_ECANCELED && bc->state == BC_RETIRING)
+		bconn_close(bc);
+}
+
+static void bconn_alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
+static void bconn_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
+
+/* End a clean connection the polite way: half-close and keep its slot until
+ * the backend closes its side. A thread-per-connection backend frees the
+ * thread when it sees our FIN, so by the time the slot goes to another
+ * request the backend really has a thread for it: max_connections then
+ * holds from the backend's point of view, not only from ours. */
+static void bconn_retire(struct bconn *bc)
+{
+	if (bc->state != BC_IDLE && bc->state != BC_BUSY)
+		return;
+	if (bc->out.writing) {
+		bconn_close(bc);
+		return;
+	}
+	struct server *srv = bc->srv;
+	if (bc->state == BC_IDLE)
+		srv->nidle--;
+	else
+		shm_add(W->slot, srv->slot, SHM_BUSY, -1);
+	list_del(&bc->link);
+	list_add_tail(&W->bconns, &bc->link);
+	bc->state = BC_RETIRING;
+	bc->cl = NULL;
+	bc->sreq.data = bc;
+	if (uv_shutdown(&bc->sreq, (uv_stream_t *)&bc->tcp, bconn_shutdown_cb) < 0) {
+		bconn_close(bc);
+		return;
+	}
+	if (bc->read_stopped) {
+		bc->read_stopped = 0;
+		uv_read_start((uv_stream_t *)&bc->tcp, bconn_alloc_cb, bconn_read_cb);
+	}
+	uv_timer_start(&bc->timer, bconn_timer_cb, RETIRE_MS, 0);
+}
+
 static void bconn_alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
 	(void)h;
@@ -140,9 +187,11 @@ static void bconn_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 		W->rbuf_busy = 0;
 	if (nread == 0)
 		return;
-	if (bc->state == BC_IDLE) {
-		/* An idle backend connection that speaks or closes is stale. */
-		bconn_close(bc);
+	if (bc->state == BC_IDLE || bc->state == BC_RETIRING) {
+		/* An idle connection that speaks or closes is stale; a retiring
+		 * one is done when the backend closes its side. */
+		if (bc->state == BC_IDLE || nread < 0)
+			bconn_close(bc);
 		return;
 	}
 	if (bc->state != BC_BUSY || bc->cl == NULL)
@@ -179,6 +228,9 @@ static void bconn_timer_cb(uv_timer_t *t)
 		break;
 	}
 	case BC_IDLE:
+		bconn_retire(bc);
+		break;
+	case BC_RETIRING:
 		bconn_close(bc);
 		break;
 	case BC_CLOSING:
@@ -520,7 +572,7 @@ void upstream_on_kick(void)
 		for (unsigned s = 0; s < be->nservers; s++) {
 			struct server *srv = &be->servers[s];
 			while (!list_empty(&srv->idle))
-				bconn_close(CONTAINER_OF(srv->idle.next, struct bconn, link));
+				bconn_retire(CONTAINER_OF(srv->idle.next, struct bconn, link));
 		}
 	}
 }
@@ -532,8 +584,12 @@ void upstream_release(struct bconn *bc, int reusable)
 	if (bc->cl)
 		bc->cl->txn.bc = NULL;
 	bc->cl = NULL;
-	if (!reusable || bc->out.pending.len || bc->out.writing || !server_up(srv) || W->draining) {
+	if (!reusable || bc->out.pending.len || bc->out.writing) {
 		bconn_close(bc);
+		return;
+	}
+	if (!server_up(srv) || W->draining) {
+		bconn_retire(bc);
 		return;
 	}
 	/* Hand over directly to the head of our own queue: no slot changes. */
@@ -547,7 +603,7 @@ void upstream_release(struct bconn *bc, int reusable)
 		return;
 	}
 	if (shm_get(be->slot, SHM_WAITING) > 0 || srv->nidle >= be->cfg->idle_max) {
-		bconn_close(bc);
+		bconn_retire(bc);
 		return;
 	}
 	list_del(&bc->link);
@@ -575,7 +631,7 @@ void upstream_close_idle(void)
 		for (unsigned s = 0; s < be->nservers; s++) {
 			struct server *srv = &be->servers[s];
 			while (!list_empty(&srv->idle))
-				bconn_close(CONTAINER_OF(srv->idle.next, struct bconn, link));
+				bconn_retire(CONTAINER_OF(srv->idle.next, struct bconn, link));
 		}
 	}
 }
