@@ -1,0 +1,134 @@
+/* Unit tests for the pure pieces: header arena and classification,
+ * Connection handling, list parsing, head line-ending scan, shm counters. */
+#include <string.h>
+#include <stdio.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "httpmsg.h"
+#include "shm.h"
+
+static int passed, failed;
+#define CHECK(c) do { if (c) passed++; else { failed++; \
+	fprintf(stderr, "%s:%d: CHECK(%s) failed\n", __FILE__, __LINE__, #c); } } while (0)
+
+static void add_header(struct msg *m, const char *name, const char *value)
+{
+	CHECK(msg_on_field(m, name, strlen(name)) == 0);
+	if (*value)
+		CHECK(msg_on_value(m, value, strlen(value)) == 0);
+	CHECK(msg_finish_header(m) != NULL);
+}
+
+static void test_connection_tokens(void)
+{
+	struct msg m = { 0 };
+	msg_reset(&m, 16);
+	add_header(&m, "Host", "a");
+	add_header(&m, "Connection", " keep-alive , X-Secret,close ");
+	add_header(&m, "x-secret", "1");
+	add_header(&m, "Keep-Alive", "timeout=5");
+	add_header(&m, "X-Other", "v  ");
+	unsigned f = msg_apply_connection(&m);
+	CHECK(f == (CONN_CLOSE | CONN_KEEPALIVE));
+	struct buf out = { 0 };
+	msg_write_headers(&m, &out);
+	buf_append(&out, "", 1);
+	CHECK(strcmp(out.data, "Host: a\r\nX-Other: v\r\n") == 0);
+	CHECK(msg_find(&m, HDR_HOST) != NULL);
+	CHECK(msg_count(&m, HDR_CONNECTION) == 1);
+	buf_free(&out);
+	msg_free(&m);
+}
+
+static void test_limits_and_bad_headers(void)
+{
+	struct msg m = { 0 };
+	msg_reset(&m, 2);
+	add_header(&m, "A", "1");
+	add_header(&m, "B", "2");
+	CHECK(msg_on_field(&m, "C", 1) == -1);
+	msg_reset(&m, 4);
+	CHECK(msg_on_value(&m, "orphan", 6) == -1);  /* value without a name */
+	CHECK(msg_finish_header(&m) == NULL);
+	/* a split field and value, as llhttp delivers across reads */
+	CHECK(msg_on_field(&m, "Conte", 5) == 0);
+	CHECK(msg_on_field(&m, "nt-Length", 9) == 0);
+	CHECK(msg_on_value(&m, "1", 1) == 0);
+	CHECK(msg_on_value(&m, "2", 1) == 0);
+	struct hdr *h = msg_finish_header(&m);
+	CHECK(h && h->kind == HDR_CONTENT_LENGTH && h->val_len == 2);
+	CHECK(m.nhdrs == 1);
+	msg_free(&m);
+}
+
+static void test_list_next(void)
+{
+	const char *v = " gzip ,, chunked\t,", *p = v, *t;
+	size_t n;
+	CHECK(list_next(&p, v + strlen(v), &t, &n) && n == 4 && strncmp(t, "gzip", 4) == 0);
+	CHECK(list_next(&p, v + strlen(v), &t, &n) && n == 7 && strncmp(t, "chunked", 7) == 0);
+	CHECK(!list_next(&p, v + strlen(v), &t, &n));
+	CHECK(tok_eq("ChUnKeD", 7, "chunked"));
+	CHECK(!tok_eq("chunked ", 8, "chunked"));
+}
+
+static int scan(const char *s)
+{
+	struct head_scan hs = { 0 };
+	return head_scan(&hs, s, strlen(s));
+}
+
+static void test_head_scan(void)
+{
+	CHECK(scan("GET / HTTP/1.1\r\nHost: a\r\n\r\n") == 27);
+	CHECK(scan("GET / HTTP/1.1\r\nHost: a\r\n\r\nBODY") == 27);
+	CHECK(scan("GET / HTTP/1.1\r\nHost: a\r\n") == 0);          /* need more */
+	CHECK(scan("GET / HTTP/1.1\nHost: a\r\n\r\n") == -1);       /* bare LF */
+	CHECK(scan("GET / HTTP/1.1\r\nHost: a\rX\r\n\r\n") == -1);  /* bare CR */
+	CHECK(scan("GET / HTTP/1.1\r\nX: a\0b\r\n\r\n") == 0);      /* strlen stops at NUL */
+	struct head_scan hs = { 0 };
+	CHECK(head_scan(&hs, "GET /\0 HTTP/1.1\r\n", 17) == -1);
+	CHECK(scan("\r\nGET / HTTP/1.1\r\nHost: a\r\n\r\n") == 29);  /* leading CRLF tolerated */
+	/* split across calls, including between CR and LF */
+	struct head_scan h2 = { 0 };
+	CHECK(head_scan(&h2, "GET / HTTP/1.1\r", 15) == 0);
+	CHECK(head_scan(&h2, "\nHost: a\r\n\r", 11) == 0);
+	CHECK(head_scan(&h2, "\nrest", 5) == 1);
+}
+
+static void test_shm_cap_and_reclaim(void)
+{
+	CHECK(shm_init() == 0);
+	int s = shm_slot_get("be/s1");
+	CHECK(s >= 0 && shm_slot_get("be/s1") == s && shm_slot_find("be/s1") == s);
+	CHECK(shm_slot_find("nope") == -1);
+	CHECK(shm_conns_reserve(0, s, 2) == 1);
+	CHECK(shm_conns_reserve(1, s, 2) == 1);
+	CHECK(shm_conns_reserve(1, s, 2) == 0);   /* cap reached across "workers" */
+	CHECK(shm_get(s, SHM_CONNS) == 2);
+	/* a forked child reserves too: the counter is shared */
+	pid_t pid = fork();
+	if (pid == 0)
+		_exit(shm_conns_reserve(2, s, 3) == 1 ? 0 : 1);
+	int st;
+	waitpid(pid, &st, 0);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	CHECK(shm_get(s, SHM_CONNS) == 3);
+	shm_worker_reclaim(2);                    /* the child "died" holding one */
+	CHECK(shm_get(s, SHM_CONNS) == 2);
+	shm_add(1, s, SHM_CONNS, -1);
+	CHECK(shm_get(s, SHM_CONNS) == 1);
+	shm_worker_reclaim(0);
+	CHECK(shm_get(s, SHM_CONNS) == 0);
+}
+
+int main(void)
+{
+	test_connection_tokens();
+	test_limits_and_bad_headers();
+	test_list_next();
+	test_head_scan();
+	test_shm_cap_and_reclaim();
+	printf("test_httpmsg: %d passed, %d failed\n", passed, failed);
+	return failed ? 1 : 0;
+}
