@@ -627,13 +627,6 @@ static void client_on_eof(struct client *cl)
 		}
 		client_close(cl);
 		return;
-	case CL_HEAD:
-		if (cl->in.len == 0 && t->req.url_len == 0 && !t->head_done) {
-			client_close(cl);
-			return;
-		}
-		client_close(cl);
-		return;
 	default:
 		client_close(cl);
 		return;
