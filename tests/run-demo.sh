@@ -5,7 +5,7 @@
 set -eu
 BUILD=${1:-build}
 CONF=${SLUICE_CONF:-conf/sluice.yaml}
-"$BUILD/demo_backend" --listen 127.0.0.1:9000 --threads 16 --backlog 64 --service-ms 2 --quiet &
+"$BUILD/demo_backend" --listen 127.0.0.1:9000 --threads 16 --backlog 64 --service-ms 2 --keepalive-ms 60000 --quiet &
 backend=$!
 trap 'kill $backend 2>/dev/null; wait $backend 2>/dev/null || true' EXIT INT TERM
 "$BUILD/sluice" -t -c "$CONF"
