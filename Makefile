@@ -80,10 +80,13 @@ e2e: all
 	SLUICE_BIN=$(abspath $(BUILD)/sluice) DEMO_BACKEND=$(abspath $(BUILD)/demo_backend) \
 	  python3 -m pytest -q -p no:cacheprovider tests/e2e $(PYTEST_ARGS)
 
+# The whole suite, then the same suite again under ASan+UBSan (the harness
+# fails a test whose sluice printed a sanitizer report).
 test: test-deps
 	$(MAKE) all
 	$(MAKE) unit
 	$(MAKE) e2e
+	$(MAKE) SANITIZE=1 all unit e2e
 
 asan: deps
 	$(MAKE) SANITIZE=1 all

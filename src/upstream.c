@@ -301,16 +301,16 @@ static void bconn_connect_cb(uv_connect_t *req, int status)
 	}
 	uv_tcp_nodelay(&bc->tcp, 1);
 	uv_timer_stop(&bc->timer);
+	bc->state = BC_BUSY;
+	shm_add(W->slot, bc->srv->slot, SHM_BUSY, 1);
+	/* Always reading from here on: a busy connection for the response, an
+	 * idle one to notice the backend closing it. */
+	uv_read_start((uv_stream_t *)&bc->tcp, bconn_alloc_cb, bconn_read_cb);
 	if (cl == NULL) {  /* its client left while we connected: pool it */
-		bc->state = BC_BUSY;
-		shm_add(W->slot, bc->srv->slot, SHM_BUSY, 1);
 		upstream_release(bc, 1);
 		return;
 	}
-	bc->state = BC_BUSY;
-	shm_add(W->slot, bc->srv->slot, SHM_BUSY, 1);
 	cl->txn.t_connected = now_us();
-	uv_read_start((uv_stream_t *)&bc->tcp, bconn_alloc_cb, bconn_read_cb);
 	client_backend_ready(cl);
 }
 
@@ -611,9 +611,11 @@ void upstream_release(struct bconn *bc, int reusable)
 	bc->state = BC_IDLE;
 	list_add_head(&srv->idle, &bc->link);
 	srv->nidle++;
-	bc->state = BC_BUSY; /* so bconn_read_pause acts; idle watches for EOF */
-	bconn_read_pause(bc, 0);
 	bc->state = BC_IDLE;
+	if (bc->read_stopped) {  /* idle connections always read, to see EOF */
+		bc->read_stopped = 0;
+		uv_read_start((uv_stream_t *)&bc->tcp, bconn_alloc_cb, bconn_read_cb);
+	}
 	uv_timer_start(&bc->timer, bconn_timer_cb, be->cfg->idle_timeout_ms, 0);
 }
 

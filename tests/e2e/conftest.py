@@ -81,12 +81,23 @@ def _sluice_factory(request, sluice_bin, workdir, instances):
     return make
 
 
+SANITIZER_MARKS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:")
+
+
 def _teardown_sluices(request, instances):
+    reports = []
     for s in instances:
         if _failed(request) and s.proc is not None:
             print("\n==== diagnostics for %s (pid %s) ====" % (s.name, s.proc.pid))
             print(s.diagnostics())
         s.kill()
+        # Under `make test-asan` a sanitizer report in any sluice process
+        # (a worker the master quietly replaced included) fails the test.
+        text = harness.read_text(s.stderr_path)
+        if any(m in text for m in SANITIZER_MARKS):
+            reports.append("%s:\n%s" % (s.name, text[-4000:]))
+    if reports:
+        pytest.fail("sanitizer report from sluice:\n" + "\n".join(reports), pytrace=False)
 
 
 @pytest.fixture
