@@ -124,6 +124,7 @@ struct backend {
 	unsigned nservers;
 	int slot;                  /* shm slot (waiting counter, rr cursor) */
 	struct list queue;         /* txns waiting for a connection, FIFO */
+	uint32_t rr;               /* round-robin cursor, per worker */
 	uint32_t nqueued;
 };
 

@@ -21,7 +21,7 @@
 enum shm_counter {
 	SHM_CONNS,    /* open backend connections (server slot) */
 	SHM_WAITING,  /* requests queued, all workers (backend slot) */
-	SHM_BUSY,     /* connections carrying a request now (server slot) */
+	SHM_BUSY,     /* connections carrying a request now (server slot; leastconn only) */
 	SHM_NCOUNTERS
 };
 
@@ -29,7 +29,6 @@ struct shm_slot {
 	char name[SHM_NAME_MAX];        /* "backend" or "backend/server"; "" = free */
 	_Atomic uint32_t c[SHM_NCOUNTERS];
 	_Atomic int up;                 /* server health: 1 up, 0 down */
-	_Atomic uint32_t rr;            /* shared round-robin cursor (backend slot) */
 };
 
 struct shm_worker {

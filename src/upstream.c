@@ -84,6 +84,14 @@ static int server_up(const struct server *srv)
 	return atomic_load_explicit(&shm->slots[srv->slot].up, memory_order_relaxed);
 }
 
+/* Instance-wide count of connections carrying a request, which only
+ * leastconn reads: other backends skip the shared-cache-line traffic. */
+static void busy_add(struct server *srv, int delta)
+{
+	if (srv->be->cfg->balance == CFG_BALANCE_LEASTCONN)
+		shm_add(W->slot, srv->slot, SHM_BUSY, delta);
+}
+
 /* ---- connection lifecycle ---- */
 
 static void bconn_handle_closed(uv_handle_t *h)
@@ -104,7 +112,7 @@ static void bconn_close(struct bconn *bc)
 	if (bc->state == BC_IDLE) {
 		srv->nidle--;
 	} else if (bc->state == BC_BUSY) {
-		shm_add(W->slot, srv->slot, SHM_BUSY, -1);
+		busy_add(srv, -1);
 	}
 	list_del(&bc->link);
 	bc->state = BC_CLOSING;
@@ -149,7 +157,7 @@ static void bconn_retire(struct bconn *bc)
 	if (bc->state == BC_IDLE)
 		srv->nidle--;
 	else
-		shm_add(W->slot, srv->slot, SHM_BUSY, -1);
+		busy_add(srv, -1);
 	list_del(&bc->link);
 	list_add_tail(&W->bconns, &bc->link);
 	bc->state = BC_RETIRING;
@@ -302,7 +310,7 @@ static void bconn_connect_cb(uv_connect_t *req, int status)
 	uv_tcp_nodelay(&bc->tcp, 1);
 	uv_timer_stop(&bc->timer);
 	bc->state = BC_BUSY;
-	shm_add(W->slot, bc->srv->slot, SHM_BUSY, 1);
+	busy_add(bc->srv, 1);
 	/* Always reading from here on: a busy connection for the response, an
 	 * idle one to notice the backend closing it. */
 	uv_read_start((uv_stream_t *)&bc->tcp, bconn_alloc_cb, bconn_read_cb);
@@ -385,7 +393,7 @@ static struct bconn *server_take_idle(struct server *srv)
 		srv->nidle--;
 		uv_timer_stop(&bc->timer);
 		bc->state = BC_BUSY;
-		shm_add(W->slot, srv->slot, SHM_BUSY, 1);
+		busy_add(srv, 1);
 		list_add_tail(&W->bconns, &bc->link);
 		return bc;
 	}
@@ -422,7 +430,9 @@ static struct server *pick_server(struct backend *be, int *reserved, int *any_up
 		}
 		return best;
 	}
-	uint32_t start = atomic_fetch_add_explicit(&shm->slots[be->slot].rr, 1, memory_order_relaxed);
+	/* Each worker rotates on its own: the sum over workers is still even,
+	 * and no cache line bounces between cores per request. */
+	uint32_t start = be->rr++;
 	for (unsigned k = 0; k < n; k++) {
 		struct server *srv = &be->servers[(start + k) % n];
 		if (!server_up(srv))
@@ -607,7 +617,7 @@ void upstream_release(struct bconn *bc, int reusable)
 		return;
 	}
 	list_del(&bc->link);
-	shm_add(W->slot, srv->slot, SHM_BUSY, -1);
+	busy_add(srv, -1);
 	bc->state = BC_IDLE;
 	list_add_head(&srv->idle, &bc->link);
 	srv->nidle++;
