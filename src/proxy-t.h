@@ -45,6 +45,7 @@ struct txn {
 	struct list qlink;         /* in backend->queue while CL_WAIT without bc */
 	uint64_t t_start, t_queue, t_connect_start, t_connected, t_sent, t_first_byte;
 	uint64_t req_body, resp_body_in, bytes_out;
+	uint64_t ticket;           /* instance-wide queue order while queued */
 	uint8_t method;            /* llhttp_method_t */
 	uint8_t http_minor;        /* client's HTTP/1.x minor version */
 	uint8_t req_chunked, req_done, head_done, queued;

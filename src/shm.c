@@ -65,6 +65,8 @@ void shm_worker_reclaim(int w)
 				atomic_fetch_sub(&shm->slots[s].c[c], held);
 		}
 	}
+	for (int s = 0; s < SHM_MAX_SLOTS; s++)
+		atomic_store(&shm->head_ticket[w][s], 0);
 	uint64_t drain;
 	while (read(shm->workers[w].efd, &drain, sizeof(drain)) == sizeof(drain))
 		;
@@ -108,4 +110,26 @@ void shm_kick_others(int w)
 		if (write(shm->workers[i].efd, &one, sizeof(one)) < 0 && errno != EAGAIN)
 			continue;
 	}
+}
+
+uint64_t shm_ticket_next(int slot)
+{
+	return atomic_fetch_add(&shm->slots[slot].ticket, 1) + 1;
+}
+
+void shm_head_publish(int w, int slot, uint64_t ticket)
+{
+	atomic_store_explicit(&shm->head_ticket[w][slot], ticket, memory_order_relaxed);
+}
+
+int shm_older_waiter(int w, int slot, uint64_t mine)
+{
+	for (int i = 0; i < SHM_MAX_WORKERS; i++) {
+		if (i == w || atomic_load_explicit(&shm->workers[i].pid, memory_order_relaxed) == 0)
+			continue;
+		uint64_t t = atomic_load_explicit(&shm->head_ticket[i][slot], memory_order_relaxed);
+		if (t && t < mine)
+			return 1;
+	}
+	return 0;
 }

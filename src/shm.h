@@ -29,6 +29,7 @@ struct shm_slot {
 	char name[SHM_NAME_MAX];        /* "backend" or "backend/server"; "" = free */
 	_Atomic uint32_t c[SHM_NCOUNTERS];
 	_Atomic int up;                 /* server health: 1 up, 0 down */
+	_Atomic uint64_t ticket;        /* last queue ticket issued (backend slot) */
 };
 
 struct shm_worker {
@@ -41,6 +42,9 @@ struct shm {
 	struct shm_worker workers[SHM_MAX_WORKERS];
 	struct shm_slot slots[SHM_MAX_SLOTS];
 	_Atomic uint32_t contrib[SHM_MAX_WORKERS][SHM_MAX_SLOTS][SHM_NCOUNTERS];
+	/* Ticket of the request at the head of each worker's queue for each
+	 * backend slot, 0 = none: the instance-wide FIFO order. */
+	_Atomic uint64_t head_ticket[SHM_MAX_WORKERS][SHM_MAX_SLOTS];
 };
 
 extern struct shm *shm;
@@ -64,6 +68,13 @@ static inline uint32_t shm_get(int slot, enum shm_counter c)
 {
 	return atomic_load_explicit(&shm->slots[slot].c[c], memory_order_relaxed);
 }
+/* Queue order across workers: tickets from one counter per backend slot;
+ * each worker publishes the ticket of its queue head. */
+uint64_t shm_ticket_next(int slot);
+void shm_head_publish(int w, int slot, uint64_t ticket);
+/* 1 when another worker's queue head for SLOT is older than MINE. */
+int shm_older_waiter(int w, int slot, uint64_t mine);
+
 /* Wake every other live worker so it re-examines queues and idle pools. */
 void shm_kick_others(int w);
 

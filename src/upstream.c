@@ -473,15 +473,48 @@ static int try_acquire(struct client *cl, int *any_up)
 	return 1;
 }
 
+/* ---- the queue: FIFO per worker, ordered by ticket across workers ---- */
+
+static struct client *queue_head(struct backend *be)
+{
+	return list_empty(&be->queue) ? NULL : CONTAINER_OF(be->queue.next, struct client, txn.qlink);
+}
+
+static void queue_publish(struct backend *be)
+{
+	struct client *head = queue_head(be);
+	shm_head_publish(W->slot, be->slot, head ? head->txn.ticket : 0);
+}
+
 static void queue_remove(struct client *cl)
 {
 	struct backend *be = cl->txn.be;
 	if (!cl->txn.queued)
 		return;
+	int was_head = queue_head(be) == cl;
 	list_del(&cl->txn.qlink);
 	cl->txn.queued = 0;
 	be->nqueued--;
 	shm_add(W->slot, be->slot, SHM_WAITING, -1);
+	if (was_head)
+		queue_publish(be);
+}
+
+/* Requests that another worker queued earlier go first: a worker with a
+ * busy queue of its own must not keep every slot to itself. */
+static int others_first(struct backend *be, uint64_t mine)
+{
+	return shm_get(be->slot, SHM_WAITING) > be->nqueued &&
+	       shm_older_waiter(W->slot, be->slot, mine);
+}
+
+static void retire_idle(struct backend *be)
+{
+	for (unsigned s = 0; s < be->nservers; s++) {
+		struct server *srv = &be->servers[s];
+		while (!list_empty(&srv->idle))
+			bconn_retire(CONTAINER_OF(srv->idle.next, struct bconn, link));
+	}
 }
 
 static int queue_waiting_total(void)
@@ -505,8 +538,9 @@ enum reason upstream_request(struct client *cl)
 	struct backend *be = cl->txn.be;
 	int any_up;
 	cl->txn.t_queue = now_us();
-	/* FIFO: a newcomer may not overtake requests already waiting here. */
-	if (be->nqueued == 0) {
+	/* FIFO: a newcomer may not overtake requests already waiting, here
+	 * or in another worker. */
+	if (be->nqueued == 0 && shm_get(be->slot, SHM_WAITING) == 0) {
 		int rc = try_acquire(cl, &any_up);
 		if (rc > 0) {
 			if (cl->txn.bc->state == BC_BUSY)
@@ -520,12 +554,16 @@ enum reason upstream_request(struct client *cl)
 	}
 	if (be->nqueued >= be->cfg->queue_max)
 		return REASON_QUEUE_FULL;
+	cl->txn.ticket = shm_ticket_next(be->slot);
 	list_add_tail(&be->queue, &cl->txn.qlink);
 	cl->txn.queued = 1;
 	be->nqueued++;
 	shm_add(W->slot, be->slot, SHM_WAITING, 1);
-	if (be->nqueued == 1)
+	if (be->nqueued == 1) {
+		queue_publish(be);
 		shm_kick_others(W->slot);  /* they may hold idle connections */
+		retire_idle(be);           /* ours may be owed to an older waiter */
+	}
 	if (!uv_is_active((uv_handle_t *)&W->queue_timer))
 		uv_timer_start(&W->queue_timer, queue_timer_cb, QUEUE_RETRY_MS, QUEUE_RETRY_MS);
 	return REASON_OK;
@@ -546,19 +584,15 @@ void upstream_cancel(struct client *cl)
 /* Hand waiting requests whatever connections are available now. */
 static void backend_dispatch(struct backend *be)
 {
-	while (!list_empty(&be->queue)) {
-		struct client *cl = CONTAINER_OF(be->queue.next, struct client, txn.qlink);
+	struct client *cl;
+	while ((cl = queue_head(be)) != NULL) {
 		int any_up;
-		queue_remove(cl);
-		int rc = try_acquire(cl, &any_up);
-		if (rc == 0 && any_up) {
-			/* Still nothing: back to the head of the line. */
-			list_add_head(&be->queue, &cl->txn.qlink);
-			cl->txn.queued = 1;
-			be->nqueued++;
-			shm_add(W->slot, be->slot, SHM_WAITING, 1);
+		if (others_first(be, cl->txn.ticket))
 			return;
-		}
+		int rc = try_acquire(cl, &any_up);
+		if (rc == 0 && any_up)
+			return;  /* still nothing */
+		queue_remove(cl);
 		if (rc == 0)
 			client_backend_error(cl, REASON_NO_SERVER);
 		else if (rc < 0)
@@ -572,18 +606,12 @@ void upstream_on_kick(void)
 {
 	for (unsigned b = 0; b < W->nbackends; b++) {
 		struct backend *be = &W->backends[b];
-		if (be->nqueued) {
-			backend_dispatch(be);
-			continue;
-		}
-		/* Others wait and we have nobody queued: give our idle slots up. */
-		if (shm_get(be->slot, SHM_WAITING) == 0)
-			continue;
-		for (unsigned s = 0; s < be->nservers; s++) {
-			struct server *srv = &be->servers[s];
-			while (!list_empty(&srv->idle))
-				bconn_retire(CONTAINER_OF(srv->idle.next, struct bconn, link));
-		}
+		backend_dispatch(be);
+		/* Others wait, and our idle connections are of no use to us now:
+		 * give their slots up. */
+		if (shm_get(be->slot, SHM_WAITING) > be->nqueued &&
+		    (be->nqueued == 0 || others_first(be, queue_head(be)->txn.ticket)))
+			retire_idle(be);
 	}
 }
 
@@ -602,9 +630,14 @@ void upstream_release(struct bconn *bc, int reusable)
 		bconn_retire(bc);
 		return;
 	}
-	/* Hand over directly to the head of our own queue: no slot changes. */
-	if (!list_empty(&be->queue)) {
-		struct client *cl = CONTAINER_OF(be->queue.next, struct client, txn.qlink);
+	/* Hand over directly to the head of our own queue (no slot changes),
+	 * unless another worker's waiter is older: then the slot moves there. */
+	struct client *cl = queue_head(be);
+	if (cl && others_first(be, cl->txn.ticket)) {
+		bconn_retire(bc);
+		return;
+	}
+	if (cl) {
 		queue_remove(cl);
 		cl->txn.t_connect_start = cl->txn.t_connected = now_us();
 		bconn_attach(bc, cl);

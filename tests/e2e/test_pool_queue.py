@@ -209,3 +209,31 @@ def test_wrk_load_through_small_pool(sluice, recorder):
     m = re.search(r"(\d+) requests in", out)
     assert m and int(m.group(1)) > 100, out
     assert rb.max_active <= 4, (rb.max_active, rb.conn_count())
+
+
+def test_queue_is_fair_across_workers(sluice, demo):
+    """workers: 2 sharing ONE backend connection (max_connections: 1), each
+    worker with its own busy queue. Without an instance-wide FIFO the worker
+    that holds the connection keeps handing it to its own waiters and the
+    other worker's requests hit queue_timeout (503). With tickets ordered
+    across workers every request is served, from both workers, in about the
+    time the line ahead of it takes."""
+    d = demo(threads=4, service_ms=20, size=10, keepalive_ms=60000)
+    cfg = H.make_config(H.free_port(), [H.server(d.port, max_connections=1)], workers=2,
+                        backend={"queue_timeout": "1500ms"})
+    s = sluice(cfg)
+    deadline = time.monotonic() + 2.5
+
+    def client(i):
+        statuses = []
+        with H.Client(s.port, timeout=10) as c:
+            while time.monotonic() < deadline:
+                statuses.append(c.request("GET", "/?c=%d" % i).status)
+        return statuses
+    with ThreadPoolExecutor(16) as ex:
+        res = list(ex.map(client, range(16)))
+    flat = [x for r in res for x in r]
+    assert flat and all(x == 200 for x in flat), sorted(set(flat))
+    # every client (and so both workers' queues) got served repeatedly
+    assert all(len(r) >= 2 for r in res), [len(r) for r in res]
+    assert d.stats()["proxy_max_active"] <= 1 + 1  # +1: the demo's close lag
