@@ -1,0 +1,980 @@
+#!/usr/bin/env python3
+"""Core benchmark: plain HTTP/1.1 keepalive through ONE proxy worker.
+
+sluice (workers: 1) vs HAProxy (nbthread 1, http-reuse always) vs nginx
+(worker_processes 1, upstream keepalive), in front of the same backend, driven
+by the same wrk command, alternating proxy by proxy, round after round.
+
+For every run we record wrk's requests/s, p50 and p99 latency, its error
+lines, and the proxy's own CPU time (utime+stime from /proc/PID/stat, summed
+over the proxy's process tree: master and worker) divided by the requests
+completed: CPU microseconds per request, the fairest headline on a small
+machine where wrk and the backend compete with the proxy for cores.
+
+Usage: sh bench/core.sh  (or `make bench-core`). Environment knobs:
+  QUICK=1          3 s runs (default 10 s)
+  DURATION=N       seconds per measured run (overrides QUICK)
+  WARMUP=N         unmeasured wrk seconds before each measured run (1)
+  CONNECTIONS=N    wrk connections (50)
+  WRK_THREADS=N    wrk threads (1)
+  ROUNDS=N         rounds; each round runs every proxy once (3)
+  BACKEND=nginx|demo  the origin: nginx static 128-byte body (default, the
+                   faster one) or build/demo_backend --threads 64
+  PROXIES=a,b,c    subset/order of sluice,haproxy,nginx
+  DIRECT=0         skip the wrk -> backend baseline run of each round
+  PIN=0            do not pin with taskset
+  BUILD=dir        where sluice and demo_backend are (build)
+  RESULTS=dir      results root (bench/results)
+
+Output: RESULTS/<UTC timestamp>/core.md, core.png, core/ (configs, raw wrk
+output, logs); RESULTS/latest/ gets a copy plus report.md linking them.
+Every process started here is stopped by its PID on exit.
+"""
+import datetime
+import http.client
+import os
+import platform
+import re
+import resource
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def env_int(name, default, lo=0):
+    v = os.environ.get(name, "")
+    if v == "":
+        return default
+    try:
+        n = int(v)
+    except ValueError:
+        sys.exit(f"bench/core.py: {name}={v!r} is not an integer")
+    if n < lo:
+        sys.exit(f"bench/core.py: {name} must be >= {lo}")
+    return n
+
+
+QUICK = os.environ.get("QUICK", "") not in ("", "0")
+DURATION = env_int("DURATION", 3 if QUICK else 10, 1)
+WARMUP = env_int("WARMUP", 1, 0)
+CONNECTIONS = env_int("CONNECTIONS", 50, 1)
+WRK_THREADS = env_int("WRK_THREADS", 1, 1)
+ROUNDS = env_int("ROUNDS", 3, 1)
+# Default origin: nginx serving a static 128-byte body. It is the faster of the
+# two here (direct wrk -> origin, same pinning: ~148k req/s at 3.3 us/req of
+# origin CPU vs ~122k req/s at 4.3 us/req for demo_backend), so it leaves more
+# of the load CPU to wrk and hides less of the proxies' differences.
+BACKEND = os.environ.get("BACKEND", "nginx") or "nginx"
+PROXIES = [p for p in os.environ.get("PROXIES", "sluice,haproxy,nginx").split(",") if p]
+DIRECT = os.environ.get("DIRECT", "1") != "0"
+PIN = os.environ.get("PIN", "1") != "0"
+BUILD = os.path.join(ROOT, os.environ.get("BUILD", "build"))
+RESULTS = os.path.abspath(os.environ.get("RESULTS", os.path.join(ROOT, "bench", "results")))
+
+NOISE_PCT = env_int("NOISE_PCT", 25)          # others' CPU (% of one CPU) that makes a run noisy
+QUIET_BUDGET = env_int("QUIET_BUDGET", 75)    # seconds in all for waiting/re-running when noisy
+ATTEMPTS = 3                                  # measured attempts per run while runs are noisy
+
+BODY_SIZE = 128
+BACKEND_THREADS = 64
+BACKEND_DESC = {"nginx": "nginx, 1 worker, static `return 200` of 128 bytes (BACKEND=nginx)",
+                "demo": "build/demo_backend, 64 threads (BACKEND=demo)"}.get(BACKEND, BACKEND)
+POOL = 64                     # backend connections each proxy may keep / open
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+if BACKEND not in ("demo", "nginx"):
+    sys.exit("bench/core.py: BACKEND must be demo or nginx")
+for p in PROXIES:
+    if p not in ("sluice", "haproxy", "nginx"):
+        sys.exit(f"bench/core.py: unknown proxy {p!r} in PROXIES")
+if WRK_THREADS > CONNECTIONS:
+    sys.exit("bench/core.py: WRK_THREADS must not exceed CONNECTIONS")
+
+# ---------------------------------------------------------------- processes
+
+STARTED = []                  # Popen objects we own; stopped by PID at exit
+
+
+def log(msg):
+    print(f"[core] {msg}", flush=True)
+
+
+def start(cmd, logfile, cwd=None):
+    f = open(logfile, "ab")
+    p = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=cwd)
+    f.close()
+    STARTED.append(p)
+    return p
+
+
+def descendants(pid):
+    """PIDs of every live descendant of pid (children via /proc/PID/task/*/children)."""
+    out, todo = [], [pid]
+    while todo:
+        cur = todo.pop()
+        try:
+            tasks = os.listdir(f"/proc/{cur}/task")
+        except OSError:
+            continue
+        for t in tasks:
+            try:
+                with open(f"/proc/{cur}/task/{t}/children") as f:
+                    kids = [int(x) for x in f.read().split()]
+            except OSError:
+                continue
+            out.extend(kids)
+            todo.extend(kids)
+    return out
+
+
+def stop(p, grace=10.0):
+    """SIGTERM the process (it stops its own children), SIGKILL after grace;
+    then make sure no child it had is left behind (by PID). Returns exit code."""
+    if p.poll() is None:
+        kids = descendants(p.pid)
+        try:
+            p.send_signal(signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        try:
+            p.wait(grace)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+        for k in kids:
+            try:
+                os.kill(k, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    if p in STARTED:
+        STARTED.remove(p)
+    return p.returncode
+
+
+def stop_all():
+    for p in list(reversed(STARTED)):
+        stop(p, grace=5.0)
+
+
+def proc_ticks(pid):
+    """utime+stime of one process (all its threads), in clock ticks; None if gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            s = f.read()
+    except OSError:
+        return None
+    rest = s[s.rindex(")") + 2:].split()
+    return int(rest[11]) + int(rest[12])   # fields 14 and 15 of proc(5)
+
+
+def tree_ticks(pid):
+    """{pid: ticks} for pid and all of its descendants."""
+    out = {}
+    for q in [pid] + descendants(pid):
+        t = proc_ticks(q)
+        if t is not None:
+            out[q] = t
+    return out
+
+
+def system_busy_ticks():
+    """Busy ticks of all CPUs together: user+nice+system+irq+softirq from
+    /proc/stat's cpu line (guest time is inside user; steal is not ours)."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    return v[0] + v[1] + v[2] + v[5] + v[6]
+
+
+def children_cpu():
+    """CPU seconds of our reaped children (wrk runs are reaped by subprocess.run)."""
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+def background_pct(seconds=1.0):
+    """% of one CPU busy while we do nothing: other people's processes."""
+    s0, t0 = system_busy_ticks(), time.monotonic()
+    time.sleep(seconds)
+    return (system_busy_ticks() - s0) / CLK_TCK / (time.monotonic() - t0) * 100
+
+
+def free_port():
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def wait_port(port, p, deadline=10.0):
+    end = time.monotonic() + deadline
+    while time.monotonic() < end:
+        if p.poll() is not None:
+            return False
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            return True
+        except OSError:
+            time.sleep(0.05)
+    return False
+
+
+def http_check(port):
+    """One GET / with a fresh connection; returns None if 200 with a
+    BODY_SIZE body, else a description of what came back."""
+    try:
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+        c.request("GET", "/")
+        r = c.getresponse()
+        body = r.read()
+        c.close()
+    except (OSError, http.client.HTTPException) as e:
+        return f"GET / failed: {e!r}"
+    if r.status != 200 or len(body) != BODY_SIZE:
+        return f"GET / -> {r.status}, {len(body)} body bytes"
+    return None
+
+
+# ---------------------------------------------------------------- pinning
+
+NCPU = len(os.sched_getaffinity(0))
+if PIN and NCPU >= 2:
+    cpus = sorted(os.sched_getaffinity(0))
+    PROXY_CPUS = str(cpus[0])
+    LOAD_CPUS = ",".join(str(c) for c in cpus[1:])
+    PROXY_PIN = ["taskset", "-c", PROXY_CPUS]
+    LOAD_PIN = ["taskset", "-c", LOAD_CPUS]
+    PIN_TEXT = (f"proxy (all its processes) on CPU {PROXY_CPUS}; wrk and the backend "
+                f"on CPU {LOAD_CPUS} (taskset -c)")
+else:
+    PROXY_PIN = LOAD_PIN = []
+    PIN_TEXT = "nothing pinned" + ("" if PIN else " (PIN=0)") + (f" (only {NCPU} CPU)" if NCPU < 2 else "")
+
+# ---------------------------------------------------------------- configs
+
+# Same 128 bytes as demo_backend's default body (its 64-byte pattern twice,
+# with '.' for the newline so it fits an nginx `return` string).
+STATIC_BODY = ("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ-." * 2)[:BODY_SIZE]
+
+
+def conf_backend_nginx(d, port):
+    return f"""# static origin: nginx answering every request with {BODY_SIZE} bytes
+worker_processes 1;
+daemon off;
+master_process on;
+pid {d}/backend-nginx.pid;
+error_log {d}/backend-nginx.error.log warn;
+events {{ worker_connections 4096; }}
+http {{
+    access_log off;
+    keepalive_requests 1000000;
+    keepalive_timeout 60s;
+    client_body_temp_path {d}/tmp-backend/body;
+    proxy_temp_path {d}/tmp-backend/proxy;
+    fastcgi_temp_path {d}/tmp-backend/fastcgi;
+    uwsgi_temp_path {d}/tmp-backend/uwsgi;
+    scgi_temp_path {d}/tmp-backend/scgi;
+    server {{
+        listen 127.0.0.1:{port} backlog=256;
+        location / {{
+            default_type text/plain;
+            return 200 "{STATIC_BODY}";
+        }}
+    }}
+}}
+"""
+
+
+def conf_sluice(d, port, bport):
+    return f"""# sluice, one worker, one listener -> one backend with one server
+workers: 1
+error_log: {d}/sluice.error.log
+access_log: off
+timeouts:
+  drain: 0
+listeners:
+  - name: http
+    address: 127.0.0.1:{port}
+    backend: app
+backends:
+  - name: app
+    idle_max: {POOL}
+    servers:
+      - name: s1
+        address: 127.0.0.1:{bport}
+        max_connections: {POOL}
+"""
+
+
+def conf_haproxy(d, port, bport):
+    return f"""# HAProxy, one thread, keepalive both sides, backend connections reused
+global
+    nbthread 1
+    maxconn 4096
+    pidfile {d}/haproxy.pid
+
+defaults
+    mode http
+    option http-keep-alive
+    http-reuse always
+    timeout connect 3s
+    timeout client 60s
+    timeout server 60s
+    timeout http-keep-alive 60s
+
+frontend fe
+    bind 127.0.0.1:{port}
+    default_backend be
+
+backend be
+    server s1 127.0.0.1:{bport} maxconn {POOL}
+"""
+
+
+def conf_nginx(d, port, bport):
+    return f"""# nginx, one worker, upstream keepalive
+worker_processes 1;
+daemon off;
+master_process on;
+pid {d}/nginx.pid;
+error_log {d}/nginx.error.log warn;
+events {{ worker_connections 4096; }}
+http {{
+    access_log off;
+    keepalive_requests 1000000;
+    keepalive_timeout 60s;
+    client_body_temp_path {d}/tmp-nginx/body;
+    proxy_temp_path {d}/tmp-nginx/proxy;
+    fastcgi_temp_path {d}/tmp-nginx/fastcgi;
+    uwsgi_temp_path {d}/tmp-nginx/uwsgi;
+    scgi_temp_path {d}/tmp-nginx/scgi;
+    upstream be {{
+        server 127.0.0.1:{bport};
+        keepalive {POOL};
+        keepalive_requests 1000000;
+        keepalive_timeout 60s;
+    }}
+    server {{
+        listen 127.0.0.1:{port};
+        location / {{
+            proxy_pass http://be;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+        }}
+    }}
+}}
+"""
+
+
+def write(path, text):
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+# ---------------------------------------------------------------- backend
+
+def start_backend(d):
+    """Returns (Popen, port, command line)."""
+    if BACKEND == "demo":
+        outf = os.path.join(d, "backend-demo.log")
+        cmd = LOAD_PIN + [os.path.join(BUILD, "demo_backend"), "--listen", "127.0.0.1:0",
+                          "--threads", str(BACKEND_THREADS), "--backlog", "256",
+                          "--size", str(BODY_SIZE), "--quiet"]
+        p = start(cmd, outf)
+        end = time.monotonic() + 10
+        port = None
+        while time.monotonic() < end and port is None and p.poll() is None:
+            with open(outf) as f:
+                m = re.search(r"listening on 127\.0\.0\.1:(\d+)", f.read())
+            if m:
+                port = int(m.group(1))
+            else:
+                time.sleep(0.05)
+        if port is None or not wait_port(port, p):
+            sys.exit(f"bench/core.py: demo_backend did not start, see {outf}")
+        shown = [c if c != "127.0.0.1:0" else "127.0.0.1:0  # (any free port)" for c in cmd]
+        return p, port, " ".join(shown)
+    port = free_port()
+    os.makedirs(os.path.join(d, "tmp-backend"), exist_ok=True)
+    conf = write(os.path.join(d, "backend-nginx.conf"), conf_backend_nginx(d, port))
+    cmd = LOAD_PIN + ["nginx", "-p", d, "-e", os.path.join(d, "backend-nginx.error.log"), "-c", conf]
+    p = start(cmd, os.path.join(d, "backend-nginx.out"))
+    if not wait_port(port, p):
+        sys.exit(f"bench/core.py: nginx backend did not start, see {d}/backend-nginx.error.log")
+    return p, port, " ".join(cmd)
+
+
+# ---------------------------------------------------------------- proxies
+
+def proxy_errlog(name, d):
+    """Where the proxy's own error/alert messages go."""
+    return os.path.join(d, {"sluice": "sluice.error.log", "haproxy": "haproxy.out",
+                            "nginx": "nginx.error.log"}[name])
+
+
+def start_proxy(name, d, bport):
+    """Returns (Popen, port, command line, config path)."""
+    port = free_port()
+    errlog = proxy_errlog(name, d)
+    if name == "sluice":
+        conf = write(os.path.join(d, "sluice.yaml"), conf_sluice(d, port, bport))
+        cmd = PROXY_PIN + [os.path.join(BUILD, "sluice"), "-c", conf]
+        p = start(cmd, os.path.join(d, "sluice.out"))
+    elif name == "haproxy":
+        conf = write(os.path.join(d, "haproxy.cfg"), conf_haproxy(d, port, bport))
+        cmd = PROXY_PIN + ["haproxy", "-f", conf, "-db"]
+        p = start(cmd, errlog)
+    else:
+        os.makedirs(os.path.join(d, "tmp-nginx"), exist_ok=True)
+        conf = write(os.path.join(d, "nginx.conf"), conf_nginx(d, port, bport))
+        cmd = PROXY_PIN + ["nginx", "-p", d, "-e", errlog, "-c", conf]
+        p = start(cmd, os.path.join(d, "nginx.out"))
+    if not wait_port(port, p):
+        stop(p)
+        return None, port, " ".join(cmd), conf
+    # Wait for the worker (sluice and nginx fork one after binding).
+    if name in ("sluice", "nginx"):
+        end = time.monotonic() + 5
+        while not descendants(p.pid) and time.monotonic() < end:
+            time.sleep(0.02)
+    return p, port, " ".join(cmd), conf
+
+
+# ---------------------------------------------------------------- wrk
+
+UNIT_MS = {"us": 0.001, "ms": 1.0, "s": 1000.0, "m": 60000.0}
+
+
+def wrk_cmd(port, seconds):
+    return LOAD_PIN + ["wrk", f"-t{WRK_THREADS}", f"-c{CONNECTIONS}", f"-d{seconds}s", "--latency",
+                       f"http://127.0.0.1:{port}/"]
+
+
+def parse_wrk(out):
+    r = {"requests": 0, "rps": 0.0, "p50": None, "p99": None, "sock_errors": 0,
+         "sock_detail": "", "non2xx": 0}
+    m = re.search(r"(\d+) requests in ([\d.]+)(\w+)", out)
+    if m:
+        r["requests"] = int(m.group(1))
+        r["wrk_secs"] = float(m.group(2)) * {"ms": 0.001, "s": 1.0, "m": 60.0}.get(m.group(3), 1.0)
+    m = re.search(r"Requests/sec:\s+([\d.]+)", out)
+    if m:
+        r["rps"] = float(m.group(1))
+    for pct, val, unit in re.findall(r"^\s+(50|99)%\s+([\d.]+)(us|ms|s|m)\s*$", out, re.M):
+        r["p" + pct] = float(val) * UNIT_MS[unit]
+    m = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
+    if m:
+        r["sock_errors"] = sum(int(x) for x in m.groups())
+        r["sock_detail"] = m.group(0)
+    m = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    if m:
+        r["non2xx"] = int(m.group(1))
+    return r
+
+
+def run_wrk(port, seconds, outfile):
+    cmd = wrk_cmd(port, seconds)
+    cp = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                        timeout=seconds + 60)
+    if outfile:
+        write(outfile, " ".join(cmd) + "\n" + cp.stdout)
+    return cp.stdout
+
+
+# ---------------------------------------------------------------- one run
+
+def read_tail(path, start_at):
+    try:
+        with open(path, "rb") as f:
+            f.seek(start_at)
+            return f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def fsize(path):
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
+
+
+def measure(label, rnd, d, port, proxy, backend):
+    """Warm up, then one measured wrk run; proxy is a Popen or None (direct)."""
+    if WARMUP:
+        run_wrk(port, WARMUP, None)
+    raw = os.path.join(d, "raw", f"r{rnd + 1}-{label}.txt")
+    pids_before = sorted(tree_ticks(proxy.pid)) if proxy else []
+    b0 = tree_ticks(backend.pid)
+    c0 = tree_ticks(proxy.pid) if proxy else {}
+    w0 = children_cpu()
+    s0 = system_busy_ticks()
+    t0 = time.monotonic()
+    out = run_wrk(port, DURATION, raw)
+    wall = time.monotonic() - t0
+    s1 = system_busy_ticks()
+    c1 = tree_ticks(proxy.pid) if proxy else {}
+    b1 = tree_ticks(backend.pid)
+    wrk_s = children_cpu() - w0
+    r = parse_wrk(out)
+    r.update(label=label, round=rnd + 1, wall=wall, raw=os.path.relpath(raw, d))
+    # CPU deltas only over processes alive at both reads; a process that died
+    # mid-run (crash) shows up in 'problems' below instead.
+    dt = sum(c1[q] - c0[q] for q in c1 if q in c0)
+    db = sum(b1[q] - b0[q] for q in b1 if q in b0)
+    req = max(r["requests"], 1)
+    r["cpu_us"] = dt / CLK_TCK * 1e6 / req if proxy else None
+    r["cpu_pct"] = dt / CLK_TCK / wall * 100 if proxy else None
+    r["backend_cpu_us"] = db / CLK_TCK * 1e6 / req
+    # Whatever else kept the machine's CPUs busy during the run: other
+    # processes, and kernel softirq work (loopback TCP) that /proc/PID/stat
+    # does not charge to any process. In % of one CPU.
+    r["other_pct"] = ((s1 - s0) - dt - db) / CLK_TCK / wall * 100 - wrk_s / wall * 100
+    problems = []
+    if proxy:
+        pids_after = sorted(tree_ticks(proxy.pid))
+        if proxy.poll() is not None:
+            problems.append(f"proxy exited during the run (status {proxy.returncode})")
+        elif pids_after != pids_before:
+            problems.append(f"proxy processes changed during the run: {pids_before} -> {pids_after}")
+    if r["requests"] == 0:
+        problems.append("wrk completed no request")
+    if r["sock_errors"]:
+        problems.append(r["sock_detail"])
+    if r["non2xx"]:
+        problems.append(f"Non-2xx or 3xx responses: {r['non2xx']}")
+    r["problems"] = problems
+    log(f"   (cpu ticks: proxy {dt} backend {db} wrk {wrk_s * CLK_TCK:.0f} machine {s1 - s0}, "
+        f"other {r['other_pct']:.0f}% of a CPU)")
+    return r
+
+
+QUIET_SPENT = [0.0]
+
+
+def measure_quiet(label, rnd, d, port, proxy, backend, notes):
+    """measure(), but first wait (within QUIET_BUDGET) until other people's
+    processes leave the CPUs alone, and re-run once if they interfered."""
+    r = None
+    for attempt in range(1, ATTEMPTS + 1):
+        t0 = time.monotonic()
+        bg = background_pct(0.5)
+        while bg >= NOISE_PCT and QUIET_SPENT[0] + (time.monotonic() - t0) < QUIET_BUDGET:
+            bg = background_pct(0.5)
+        QUIET_SPENT[0] += max(0.0, time.monotonic() - t0 - 0.5)
+        t1 = time.monotonic()
+        prev = r
+        r = measure(label, rnd, d, port, proxy, backend)
+        r["noise"] = []
+        if r["other_pct"] >= NOISE_PCT:
+            r["noise"].append(f"other processes used {r['other_pct']:.0f}% of a CPU")
+        if r.get("wrk_secs", DURATION) > DURATION * 1.1 + 0.5:
+            r["noise"].append(f"the {DURATION} s wrk run took {r['wrk_secs']:.1f} s "
+                              "(wrk was not scheduled for a while)")
+        r["noisy"] = bool(r["noise"])
+        if prev is not None:
+            notes.append(f"round {rnd + 1}, {label}: attempt {attempt - 1} discarded: "
+                         f"{'; '.join(prev['noise'])} "
+                         f"({fmt(prev['rps'])} req/s, {fmt(prev['cpu_us'], 2)} µs/req"
+                         + (f", {prev['sock_detail']}" if prev["sock_errors"] else "") + ")")
+        if not r["noisy"] or attempt == ATTEMPTS or QUIET_SPENT[0] >= QUIET_BUDGET:
+            break
+        QUIET_SPENT[0] += time.monotonic() - t1
+        log(f"round {rnd + 1} {label}: {'; '.join(r['noise'])}; re-running")
+    if r["noisy"]:
+        notes.append(f"round {rnd + 1}, {label}: noisy run kept ({'; '.join(r['noise'])}; "
+                     f"{ATTEMPTS} attempts or the {QUIET_BUDGET} s budget for waiting/re-running "
+                     "spent)")
+    return r
+
+
+# ---------------------------------------------------------------- report
+
+def cmd_out(cmd):
+    try:
+        cp = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=10)
+        return cp.stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "?"
+
+
+def machine_facts():
+    model = "?"
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    wrk_v = cmd_out(["wrk", "--version"]).splitlines()
+    commit = cmd_out(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"])
+    dirty = cmd_out(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no", "src"])
+    return [
+        ("nproc", str(os.cpu_count())),
+        ("CPU", model),
+        ("virtualization", cmd_out(["systemd-detect-virt"]) or "?"),
+        ("kernel", platform.release()),
+        ("os", cmd_out(["sh", "-c", ". /etc/os-release && echo $PRETTY_NAME"])),
+        ("sluice", f"{cmd_out([os.path.join(BUILD, 'sluice'), '-V']).splitlines()[0]} "
+                   f"(git {commit}{', src/ modified' if dirty else ''}; -O2, jemalloc)"),
+        ("haproxy", cmd_out(["haproxy", "-v"]).splitlines()[0]),
+        ("nginx", cmd_out(["nginx", "-v"]).replace("nginx version: ", "")),
+        ("wrk", wrk_v[0] if wrk_v else "?"),
+        ("load average at start", " ".join(open("/proc/loadavg").read().split()[:3])),
+        ("others' CPU at start", f"{background_pct(1.0):.0f}% of one CPU (1 s sample)"),
+    ]
+
+
+def fmt(x, nd=0):
+    if x is None:
+        return "—"
+    return f"{x:,.{nd}f}"
+
+
+def summarize(runs, label):
+    """Medians/min/max over the target's clean runs (all of them if none is clean)."""
+    allr = [r for r in runs if r["label"] == label]
+    if not allr:
+        return None
+    rs = [r for r in allr if not r["noisy"]] or allr
+
+    def col(k):
+        return [r[k] for r in rs if r[k] is not None]
+
+    def mmm(k):
+        v = col(k)
+        return (statistics.median(v), min(v), max(v)) if v else (None, None, None)
+
+    return {
+        "n": len(rs), "total": len(allr),
+        "rps": mmm("rps"), "p50": mmm("p50"), "p99": mmm("p99"),
+        "cpu_us": mmm("cpu_us"), "cpu_pct": mmm("cpu_pct"), "backend_cpu_us": mmm("backend_cpu_us"),
+        "errors": sum(r["sock_errors"] + r["non2xx"] for r in allr),
+        "problems": sum(len(r["problems"]) for r in rs),
+    }
+
+
+def chart(path, labels, summ):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    colors = {"sluice": "#2b7bba", "haproxy": "#e07b39", "nginx": "#3a9e4f", "direct": "#999999"}
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for ax, key, title, lab in (
+            (a1, "rps", "Requests/s (median, bars: min–max)", labels),
+            (a2, "cpu_us", "Proxy CPU µs per request (lower is better)",
+             [x for x in labels if x != "direct"])):
+        med = [summ[x][key][0] for x in lab]
+        lo = [summ[x][key][0] - summ[x][key][1] for x in lab]
+        hi = [summ[x][key][2] - summ[x][key][0] for x in lab]
+        names = [x if x != "direct" else "direct\n(no proxy)" for x in lab]
+        bars = ax.bar(names, med, yerr=[lo, hi], capsize=6,
+                      color=[colors.get(x, "#777") for x in lab])
+        for b, v, top in zip(bars, med, [summ[x][key][2] for x in lab]):
+            ax.annotate(f"{v:,.0f}" if key == "rps" else f"{v:.2f}",
+                        (b.get_x() + b.get_width() / 2, top),
+                        xytext=(0, 3), textcoords="offset points", ha="center", va="bottom",
+                        fontsize=9)
+        ax.set_title(title, fontsize=10)
+        ax.grid(axis="y", alpha=0.3)
+        ax.set_axisbelow(True)
+    fig.suptitle(f"sluice core: HTTP keepalive through one proxy worker — wrk -c{CONNECTIONS} "
+                 f"-d{DURATION}s, backend {BACKEND}, {ROUNDS} rounds", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def write_report(outdir, d, runs, labels, facts, commands, confs, backend_cmd, notes, loglines,
+                 started_at, elapsed):
+    summ = {x: summarize(runs, x) for x in labels}
+    summ = {k: v for k, v in summ.items() if v}
+    labels = [x for x in labels if x in summ]
+    try:
+        chart(os.path.join(outdir, "core.png"), labels, summ)
+        chart_line = "![core chart](core.png)"
+    except Exception as e:  # noqa: BLE001 — a missing chart must not lose the table
+        chart_line = f"(chart not drawn: {e!r})"
+
+    L = []
+    L.append("# Core benchmark — plain HTTP/1.1 keepalive through one proxy worker")
+    L.append("")
+    L.append(f"Run {started_at} UTC, {elapsed:.0f} s in all. {'QUICK mode. ' if QUICK else ''}"
+             f"{ROUNDS} rounds × {DURATION} s measured runs (after {WARMUP} s of unmeasured warm-up "
+             f"each), wrk `-t{WRK_THREADS} -c{CONNECTIONS}`, {BODY_SIZE}-byte responses, backend: "
+             f"**{BACKEND_DESC}**. Pinning: {PIN_TEXT}.")
+    L.append("")
+    L.append("| | runs used | req/s median | req/s min–max | p50 ms | p99 ms | proxy CPU µs/req median | "
+             "µs/req min–max | proxy CPU % of a core | backend CPU µs/req | errors |")
+    L.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for x in labels:
+        s = summ[x]
+        name = "direct (wrk → backend, no proxy)" if x == "direct" else f"**{x}**"
+        L.append(f"| {name} | {s['n']}/{s['total']} | {fmt(s['rps'][0])} | {fmt(s['rps'][1])}–{fmt(s['rps'][2])} | "
+                 f"{fmt(s['p50'][0], 3)} | {fmt(s['p99'][0], 3)} | {fmt(s['cpu_us'][0], 2)} | "
+                 + (f"{fmt(s['cpu_us'][1], 2)}–{fmt(s['cpu_us'][2], 2)}" if s['cpu_us'][0] else "—")
+                 + f" | {fmt(s['cpu_pct'][0])} | {fmt(s['backend_cpu_us'][0], 2)} | {s['errors']} |")
+    L.append("")
+    L.append("Medians, minima and maxima are over the runs used: the clean runs (others' CPU "
+             f"below {NOISE_PCT}% of a CPU, see below), or every run if none was clean. "
+             "p50/p99 are medians of wrk's `--latency` percentiles. errors = wrk socket errors + "
+             "non-2xx/3xx responses, summed over all runs.")
+    L.append("")
+    if "sluice" in summ:
+        L.append("## Ratios")
+        L.append("")
+        L.append("Medians, and the best runs (max req/s, min µs/req; noise only ever makes a run "
+                 "slower, so the best run is the least disturbed one).")
+        L.append("")
+        L.append("| | req/s median (>1: sluice faster) | req/s best | proxy CPU µs/req median "
+                 "(<1: sluice cheaper) | µs/req best | p99 median (<1: sluice lower) |")
+        L.append("|---|---:|---:|---:|---:|---:|")
+        for peer in ("haproxy", "nginx"):
+            if peer in summ:
+                a, b = summ["sluice"], summ[peer]
+                L.append(f"| sluice / {peer} | {a['rps'][0] / b['rps'][0]:.3f} | "
+                         f"{a['rps'][2] / b['rps'][2]:.3f} | "
+                         f"{a['cpu_us'][0] / b['cpu_us'][0]:.3f} | {a['cpu_us'][1] / b['cpu_us'][1]:.3f} | "
+                         f"{a['p99'][0] / b['p99'][0]:.3f} |")
+        L.append("")
+    L.append(chart_line)
+    L.append("")
+    if notes:
+        L.append("## Problems seen")
+        L.append("")
+        for n in notes:
+            L.append(f"- {n}")
+        L.append("")
+    L.append("## Proxy log lines above info level")
+    L.append("")
+    L.append("Lines from the proxies' own error logs other than info/notice, per run (these are "
+             "reported, not counted as errors):")
+    L.append("")
+    for ln in loglines or ["none"]:
+        L.append(f"- {ln}")
+    L.append("")
+    L.append("## Every run (in the order they ran)")
+    L.append("")
+    L.append("| round | target | req/s | requests | p50 ms | p99 ms | proxy CPU µs/req | proxy CPU % | "
+             "backend CPU µs/req | others' CPU % | socket errors | non-2xx | raw |")
+    L.append("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    for r in runs:
+        L.append(f"| {r['round']} | {r['label']} | {fmt(r['rps'])} | {r['requests']} | {fmt(r['p50'], 3)} | "
+                 f"{fmt(r['p99'], 3)} | {fmt(r['cpu_us'], 2)} | {fmt(r['cpu_pct'])} | "
+                 f"{fmt(r['backend_cpu_us'], 2)} | {fmt(r['other_pct'])}{' ⚠' if r['noisy'] else ''} | "
+                 f"{r['sock_errors']} | {r['non2xx']} | "
+                 f"[{os.path.basename(r['raw'])}](core/{r['raw']}) |")
+    L.append("")
+    L.append("## What was measured")
+    L.append("")
+    L.append("- Each round runs the direct baseline (when enabled) and then every proxy once, the "
+             "proxy order rotating by one each round so that no proxy always goes first. Each proxy "
+             "is started fresh for its run, checked with one `GET /` (must be 200 with a "
+             f"{BODY_SIZE}-byte body), warmed up with an unmeasured wrk run, measured, then "
+             "stopped (SIGTERM). The backend stays up for the whole benchmark.")
+    L.append("- Proxy CPU: utime+stime from `/proc/PID/stat` of the proxy's whole process tree "
+             "(sluice: master + its one worker; nginx: master + its one worker; HAProxy: its "
+             "single process), read just before and just after the measured wrk run, divided by "
+             f"the requests wrk completed. Clock tick = 1/{CLK_TCK} s, so with ~"
+             f"{statistics.median([r['requests'] for r in runs]):,.0f} requests per run one tick "
+             f"is ~{1e6 / CLK_TCK / max(1, statistics.median([r['requests'] for r in runs])):.3f} "
+             "µs/req; the masters are idle and add nothing measurable.")
+    L.append("- backend CPU µs/req: the same measure for the backend process, for context (it "
+             "shares its CPU with wrk).")
+    L.append("- others' CPU %: busy time of all CPUs during the run (/proc/stat user+nice+system+"
+             "irq+softirq) minus the proxy, the backend and wrk, in % of one CPU: other people's "
+             f"processes, plus a few % of kernel work charged to nobody. A run at or above "
+             f"{NOISE_PCT}%, or whose wrk run lasted over 10% longer than asked (the machine "
+             "was not scheduled), is noisy: the script waits for a quiet machine before each run and "
+             f"re-runs a noisy run up to {ATTEMPTS - 1} times, within {QUIET_BUDGET} s in all; medians use "
+             "the clean runs only; noisy runs still kept "
+             "are marked ⚠ and listed under Problems seen.")
+    L.append(f"- Pinning: {PIN_TEXT}. On a 2-CPU machine wrk and the backend share one CPU, so "
+             "req/s is capped by the load side for every proxy and differences in req/s are "
+             "compressed; proxy CPU µs/req is the fair comparison.")
+    L.append("")
+    L.append("## Commands (exact)")
+    L.append("")
+    L.append("```sh")
+    L.append(f"# backend (started once)\n{backend_cmd}")
+    for k, v in commands.items():
+        L.append(f"# {k}\n{v}")
+    L.append(f"# load (per run; warm-up uses -d{WARMUP}s, raw output has no warm-up)")
+    L.append(" ".join(wrk_cmd("PORT", DURATION)))
+    L.append("```")
+    L.append("")
+    L.append("Ports are picked free at run time (bind to port 0). Configs as used (also in "
+             "[core/](core/)):")
+    L.append("")
+    for name, path in confs.items():
+        lang = "yaml" if path.endswith(".yaml") else "nginx" if path.endswith(".conf") else ""
+        L.append(f"`{os.path.basename(path)}` ({name}):")
+        L.append("")
+        L.append(f"```{lang}")
+        L.append(open(path).read().rstrip())
+        L.append("```")
+        L.append("")
+    L.append("## Machine")
+    L.append("")
+    L.append("| | |")
+    L.append("|---|---|")
+    for k, v in facts:
+        L.append(f"| {k} | {v.replace('|', '/')} |")
+    L.append("")
+    L.append("Reproduce: `make bench-core` (or `QUICK=1 make bench-core`); see docs/benchmarking.md.")
+    L.append("")
+    write(os.path.join(outdir, "core.md"), "\n".join(L))
+    return summ
+
+
+def refresh_latest(outdir):
+    latest = os.path.join(RESULTS, "latest")
+    if os.path.islink(latest) or os.path.isfile(latest):
+        os.unlink(latest)
+    os.makedirs(latest, exist_ok=True)
+    for f in ("core.md", "core.png"):
+        src = os.path.join(outdir, f)
+        if os.path.exists(src):
+            shutil.copy2(src, os.path.join(latest, f))
+    ts = os.path.basename(outdir)
+    write(os.path.join(latest, "core.src"), ts + "\n")
+    # core/ (configs, raw output) stays in the timestamped directory; point at it.
+    link = os.path.join(latest, "core")
+    if os.path.islink(link) or os.path.isfile(link):
+        os.unlink(link)
+    elif os.path.isdir(link):
+        shutil.rmtree(link)
+    os.symlink(os.path.join("..", ts, "core"), link)
+    # report.md indexes every scenario in latest/ (<name>.md, .png, .src).
+    L = ["# sluice bench — latest results", ""]
+    for md in sorted(x for x in os.listdir(latest) if x.endswith(".md") and x != "report.md"):
+        name = md[:-3]
+        title = name
+        with open(os.path.join(latest, md)) as f:
+            for line in f:
+                if line.startswith("# "):
+                    title = line[2:].strip()
+                    break
+        src = ""
+        if os.path.exists(os.path.join(latest, name + ".src")):
+            s = open(os.path.join(latest, name + ".src")).read().strip()
+            src = f" — from [{s}](../{s}/{md})"
+        L.append(f"## {name}: {title}")
+        L.append("")
+        L.append(f"Full report: [{md}]({md}){src}")
+        L.append("")
+        if os.path.exists(os.path.join(latest, name + ".png")):
+            L.append(f"![{name}]({name}.png)")
+            L.append("")
+    write(os.path.join(latest, "report.md"), "\n".join(L))
+
+
+# ---------------------------------------------------------------- main
+
+def main():
+    for tool in ("wrk", "haproxy", "nginx") + (("taskset",) if PROXY_PIN else ()):
+        if not shutil.which(tool):
+            sys.exit(f"bench/core.py: {tool} not found (bench/core.sh installs it)")
+    for b in ("sluice", "demo_backend"):
+        if not os.access(os.path.join(BUILD, b), os.X_OK):
+            sys.exit(f"bench/core.py: {BUILD}/{b} missing: make build/sluice build/demo_backend")
+
+    started = datetime.datetime.now(datetime.timezone.utc)
+    ts = started.strftime("%Y%m%dT%H%M%SZ")
+    outdir = os.path.join(RESULTS, ts)
+    d = os.path.join(outdir, "core")
+    os.makedirs(os.path.join(d, "raw"), exist_ok=True)
+    t_start = time.monotonic()
+    labels = (["direct"] if DIRECT else []) + PROXIES
+    per_run = DURATION + WARMUP + 1.5
+    log(f"results in {outdir}")
+    log(f"{ROUNDS} rounds x {len(labels)} runs x ~{per_run:.0f} s = about "
+        f"{ROUNDS * len(labels) * per_run:.0f} s; backend {BACKEND}; {PIN_TEXT}")
+    facts = machine_facts()
+
+    runs, notes, loglines, commands, confs = [], [], [], {}, {}
+    backend, bport, backend_cmd = start_backend(d)
+    err = http_check(bport)
+    if err:
+        sys.exit(f"bench/core.py: backend check failed: {err}")
+    if BACKEND == "nginx":
+        confs["backend"] = os.path.join(d, "backend-nginx.conf")
+    for rnd in range(ROUNDS):
+        k = rnd % len(PROXIES)
+        order = (["direct"] if DIRECT else []) + PROXIES[k:] + PROXIES[:k]
+        for label in order:
+            if label == "direct":
+                r = measure_quiet("direct", rnd, d, bport, None, backend, notes)
+                runs.append(r)
+                log(f"round {rnd + 1} direct : {r['rps']:>10,.0f} req/s  p99 {fmt(r['p99'], 3)} ms")
+                continue
+            errlog = proxy_errlog(label, d)
+            pos = fsize(errlog)
+            proxy, port, cmd, conf = start_proxy(label, d, bport)
+            commands[label] = cmd
+            confs[label] = conf
+            if proxy is None:
+                notes.append(f"round {rnd + 1}: {label} did not start; log: "
+                             f"{read_tail(errlog, pos).strip()[-500:]!r}")
+                log(notes[-1])
+                continue
+            err = http_check(port)
+            if err:
+                notes.append(f"round {rnd + 1}: {label}: sanity check failed: {err}")
+                log(notes[-1])
+            r = measure_quiet(label, rnd, d, port, proxy, backend, notes)
+            runs.append(r)
+            rc = stop(proxy)
+            if rc not in (0, None) and not (label == "haproxy" and rc in (143, -15)):
+                r["problems"].append(f"exit status {rc} after SIGTERM")
+            # Anything but [info] lines in the proxy's own log is worth reporting.
+            new = read_tail(errlog, pos)
+            bad = [ln for ln in new.splitlines()
+                   if ln.strip() and "[info]" not in ln and "[notice]" not in ln]
+            if label == "haproxy":
+                bad = [ln for ln in bad if "[NOTICE]" not in ln and "Proxy fe started" not in ln
+                       and "Proxy be started" not in ln]
+            for ln in bad[:10]:
+                loglines.append(f"round {rnd + 1}, {label}, {os.path.basename(errlog)}: {ln.strip()}")
+            for pr in r["problems"]:
+                notes.append(f"round {rnd + 1}, {label}: {pr}")
+            log(f"round {rnd + 1} {label:7}: {r['rps']:>10,.0f} req/s  p50 {fmt(r['p50'], 3)} ms  "
+                f"p99 {fmt(r['p99'], 3)} ms  cpu {fmt(r['cpu_us'], 2)} us/req ({fmt(r['cpu_pct'])}%)"
+                + (f"  PROBLEMS: {r['problems']}" if r["problems"] else ""))
+    if backend.poll() is not None:
+        notes.append(f"the backend exited during the benchmark (status {backend.returncode})")
+    stop(backend)
+    elapsed = time.monotonic() - t_start
+    summ = write_report(outdir, d, runs, labels, facts, commands, confs, backend_cmd, notes, loglines,
+                        started.strftime("%Y-%m-%d %H:%M:%S"), elapsed)
+    refresh_latest(outdir)
+    print()
+    with open(os.path.join(outdir, "core.md")) as f:
+        text = f.read()
+    print(text.split("![core chart]")[0].rstrip())
+    print()
+    log(f"report: {os.path.join(outdir, 'core.md')}  (latest: {os.path.join(RESULTS, 'latest', 'report.md')})")
+    return 0 if summ else 1
+
+
+if __name__ == "__main__":
+    def _term(signum, _frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+    signal.signal(signal.SIGTERM, _term)
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        print("bench/core.py: interrupted, stopping everything", file=sys.stderr)
+        sys.exit(130)
+    finally:
+        stop_all()
