@@ -175,8 +175,18 @@ static void client_flush(struct client *cl)
 {
 	if (cl->out.writing || cl->out.pending.len == 0 || cl->state == CL_CLOSING)
 		return;
+	/* Most responses fit the socket buffer: a synchronous write spares
+	 * libuv's write request and the epoll_ctl it costs on completion. */
+	uv_buf_t tb = uv_buf_init(cl->out.pending.data, (unsigned)cl->out.pending.len);
+	int n = uv_try_write((uv_stream_t *)&cl->tcp, &tb, 1);
+	size_t done = n > 0 ? (size_t)n : 0;
+	if (done == cl->out.pending.len) {
+		cl->out.pending.len = 0;
+		return;
+	}
+	/* The rest goes out asynchronously, from where the kernel stopped. */
 	buf_swap(&cl->out.pending, &cl->out.inflight);
-	uv_buf_t b = uv_buf_init(cl->out.inflight.data, (unsigned)cl->out.inflight.len);
+	uv_buf_t b = uv_buf_init(cl->out.inflight.data + done, (unsigned)(cl->out.inflight.len - done));
 	cl->out.req.data = cl;
 	cl->out.writing = 1;
 	if (uv_write(&cl->out.req, (uv_stream_t *)&cl->tcp, &b, 1, client_write_cb) < 0) {

@@ -348,8 +348,17 @@ void bconn_flush(struct bconn *bc)
 {
 	if (bc->out.writing || bc->out.pending.len == 0 || bc->state != BC_BUSY)
 		return;
+	/* Synchronous first (see client_flush): no write request, no epoll_ctl. */
+	uv_buf_t tb = uv_buf_init(bc->out.pending.data, (unsigned)bc->out.pending.len);
+	int n = uv_try_write((uv_stream_t *)&bc->tcp, &tb, 1);
+	size_t done = n > 0 ? (size_t)n : 0;
+	if (done == bc->out.pending.len) {
+		bc->out.pending.len = 0;
+		return;
+	}
+	/* The rest goes out asynchronously, from where the kernel stopped. */
 	buf_swap(&bc->out.pending, &bc->out.inflight);
-	uv_buf_t b = uv_buf_init(bc->out.inflight.data, (unsigned)bc->out.inflight.len);
+	uv_buf_t b = uv_buf_init(bc->out.inflight.data + done, (unsigned)(bc->out.inflight.len - done));
 	bc->out.req.data = bc;
 	bc->out.writing = 1;
 	int rc = uv_write(&bc->out.req, (uv_stream_t *)&bc->tcp, &b, 1, bconn_write_cb);
