@@ -56,7 +56,10 @@ void worker_maybe_exit(void)
 static void drain_timeout_cb(uv_timer_t *t)
 {
 	(void)t;
-	log_warn("drain timeout: closing %u client connection(s) still open", W->nclients);
+	if (W->nclients)
+		log_warn("drain timeout: closing %u client connection(s) still open", W->nclients);
+	else
+		log_info("drain timeout: closing %u backend connection(s) still open", W->nbconns);
 	log_flush();
 	exit(0);
 }
