@@ -72,6 +72,7 @@ struct cfg_timeouts {
 	uint32_t client_header_ms;      /* whole header must arrive, default 10000 */
 	uint32_t client_keepalive_ms;   /* idle between requests, default 60000 */
 	uint32_t client_body_ms;        /* between body reads, default 30000 */
+	uint32_t client_send_ms;        /* client must accept response bytes within, default 60000 */
 	uint32_t drain_ms;              /* graceful stop/reload budget, default 10000 */
 };
 

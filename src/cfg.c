@@ -256,7 +256,7 @@ struct y_listener {
 };
 
 struct y_timeouts {
-	char *client_header, *client_keepalive, *client_body, *drain;
+	char *client_header, *client_keepalive, *client_body, *client_send, *drain;
 };
 
 struct y_limits {
@@ -337,6 +337,7 @@ static const cyaml_schema_field_t y_timeouts_fields[] = {
 	F_STR("client_header", OPT, struct y_timeouts, client_header),
 	F_STR("client_keepalive", OPT, struct y_timeouts, client_keepalive),
 	F_STR("client_body", OPT, struct y_timeouts, client_body),
+	F_STR("client_send", OPT, struct y_timeouts, client_send),
 	F_STR("drain", OPT, struct y_timeouts, drain),
 	CYAML_FIELD_END
 };
@@ -1256,6 +1257,7 @@ static int conv_root(struct cfg_load *ld, const struct y_root *y, struct cfg *c)
 	c->timeouts.client_header_ms = 10000;
 	c->timeouts.client_keepalive_ms = 60000;
 	c->timeouts.client_body_ms = 30000;
+	c->timeouts.client_send_ms = 60000;
 	c->timeouts.drain_ms = 10000;
 	c->limits.max_request_line = 8192;
 	c->limits.max_header_size = 32768;
@@ -1282,6 +1284,8 @@ static int conv_root(struct cfg_load *ld, const struct y_root *y, struct cfg *c)
 			      &c->timeouts.client_keepalive_ms);
 		conv_duration(ld, "timeouts.client_body", t->client_body, 1,
 			      &c->timeouts.client_body_ms);
+		conv_duration(ld, "timeouts.client_send", t->client_send, 1,
+			      &c->timeouts.client_send_ms);
 		conv_duration(ld, "timeouts.drain", t->drain, 0, &c->timeouts.drain_ms);
 	}
 	if (y->limits != NULL) {

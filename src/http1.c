@@ -150,6 +150,14 @@ static void client_linger(struct client *cl)
 	client_timer(cl, LINGER_MS);
 }
 
+/* States in which, with output queued, the client's pace is what we wait
+ * for: a response being delivered or the last one draining. */
+static int send_timer_applies(const struct client *cl)
+{
+	return cl->state == CL_IDLE || cl->state == CL_ERROR ||
+	       (cl->state == CL_EXCHANGE && cl->txn.req_done);
+}
+
 static void client_write_cb(uv_write_t *req, int status)
 {
 	struct client *cl = req->data;
@@ -163,12 +171,34 @@ static void client_write_cb(uv_write_t *req, int status)
 		return;
 	}
 	client_flush(cl);
-	if (cl->out.writing)
+	if (cl->out.writing) {
+		/* Progress: the slow-reader guard starts over. */
+		if (send_timer_applies(cl))
+			client_timer(cl, timeouts()->client_send_ms);
 		return;
-	if (cl->txn.bc && cl->txn.bc->read_stopped && client_queued(cl) < OUT_LOW_WATER)
+	}
+	if (cl->txn.bc && cl->txn.bc->read_stopped)
 		bconn_read_pause(cl->txn.bc, 0);
-	if (cl->state == CL_ERROR && client_queued(cl) == 0)
+	switch (cl->state) {
+	case CL_ERROR:
 		client_linger(cl);
+		break;
+	case CL_IDLE:
+		client_timer(cl, timeouts()->client_keepalive_ms);
+		if (cl->read_stopped && cl->in.len <= PIPELINE_MAX)
+			client_read_pause(cl, 0);
+		break;
+	case CL_HEAD:
+		if (cl->read_stopped && cl->in.len <= PIPELINE_MAX)
+			client_read_pause(cl, 0);
+		break;
+	case CL_EXCHANGE:
+		if (cl->txn.req_done)
+			client_timer(cl, 0);  /* the backend's timer governs again */
+		break;
+	default:
+		break;
+	}
 }
 
 static void client_flush(struct client *cl)
@@ -311,7 +341,7 @@ static void client_fail(struct client *cl, enum reason r)
 	txn_log(cl);
 	cl->keepalive = 0;
 	cl->state = CL_ERROR;
-	client_timer(cl, LINGER_MS);
+	client_timer(cl, timeouts()->client_send_ms);
 	client_flush(cl);
 	if (!cl->out.writing && client_queued(cl) == 0)
 		client_linger(cl);
@@ -534,6 +564,8 @@ static enum reason txn_dispatch(struct client *cl)
 	enum reason r = txn_prepare(cl);
 	if (r != REASON_OK)
 		return r;
+	if (cl->state == CL_CLOSING)  /* the 100 Continue could not be written */
+		return REASON_CLIENT_WRITE_ERROR;
 	cl->txn.be = cl->li->be;
 	cl->state = CL_WAIT;
 	client_timer(cl, 0);
@@ -600,14 +632,13 @@ static void client_after_input(struct client *cl)
 			bconn_timeout(bc, t->be->cfg->response_timeout_ms);
 	}
 	size_t queued = bc && bc->state == BC_BUSY ? bconn_queued(bc) : t->tobe.len;
-	if (queued > OUT_HIGH_WATER || cl->in.len > PIPELINE_MAX)
+	int held = queued > OUT_HIGH_WATER || cl->in.len > PIPELINE_MAX;
+	if (held)
 		client_read_pause(cl, 1);
-	if (cl->state == CL_EXCHANGE || cl->state == CL_WAIT) {
-		if (!t->req_done && !t->queued)
-			client_timer(cl, timeouts()->client_body_ms);
-		else if (t->req_done && !t->queued)
-			client_timer(cl, 0);
-	}
+	/* The body timeout measures the client; while we hold it back for a
+	 * slow backend it is not running (the backend's timer is). */
+	if ((cl->state == CL_EXCHANGE || cl->state == CL_WAIT) && !t->queued)
+		client_timer(cl, !t->req_done && !held ? timeouts()->client_body_ms : 0);
 }
 
 /* Parse what is buffered in cl->in (pipelined or held back). */
@@ -631,10 +662,8 @@ static void client_on_eof(struct client *cl)
 	switch (cl->state) {
 	case CL_WAIT:
 	case CL_EXCHANGE:
-		if (t->req_done) {  /* half-close after a full request: answer it */
-			cl->keepalive = 0;
-			return;
-		}
+		if (t->req_done)  /* half-close after a full request: answer it */
+			return;   /* (and any complete one buffered behind it) */
 		client_close(cl);
 		return;
 	default:
@@ -707,8 +736,7 @@ static void client_timer_cb(uv_timer_t *timer)
 		/* body stalled while connecting */
 		__attribute__((fallthrough));
 	case CL_EXCHANGE:
-		if (!cl->txn.req_done)
-			client_fail(cl, REASON_BODY_TIMEOUT);
+		client_fail(cl, cl->txn.req_done ? REASON_CLIENT_SEND_TIMEOUT : REASON_BODY_TIMEOUT);
 		break;
 	case CL_TUNNEL:
 	case CL_ERROR:
@@ -796,9 +824,14 @@ void client_drain_all(void)
 		/* A connection accepted but not yet used gets to send its first
 		 * request (bounded by the header timeout): closing it would fail
 		 * a client that did nothing wrong. Idle keepalives close now. */
-		if (cl->state == CL_IDLE && cl->in.len == 0 && cl->nrequests > 0)
-			client_close(cl);
-		else if (cl->state == CL_IDLE)
+		if (cl->state == CL_IDLE && cl->in.len == 0 && cl->nrequests > 0) {
+			if (client_queued(cl) == 0) {
+				client_close(cl);
+			} else {  /* deliver the last response, then close */
+				cl->state = CL_ERROR;
+				client_timer(cl, timeouts()->client_send_ms);
+			}
+		} else if (cl->state == CL_IDLE)
 			client_timer(cl, timeouts()->client_header_ms);
 	}
 }
@@ -829,8 +862,11 @@ void client_backend_ready(struct client *cl)
 
 void client_backend_writable(struct client *cl)
 {
-	if (cl->read_stopped && !cl->txn.req_done && cl->in.len <= PIPELINE_MAX)
+	if (cl->read_stopped && !cl->txn.req_done && cl->in.len <= PIPELINE_MAX) {
 		client_read_pause(cl, 0);
+		if (cl->state == CL_EXCHANGE)
+			client_timer(cl, timeouts()->client_body_ms);
+	}
 	else if (cl->state == CL_TUNNEL && cl->read_stopped)
 		client_read_pause(cl, 0);
 }
@@ -849,9 +885,9 @@ static void txn_finish(struct client *cl, int reusable)
 	txn_log(cl);
 	if (!t->req_done)
 		cl->keepalive = 0;  /* unread body: the stream is unusable */
-	if (!cl->keepalive || cl->peer_eof || W->draining) {
+	if (!cl->keepalive || (cl->peer_eof && cl->in.len == 0) || W->draining) {
 		cl->state = CL_ERROR;
-		client_timer(cl, LINGER_MS);
+		client_timer(cl, timeouts()->client_send_ms);
 		client_flush(cl);
 		if (!cl->out.writing && client_queued(cl) == 0)
 			client_linger(cl);
@@ -862,12 +898,17 @@ static void txn_finish(struct client *cl, int reusable)
 	if (llhttp_get_errno(&cl->parser) == HPE_PAUSED)
 		llhttp_resume(&cl->parser);
 	cl->state = CL_IDLE;
-	client_timer(cl, timeouts()->client_keepalive_ms);
 	client_flush(cl);
+	client_timer(cl, client_queued(cl) ? timeouts()->client_send_ms : timeouts()->client_keepalive_ms);
 	if (cl->in.len) {
 		client_run_input(cl);
 		if (cl->state == CL_CLOSING || cl->state == CL_ERROR)
 			return;
+	}
+	/* The client half-closed: whatever it left unfinished never will be. */
+	if (cl->peer_eof && (cl->state == CL_IDLE || cl->state == CL_HEAD)) {
+		client_close(cl);
+		return;
 	}
 	if (cl->read_stopped && cl->in.len <= PIPELINE_MAX && client_queued(cl) < OUT_HIGH_WATER)
 		client_read_pause(cl, 0);
@@ -911,7 +952,7 @@ void client_backend_eof(struct client *cl, enum reason r)
 			client_linger(cl);
 		return;
 	}
-	if (bc && r == REASON_BACKEND_RESET && t->resp_started && !t->resp_done) {
+	if (bc && r == REASON_BACKEND_CLOSED && t->resp_started && !t->resp_done) {
 		/* Close-delimited body ends at EOF. */
 		llhttp_errno_t e = llhttp_finish(&bc->parser);
 		if ((e == HPE_OK || e == HPE_PAUSED) && t->resp_done) {
@@ -919,7 +960,7 @@ void client_backend_eof(struct client *cl, enum reason r)
 			return;
 		}
 	}
-	if (r == REASON_BACKEND_RESET && retry_possible(cl)) {
+	if ((r == REASON_BACKEND_RESET || r == REASON_BACKEND_CLOSED) && retry_possible(cl)) {
 		txn_retry(cl);
 		return;
 	}
@@ -1091,6 +1132,8 @@ static void client_start_tunnel(struct client *cl, const char *rest, size_t len)
 	txn_log(cl);
 	client_out(cl, rest, len);
 	client_flush(cl);
+	if (cl->state == CL_CLOSING)
+		return;
 	if (cl->in.len) {
 		buf_append(&t->bc->out.pending, cl->in.data, cl->in.len);
 		cl->in.len = 0;
@@ -1120,8 +1163,11 @@ void client_backend_data(struct client *cl, const char *data, size_t len)
 	llhttp_errno_t e = llhttp_execute(&bc->parser, data, len);
 	if (e == HPE_OK) {
 		client_flush(cl);
-		if (client_queued(cl) > OUT_HIGH_WATER)
+		if (client_queued(cl) > OUT_HIGH_WATER) {
 			bconn_read_pause(bc, 1);
+			if (t->req_done)
+				client_timer(cl, timeouts()->client_send_ms);
+		}
 		return;
 	}
 	if (e == HPE_PAUSED || e == HPE_PAUSED_UPGRADE) {

@@ -158,8 +158,14 @@ unsigned msg_apply_connection(struct msg *m)
 			} else if (tok_eq(t, tl, "upgrade")) {
 				flags |= CONN_UPGRADE;
 			} else {
+				/* Framing and routing are not the sender's to
+				 * unlist: dropping Content-Length or Host here
+				 * would let a client (or backend) make the next
+				 * hop read a different message than we parsed. */
 				for (uint32_t j = 0; j < m->nhdrs; j++) {
 					struct hdr *o = &m->hdrs[j];
+					if (o->kind == HDR_CONTENT_LENGTH || o->kind == HDR_HOST)
+						continue;
 					if (o->name_len == tl && strncasecmp(m->raw.data + o->name_off, t, tl) == 0)
 						o->drop = 1;
 				}

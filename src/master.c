@@ -76,11 +76,25 @@ static struct lsock *lsock_find(const struct cfg_addr *a)
 	return NULL;
 }
 
+static unsigned lsocks_saved_nfds[MAX_LSOCKS];
+
+/* Undo what a failed lsocks_prepare() opened: extra SO_REUSEPORT sockets
+ * that no worker accepts on would swallow a share of new connections. */
+static void lsocks_rollback(void)
+{
+	for (int i = 0; i < MAX_LSOCKS; i++) {
+		while (lsocks[i].nfds > lsocks_saved_nfds[i])
+			close(lsocks[i].fds[--lsocks[i].nfds]);
+	}
+}
+
 /* Make sure every listener of CFG has at least cfg->workers sockets. */
 static int lsocks_prepare(struct cfg *cfg)
 {
-	for (int i = 0; i < MAX_LSOCKS; i++)
+	for (int i = 0; i < MAX_LSOCKS; i++) {
 		lsocks[i].in_use = 0;
+		lsocks_saved_nfds[i] = lsocks[i].nfds;
+	}
 	for (unsigned l = 0; l < cfg->nlisteners; l++) {
 		struct cfg_listener *li = &cfg->listeners[l];
 		struct lsock *ls = lsock_find(&li->addr);
@@ -162,6 +176,17 @@ static int spawn(int index)
 		return -1;
 	}
 	if (pid == 0) {
+		/* Keep only our own accept sockets: a socket a worker holds but
+		 * never accepts on would take connections nobody serves. */
+		for (int i = 0; i < MAX_LSOCKS; i++) {
+			for (unsigned k = 0; k < lsocks[i].nfds; k++) {
+				int mine = 0;
+				for (unsigned f = 0; f < nfds; f++)
+					mine |= fds[f].fd == lsocks[i].fds[k];
+				if (!mine)
+					close(lsocks[i].fds[k]);
+			}
+		}
 		atomic_store(&shm->workers[slot].pid, getpid());
 		worker_run(cur, index, slot, fds, nfds);
 	}
@@ -246,7 +271,8 @@ static void reload(void)
 	}
 	if (register_slots(next) < 0 || lsocks_prepare(next) < 0) {
 		log_error("reload rejected: keeping the running configuration");
-		lsocks_prepare(cur);
+		lsocks_rollback();
+		lsocks_prepare(cur);  /* restores in_use marks; opens nothing */
 		cfg_free(next);
 		return;
 	}
@@ -260,8 +286,6 @@ static void reload(void)
 		spawn((int)i);
 	/* The old generation stops accepting only now that the new one is up. */
 	signal_generation(old_gen, SIGTERM, 1);
-	for (unsigned g = 0; g < old_gen; g++)
-		;
 	lsocks_close_unused();
 	/* Old workers keep their own copy of OLD; the master no longer needs it. */
 	cfg_free(old);

@@ -20,7 +20,8 @@
 	X(TE_UNSUPPORTED,      501, "unsupported_transfer_encoding", "transfer coding not implemented") \
 	X(METHOD_UNSUPPORTED,  501, "method_not_implemented",  "method not implemented") \
 	X(BACKEND_REFUSED,     502, "backend_refused",         "backend connection failed") \
-	X(BACKEND_RESET,       502, "backend_reset",           "backend closed the connection") \
+	X(BACKEND_CLOSED,      502, "backend_closed",          "backend closed the connection") \
+	X(BACKEND_RESET,       502, "backend_reset",           "backend connection failed") \
 	X(BACKEND_BAD_RESPONSE,502, "backend_bad_response",    "invalid response from backend") \
 	X(QUEUE_TIMEOUT,       503, "queue_timeout",           "no backend connection available in time") \
 	X(QUEUE_FULL,          503, "queue_full",              "backend queue full") \
@@ -30,6 +31,7 @@
 	X(BACKEND_TIMEOUT,     504, "backend_timeout",         "backend response timeout") \
 	X(CLIENT_ABORT,          0, "client_aborted",          "") \
 	X(CLIENT_WRITE_ERROR,    0, "client_write_error",      "") \
+	X(CLIENT_SEND_TIMEOUT,   0, "client_send_timeout",     "") \
 	X(BACKEND_ABORT,         0, "backend_aborted_response", "")
 
 enum reason {

@@ -24,6 +24,7 @@ static struct list bc_free = { &bc_free, &bc_free };
 
 static void bconn_close(struct bconn *bc);
 static void bconn_retire(struct bconn *bc);
+static void queue_timer_cb(uv_timer_t *t);
 static void bconn_timer_cb(uv_timer_t *t);
 static void bconn_connect_cb(uv_connect_t *req, int status);
 
@@ -124,8 +125,11 @@ static void bconn_close(struct bconn *bc)
 	srv->local_conns--;
 	W->nbconns--;
 	shm_add(W->slot, srv->slot, SHM_CONNS, -1);
+	/* Our waiters get the slot on the next loop turn, not from inside
+	 * this call: a connect that fails synchronously would otherwise
+	 * recurse through dispatch -> connect -> close -> dispatch. */
 	if (!list_empty(&srv->be->queue))
-		upstream_on_kick();
+		uv_timer_start(&W->queue_timer, queue_timer_cb, 0, QUEUE_RETRY_MS);
 	if (shm_get(srv->be->slot, SHM_WAITING) > srv->be->nqueued)
 		shm_kick_others(W->slot);
 }
@@ -205,7 +209,8 @@ static void bconn_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 	if (bc->state != BC_BUSY || bc->cl == NULL)
 		return;
 	if (nread < 0) {
-		client_backend_eof(bc->cl, nread == UV_EOF ? REASON_BACKEND_RESET : REASON_BACKEND_RESET);
+		/* Only a clean EOF may end a close-delimited body. */
+		client_backend_eof(bc->cl, nread == UV_EOF ? REASON_BACKEND_CLOSED : REASON_BACKEND_RESET);
 		return;
 	}
 	bc->got_bytes = 1;
@@ -386,10 +391,16 @@ void bconn_read_pause(struct bconn *bc, int pause)
 	if (bc->state != BC_BUSY || bc->read_stopped == pause)
 		return;
 	bc->read_stopped = (uint8_t)pause;
-	if (pause)
+	/* While we hold the backend back for a slow client, the backend is not
+	 * the one being slow: its response timeout waits (the client's send
+	 * timeout runs instead). */
+	if (pause) {
 		uv_read_stop((uv_stream_t *)&bc->tcp);
-	else
+		uv_timer_stop(&bc->timer);
+	} else {
 		uv_read_start((uv_stream_t *)&bc->tcp, bconn_alloc_cb, bconn_read_cb);
+		uv_timer_start(&bc->timer, bconn_timer_cb, bc->srv->be->cfg->response_timeout_ms, 0);
+	}
 }
 
 /* ---- acquiring ---- */

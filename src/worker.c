@@ -116,9 +116,6 @@ void worker_run(struct cfg *cfg, int index, int slot, const struct worker_fd *fd
 	snprintf(role, sizeof(role), "worker %d", index);
 	log_set_role(role);
 	prctl(PR_SET_PDEATHSIG, SIGTERM);
-	sigset_t none;
-	sigemptyset(&none);
-	sigprocmask(SIG_SETMASK, &none, NULL);
 	signal(SIGPIPE, SIG_IGN);
 	AZ(uv_loop_init(&w.loop));
 	http1_settings_init();
@@ -151,6 +148,12 @@ void worker_run(struct cfg *cfg, int index, int slot, const struct worker_fd *fd
 	uv_signal_start(&w.sig_usr1, on_signal, SIGUSR1);
 	uv_signal_init(&w.loop, &w.sig_hup);
 	uv_signal_start(&w.sig_hup, on_signal, SIGHUP);  /* the master reloads, not us */
+	/* Unblock (the master blocks them for sigtimedwait) only now that the
+	 * handlers exist: a SIGTERM sent right after fork is then a drain,
+	 * not a death. */
+	sigset_t none;
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
 	uv_poll_init(&w.loop, &w.kick, shm->workers[slot].efd);
 	uv_poll_start(&w.kick, UV_READABLE, kick_cb);
 	uv_check_init(&w.loop, &w.flush);

@@ -40,6 +40,24 @@ static void test_connection_tokens(void)
 	msg_free(&m);
 }
 
+/* Connection may not unlist framing or routing headers (smuggling). */
+static void test_connection_cannot_drop_framing(void)
+{
+	struct msg m = { 0 };
+	msg_reset(&m, 16);
+	add_header(&m, "Host", "a");
+	add_header(&m, "Content-Length", "5");
+	add_header(&m, "Connection", "content-length, host, x-y");
+	add_header(&m, "X-Y", "1");
+	msg_apply_connection(&m);
+	struct buf out = { 0 };
+	msg_write_headers(&m, &out);
+	buf_append(&out, "", 1);
+	CHECK(strcmp(out.data, "Host: a\r\nContent-Length: 5\r\n") == 0);
+	buf_free(&out);
+	msg_free(&m);
+}
+
 static void test_limits_and_bad_headers(void)
 {
 	struct msg m = { 0 };
@@ -125,6 +143,7 @@ static void test_shm_cap_and_reclaim(void)
 int main(void)
 {
 	test_connection_tokens();
+	test_connection_cannot_drop_framing();
 	test_limits_and_bad_headers();
 	test_list_next();
 	test_head_scan();
