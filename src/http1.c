@@ -660,6 +660,15 @@ static void client_on_eof(struct client *cl)
 	cl->peer_eof = 1;
 	uv_read_stop((uv_stream_t *)&cl->tcp);
 	switch (cl->state) {
+	case CL_TUNNEL:
+		/* Pass the half-close on and keep relaying the backend's side
+		 * until it closes too (or the tunnel idles out). */
+		if (t->bc) {
+			bconn_shutdown_write(t->bc);
+			return;
+		}
+		client_close(cl);
+		return;
 	case CL_WAIT:
 	case CL_EXCHANGE:
 		if (t->req_done)  /* half-close after a full request: answer it */
@@ -1141,10 +1150,10 @@ static void client_start_tunnel(struct client *cl, const char *rest, size_t len)
 	}
 	uv_timer_stop(&t->bc->timer);
 	client_timer(cl, timeouts()->client_keepalive_ms);
-	if (cl->read_stopped)
+	if (cl->peer_eof)
+		bconn_shutdown_write(t->bc);
+	else if (cl->read_stopped)
 		client_read_pause(cl, 0);
-	else if (cl->peer_eof)
-		client_close(cl);
 }
 
 void client_backend_data(struct client *cl, const char *data, size_t len)

@@ -381,6 +381,17 @@ void bconn_timeout(struct bconn *bc, uint64_t ms)
 	uv_timer_start(&bc->timer, bconn_timer_cb, ms, 0);
 }
 
+void bconn_shutdown_write(struct bconn *bc)
+{
+	if (bc->state != BC_BUSY)
+		return;
+	bconn_flush(bc);
+	bc->sreq.data = bc;
+	/* libuv runs the shutdown after the pending write; a failure shows up
+	 * as a read error or EOF, which ends the tunnel. */
+	uv_shutdown(&bc->sreq, (uv_stream_t *)&bc->tcp, bconn_shutdown_cb);
+}
+
 size_t bconn_queued(const struct bconn *bc)
 {
 	return bc->out.pending.len + bc->out.inflight.len;

@@ -29,6 +29,8 @@ void upstream_abort(struct bconn *bc);
 void bconn_flush(struct bconn *bc);
 size_t bconn_queued(const struct bconn *bc);
 void bconn_read_pause(struct bconn *bc, int pause);
+/* Tunnel half-close: send our FIN once queued bytes are out; keep reading. */
+void bconn_shutdown_write(struct bconn *bc);
 /* (Re)arm the response timeout of a busy connection. */
 void bconn_timeout(struct bconn *bc, uint64_t ms);
 

@@ -169,3 +169,25 @@ def test_listener_removed_by_reload_stops_listening(sluice, recorder):
             return True
     H.wait_for(refused, timeout=5, what="removed listener refusing connections")
     assert H.http_request(p1, "GET", "/").status == 200
+
+
+def test_tunnel_half_close_is_passed_on_and_answer_delivered(sluice, recorder):
+    """After a 101, a client that sends its last bytes and half-closes must
+    still get the backend's answer: the FIN is passed on, not turned into
+    an abort that drops the bytes in flight both ways."""
+    def handler(conn):
+        conn.read_request()
+        conn.send(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: raw\r\nConnection: Upgrade\r\n\r\n")
+        got = conn.st.read_to_eof()
+        conn.send(b"got %d bytes" % len(got))
+        conn.close()
+    rb = recorder(handler)
+    s = proxy(sluice, rb)
+    with H.Client(s.port, timeout=10) as c:
+        c.send(H.build_request("GET", "/tunnel", headers=[("Connection", "Upgrade"),
+                                                          ("Upgrade", "raw")]))
+        r = c.read_response()
+        assert r.status == 101
+        c.send(b"x" * 100000)
+        c.sock.shutdown(socket.SHUT_WR)
+        assert c.read_to_eof() == b"got 100000 bytes"
