@@ -118,7 +118,7 @@ static void client_out(struct client *cl, const void *data, size_t len)
 
 static size_t client_queued(const struct client *cl)
 {
-	return cl->out.pending.len + cl->out.inflight.len;
+	return outq_queued(&cl->out);
 }
 
 static void client_shutdown_cb(uv_shutdown_t *req, int status)
@@ -161,8 +161,7 @@ static int send_timer_applies(const struct client *cl)
 static void client_write_cb(uv_write_t *req, int status)
 {
 	struct client *cl = req->data;
-	cl->out.writing = 0;
-	cl->out.inflight.len = 0;
+	outq_written(&cl->out);
 	if (cl->state == CL_CLOSING)
 		return;
 	if (status < 0) {
@@ -203,27 +202,10 @@ static void client_write_cb(uv_write_t *req, int status)
 
 static void client_flush(struct client *cl)
 {
-	if (cl->out.writing || cl->out.pending.len == 0 || cl->state == CL_CLOSING)
+	if (cl->state == CL_CLOSING)
 		return;
-	/* Most responses fit the socket buffer: a synchronous write spares
-	 * libuv's write request and the epoll_ctl it costs on completion. */
-	uv_buf_t tb = uv_buf_init(cl->out.pending.data, (unsigned)cl->out.pending.len);
-	int n = uv_try_write((uv_stream_t *)&cl->tcp, &tb, 1);
-	size_t done = n > 0 ? (size_t)n : 0;
-	if (done == cl->out.pending.len) {
-		cl->out.pending.len = 0;
-		return;
-	}
-	/* The rest goes out asynchronously, from where the kernel stopped. */
-	buf_swap(&cl->out.pending, &cl->out.inflight);
-	uv_buf_t b = uv_buf_init(cl->out.inflight.data + done, (unsigned)(cl->out.inflight.len - done));
-	cl->out.req.data = cl;
-	cl->out.writing = 1;
-	if (uv_write(&cl->out.req, (uv_stream_t *)&cl->tcp, &b, 1, client_write_cb) < 0) {
-		cl->out.writing = 0;
-		cl->out.inflight.len = 0;
+	if (outq_flush(&cl->out, (uv_stream_t *)&cl->tcp, client_write_cb, cl) < 0)
 		client_close(cl);
-	}
 }
 
 /* ---- lifecycle ---- */
@@ -270,25 +252,11 @@ static void client_close(struct client *cl)
 	uv_close((uv_handle_t *)&cl->timer, client_handle_closed);
 }
 
-static void client_alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
-{
-	(void)h;
-	(void)suggested;
-	if (W->rbuf_busy) {
-		buf->base = NULL;
-		buf->len = 0;
-		return;
-	}
-	W->rbuf_busy = 1;
-	buf->base = W->rbuf;
-	buf->len = sizeof(W->rbuf);
-}
-
 static void client_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
 
 static void client_read_start(struct client *cl)
 {
-	uv_read_start((uv_stream_t *)&cl->tcp, client_alloc_cb, client_read_cb);
+	uv_read_start((uv_stream_t *)&cl->tcp, worker_read_alloc, client_read_cb);
 }
 
 static void client_read_pause(struct client *cl, int pause)
@@ -684,8 +652,7 @@ static void client_on_eof(struct client *cl)
 static void client_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 {
 	struct client *cl = s->data;
-	if (buf->base == W->rbuf)
-		W->rbuf_busy = 0;
+	worker_read_done(buf);
 	if (nread == 0 || cl->state == CL_CLOSING)
 		return;
 	if (nread < 0) {

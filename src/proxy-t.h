@@ -9,18 +9,10 @@
 #include "buf.h"
 #include "cfg-t.h"
 #include "httpmsg.h"
+#include "outq.h"
 #include "reason-t.h"
 #include "util.h"
 
-/* At most one uv_write is in flight per stream: bytes produced while it runs
- * go to `pending`, and the write callback swaps the two. `inflight` belongs
- * to libuv between uv_write and its callback. */
-struct outq {
-	struct buf pending;
-	struct buf inflight;
-	uv_write_t req;
-	uint8_t writing;
-};
 
 enum client_state {
 	CL_IDLE,      /* keepalive: no byte of the next request yet */

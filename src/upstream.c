@@ -141,7 +141,6 @@ static void bconn_shutdown_cb(uv_shutdown_t *req, int status)
 		bconn_close(bc);
 }
 
-static void bconn_alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
 static void bconn_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
 
 /* End a clean connection the polite way: half-close and keep its slot until
@@ -173,30 +172,15 @@ static void bconn_retire(struct bconn *bc)
 	}
 	if (bc->read_stopped) {
 		bc->read_stopped = 0;
-		uv_read_start((uv_stream_t *)&bc->tcp, bconn_alloc_cb, bconn_read_cb);
+		uv_read_start((uv_stream_t *)&bc->tcp, worker_read_alloc, bconn_read_cb);
 	}
 	uv_timer_start(&bc->timer, bconn_timer_cb, RETIRE_MS, 0);
-}
-
-static void bconn_alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
-{
-	(void)h;
-	(void)suggested;
-	if (W->rbuf_busy) {  /* never expected: reads do not nest */
-		buf->base = NULL;
-		buf->len = 0;
-		return;
-	}
-	W->rbuf_busy = 1;
-	buf->base = W->rbuf;
-	buf->len = sizeof(W->rbuf);
 }
 
 static void bconn_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 {
 	struct bconn *bc = s->data;
-	if (buf->base == W->rbuf)
-		W->rbuf_busy = 0;
+	worker_read_done(buf);
 	if (nread == 0)
 		return;
 	if (bc->state == BC_IDLE || bc->state == BC_RETIRING) {
@@ -318,7 +302,7 @@ static void bconn_connect_cb(uv_connect_t *req, int status)
 	busy_add(bc->srv, 1);
 	/* Always reading from here on: a busy connection for the response, an
 	 * idle one to notice the backend closing it. */
-	uv_read_start((uv_stream_t *)&bc->tcp, bconn_alloc_cb, bconn_read_cb);
+	uv_read_start((uv_stream_t *)&bc->tcp, worker_read_alloc, bconn_read_cb);
 	if (cl == NULL) {  /* its client left while we connected: pool it */
 		upstream_release(bc, 1);
 		return;
@@ -332,8 +316,7 @@ static void bconn_connect_cb(uv_connect_t *req, int status)
 static void bconn_write_cb(uv_write_t *req, int status)
 {
 	struct bconn *bc = req->data;
-	bc->out.writing = 0;
-	bc->out.inflight.len = 0;
+	outq_written(&bc->out);
 	if (bc->state == BC_CLOSING)
 		return;
 	if (status < 0) {
@@ -351,25 +334,9 @@ static void bconn_write_cb(uv_write_t *req, int status)
 
 void bconn_flush(struct bconn *bc)
 {
-	if (bc->out.writing || bc->out.pending.len == 0 || bc->state != BC_BUSY)
+	if (bc->state != BC_BUSY)
 		return;
-	/* Synchronous first (see client_flush): no write request, no epoll_ctl. */
-	uv_buf_t tb = uv_buf_init(bc->out.pending.data, (unsigned)bc->out.pending.len);
-	int n = uv_try_write((uv_stream_t *)&bc->tcp, &tb, 1);
-	size_t done = n > 0 ? (size_t)n : 0;
-	if (done == bc->out.pending.len) {
-		bc->out.pending.len = 0;
-		return;
-	}
-	/* The rest goes out asynchronously, from where the kernel stopped. */
-	buf_swap(&bc->out.pending, &bc->out.inflight);
-	uv_buf_t b = uv_buf_init(bc->out.inflight.data + done, (unsigned)(bc->out.inflight.len - done));
-	bc->out.req.data = bc;
-	bc->out.writing = 1;
-	int rc = uv_write(&bc->out.req, (uv_stream_t *)&bc->tcp, &b, 1, bconn_write_cb);
-	if (rc < 0) {
-		bc->out.writing = 0;
-		bc->out.inflight.len = 0;
+	if (outq_flush(&bc->out, (uv_stream_t *)&bc->tcp, bconn_write_cb, bc) < 0) {
 		/* Report asynchronously through the read side: the caller may be
 		 * in the middle of building the request. */
 		uv_timer_start(&bc->timer, bconn_timer_cb, 0, 0);
@@ -394,7 +361,7 @@ void bconn_shutdown_write(struct bconn *bc)
 
 size_t bconn_queued(const struct bconn *bc)
 {
-	return bc->out.pending.len + bc->out.inflight.len;
+	return outq_queued(&bc->out);
 }
 
 void bconn_read_pause(struct bconn *bc, int pause)
@@ -409,7 +376,7 @@ void bconn_read_pause(struct bconn *bc, int pause)
 		uv_read_stop((uv_stream_t *)&bc->tcp);
 		uv_timer_stop(&bc->timer);
 	} else {
-		uv_read_start((uv_stream_t *)&bc->tcp, bconn_alloc_cb, bconn_read_cb);
+		uv_read_start((uv_stream_t *)&bc->tcp, worker_read_alloc, bconn_read_cb);
 		uv_timer_start(&bc->timer, bconn_timer_cb, bc->srv->be->cfg->response_timeout_ms, 0);
 	}
 }
@@ -688,7 +655,7 @@ void upstream_release(struct bconn *bc, int reusable)
 	bc->state = BC_IDLE;
 	if (bc->read_stopped) {  /* idle connections always read, to see EOF */
 		bc->read_stopped = 0;
-		uv_read_start((uv_stream_t *)&bc->tcp, bconn_alloc_cb, bconn_read_cb);
+		uv_read_start((uv_stream_t *)&bc->tcp, worker_read_alloc, bconn_read_cb);
 	}
 	uv_timer_start(&bc->timer, bconn_timer_cb, be->cfg->idle_timeout_ms, 0);
 }

@@ -26,6 +26,20 @@ static void on_connection(uv_stream_t *server, int status)
 	client_accept(li);
 }
 
+void worker_read_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+	(void)h;
+	(void)suggested;
+	if (W->rbuf_busy) {  /* never expected; libuv then reports ENOBUFS */
+		buf->base = NULL;
+		buf->len = 0;
+		return;
+	}
+	W->rbuf_busy = 1;
+	buf->base = W->rbuf;
+	buf->len = sizeof(W->rbuf);
+}
+
 static void kick_cb(uv_poll_t *h, int status, int events)
 {
 	(void)h;

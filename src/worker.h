@@ -35,6 +35,16 @@ struct worker {
 
 extern struct worker *W;
 
+/* libuv alloc callback for every connection of this worker: reads land in
+ * the one shared buffer (reads never nest); read callbacks give it back
+ * with worker_read_done() and copy out whatever must outlive them. */
+void worker_read_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
+static inline void worker_read_done(const uv_buf_t *buf)
+{
+	if (buf->base == W->rbuf)
+		W->rbuf_busy = 0;
+}
+
 /* One accept socket handed to a worker, and the listener it belongs to. */
 struct worker_fd {
 	unsigned listener;  /* index into cfg->listeners */

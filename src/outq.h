@@ -1,0 +1,33 @@
+/* Output queue of one stream: at most one uv_write in flight. Bytes produced
+ * while it runs go to `pending`; when it completes the two buffers swap.
+ * `inflight` belongs to libuv between uv_write and its callback. */
+#ifndef SLUICE_OUTQ_H
+#define SLUICE_OUTQ_H
+
+#include <uv.h>
+#include "buf.h"
+
+struct outq {
+	struct buf pending;
+	struct buf inflight;
+	uv_write_t req;
+	unsigned char writing;
+};
+
+/* Write what is pending: synchronously when the socket takes it all (no
+ * write request, so no epoll_ctl on completion), else the rest with one
+ * uv_write whose callback CB gets req->data = DATA. Returns the uv_write
+ * error when it failed synchronously (the queue is then empty). */
+int outq_flush(struct outq *q, uv_stream_t *s, uv_write_cb cb, void *data);
+/* First thing in the write callback. */
+static inline void outq_written(struct outq *q)
+{
+	q->writing = 0;
+	q->inflight.len = 0;
+}
+static inline size_t outq_queued(const struct outq *q)
+{
+	return q->pending.len + q->inflight.len;
+}
+
+#endif
