@@ -50,6 +50,7 @@ struct txn {
 struct client {
 	uv_tcp_t tcp;
 	uv_timer_t timer;
+	uv_shutdown_t sreq;
 	struct worker_listener *li;
 	enum client_state state;
 	llhttp_t parser;
