@@ -60,12 +60,48 @@ struct cfg_backend {
 	unsigned nservers;
 };
 
+enum cfg_client_auth {
+	CFG_CLIENT_AUTH_OFF,       /* no certificate requested (default) */
+	CFG_CLIENT_AUTH_OPTIONAL,  /* requested; verified if sent; result recorded, never fatal */
+	CFG_CLIENT_AUTH_REQUIRED,  /* handshake fails without a certificate that verifies */
+};
+
+/* One certificate of a TLS listener. CERT may hold the chain after the leaf
+ * and the key too (then KEY is ""). LINE/COL locate the entry in the config
+ * file so TLS loading errors can point at it. */
+struct cfg_tls_cert {
+	char cert[512];
+	char key[512];
+	char passphrase[256];      /* for an encrypted key; "" = none */
+	int line, col;
+};
+
+struct cfg_tls {
+	int enabled;               /* 1 when the tls mapping is present */
+	struct cfg_tls_cert *certs;
+	unsigned ncerts;           /* >= 1 when enabled */
+	int min_version;           /* 0x0303 (TLSv1.2, default) or 0x0304 */
+	int max_version;           /* 0x0304 (TLSv1.3, default) or 0x0303 */
+	char ciphers[1024];        /* TLS 1.2 cipher list; "" = sluice's modern default */
+	char ciphersuites[512];    /* TLS 1.3 suites (OpenSSL builds only); "" = library default */
+	char curves[256];          /* default "X25519:P-256:P-384" */
+	int tickets;               /* session tickets on (1, default) or off */
+	char ticket_keys[512];     /* key file; "" = random keys made by the master at start */
+	uint32_t session_cache;    /* per-worker session cache entries for TLS 1.2, 0 = off (default) */
+	uint32_t handshake_timeout_ms; /* default 10000 */
+	enum cfg_client_auth client_auth;
+	char client_ca[512];       /* CA file; required unless client_auth is off */
+	uint32_t verify_depth;     /* default 3 */
+	int line, col;             /* of the tls mapping */
+};
+
 struct cfg_listener {
 	char name[CFG_NAME_MAX];
 	struct cfg_addr addr;
 	int backlog;                    /* listen(2) backlog, default 511 */
 	char backend_name[CFG_NAME_MAX];
 	struct cfg_backend *backend;    /* resolved by the loader, never NULL */
+	struct cfg_tls tls;
 };
 
 struct cfg_timeouts {
