@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -43,6 +44,7 @@
 #define CFG_DEPTH_MAX 32        /* deepest nesting the scanner accepts */
 #define CFG_PATH_MAX 256        /* longest dotted key path */
 #define CFG_WORKERS_MAX 128
+#define CFG_TLS_CERTS_MAX 64    /* certificates per TLS listener */
 
 /* ------------------------------------------------------------------------ */
 /* Pure value parsers                                                        */
@@ -251,8 +253,21 @@ struct y_backend {
 	unsigned servers_count;
 };
 
+struct y_tls_cert {
+	char *cert, *key, *passphrase;
+};
+
+struct y_tls {
+	struct y_tls_cert *certificates;
+	unsigned certificates_count;
+	char *min_version, *max_version, *ciphers, *ciphersuites, *curves;
+	char *tickets, *ticket_keys, *session_cache, *handshake_timeout;
+	char *client_auth, *client_ca, *verify_depth;
+};
+
 struct y_listener {
 	char *name, *address, *backlog, *backend;
+	struct y_tls *tls;
 };
 
 struct y_timeouts {
@@ -321,11 +336,41 @@ static const cyaml_schema_value_t y_backend_schema = {
 	CYAML_VALUE_MAPPING(CYAML_FLAG_DEFAULT, struct y_backend, y_backend_fields),
 };
 
+static const cyaml_schema_field_t y_tls_cert_fields[] = {
+	F_STR("cert", REQ, struct y_tls_cert, cert),
+	F_STR("key", OPT, struct y_tls_cert, key),
+	F_STR("passphrase", OPT, struct y_tls_cert, passphrase),
+	CYAML_FIELD_END
+};
+
+static const cyaml_schema_value_t y_tls_cert_schema = {
+	CYAML_VALUE_MAPPING(CYAML_FLAG_DEFAULT, struct y_tls_cert, y_tls_cert_fields),
+};
+
+static const cyaml_schema_field_t y_tls_fields[] = {
+	CYAML_FIELD_SEQUENCE("certificates", CYAML_FLAG_POINTER, struct y_tls, certificates,
+			     &y_tls_cert_schema, 1, CFG_TLS_CERTS_MAX),
+	F_STR("min_version", OPT, struct y_tls, min_version),
+	F_STR("max_version", OPT, struct y_tls, max_version),
+	F_STR("ciphers", OPT, struct y_tls, ciphers),
+	F_STR("ciphersuites", OPT, struct y_tls, ciphersuites),
+	F_STR("curves", OPT, struct y_tls, curves),
+	F_STR("tickets", OPT, struct y_tls, tickets),
+	F_STR("ticket_keys", OPT, struct y_tls, ticket_keys),
+	F_STR("session_cache", OPT, struct y_tls, session_cache),
+	F_STR("handshake_timeout", OPT, struct y_tls, handshake_timeout),
+	F_STR("client_auth", OPT, struct y_tls, client_auth),
+	F_STR("client_ca", OPT, struct y_tls, client_ca),
+	F_STR("verify_depth", OPT, struct y_tls, verify_depth),
+	CYAML_FIELD_END
+};
+
 static const cyaml_schema_field_t y_listener_fields[] = {
 	F_STR("name", OPT, struct y_listener, name),
 	F_STR("address", REQ, struct y_listener, address),
 	F_STR("backlog", OPT, struct y_listener, backlog),
 	F_STR("backend", REQ, struct y_listener, backend),
+	CYAML_FIELD_MAPPING_PTR("tls", OPT, struct y_listener, tls, y_tls_fields),
 	CYAML_FIELD_END
 };
 
@@ -1226,8 +1271,140 @@ static int conv_backend(struct cfg_load *ld, const char *pre, const struct y_bac
 	return 0;
 }
 
-static void conv_listener(struct cfg_load *ld, const char *pre, unsigned idx,
-			  const struct y_listener *y, struct cfg_listener *l)
+static const char *tls_version_str(int v)
+{
+	return v == 0x0304 ? "TLSv1.3" : "TLSv1.2";
+}
+
+static void conv_tls_version(struct cfg_load *ld, const char *path, const char *s, int *out)
+{
+	if (s == NULL || conv_nonempty(ld, path, s) < 0)
+		return;
+	if (strcmp(s, "TLSv1.2") == 0)
+		*out = 0x0303;
+	else if (strcmp(s, "TLSv1.3") == 0)
+		*out = 0x0304;
+	else
+		err_at(ld, path, AT_VALUE, "unknown TLS version \"%.40s\" (expected TLSv1.2 or "
+		       "TLSv1.3)", s);
+}
+
+/* YAML 1.1 spellings of a boolean, as libyaml hands them over. */
+static void conv_bool(struct cfg_load *ld, const char *path, const char *s, int *out)
+{
+	static const char *const yes[] = { "on", "true", "yes" };
+	static const char *const no[] = { "off", "false", "no" };
+	size_t i;
+
+	if (s == NULL || conv_nonempty(ld, path, s) < 0)
+		return;
+	for (i = 0; i < sizeof(yes) / sizeof(yes[0]); i++) {
+		if (strcasecmp(s, yes[i]) == 0) {
+			*out = 1;
+			return;
+		}
+		if (strcasecmp(s, no[i]) == 0) {
+			*out = 0;
+			return;
+		}
+	}
+	err_at(ld, path, AT_VALUE, "expected on or off (or true/false, yes/no), got \"%.40s\"", s);
+}
+
+static void conv_tls_cert(struct cfg_load *ld, const char *pre, const struct y_tls_cert *y,
+			  struct cfg_tls_cert *t)
+{
+	char k[CFG_PATH_MAX];
+	unsigned line, col;
+
+	/* The start of the entry's mapping (or of the alias standing for it). */
+	pos_lookup(ld, pre, AT_KEY, &line, &col);
+	t->line = (int)line;
+	t->col = (int)col;
+	conv_str(ld, kp(k, pre, "cert"), y->cert, 0, t->cert, sizeof(t->cert));
+	conv_str(ld, kp(k, pre, "key"), y->key, 1, t->key, sizeof(t->key));
+	conv_str(ld, kp(k, pre, "passphrase"), y->passphrase, 1, t->passphrase,
+		 sizeof(t->passphrase));
+}
+
+/* Fills T from Y (the tls mapping of the listener at PRE). Certificate and
+ * key files are only named here: the TLS module opens and checks them, and
+ * points its errors at the LINE/COL recorded here. Returns -1 when out of
+ * memory. */
+static int conv_tls(struct cfg_load *ld, const char *pre, const struct y_tls *y,
+		    struct cfg_tls *t)
+{
+	char k[CFG_PATH_MAX], cp[CFG_PATH_MAX];
+	unsigned i, line, col;
+	size_t nerrs;
+
+	t->enabled = 1;
+	pos_lookup(ld, pre, AT_VALUE, &line, &col);
+	t->line = (int)line;
+	t->col = (int)col;
+	t->min_version = 0x0303;
+	t->max_version = 0x0304;
+	snprintf(t->curves, sizeof(t->curves), "X25519:P-256:P-384");
+	t->tickets = 1;
+	t->session_cache = 0;
+	t->handshake_timeout_ms = 10000;
+	t->client_auth = CFG_CLIENT_AUTH_OFF;
+	t->verify_depth = 3;
+
+	t->certs = calloc(y->certificates_count, sizeof(*t->certs));
+	if (t->certs == NULL)
+		return -1;
+	t->ncerts = y->certificates_count;
+	for (i = 0; i < t->ncerts; i++) {
+		path_index(cp, kp(k, pre, "certificates"), i);
+		conv_tls_cert(ld, cp, &y->certificates[i], &t->certs[i]);
+	}
+
+	nerrs = ld->nerrs + ld->ndropped;
+	conv_tls_version(ld, kp(k, pre, "min_version"), y->min_version, &t->min_version);
+	conv_tls_version(ld, kp(k, pre, "max_version"), y->max_version, &t->max_version);
+	if (nerrs == ld->nerrs + ld->ndropped && t->min_version > t->max_version)
+		err_at(ld, kp(k, pre, "min_version"), AT_VALUE, "min_version (%s) is above "
+		       "max_version (%s)", tls_version_str(t->min_version),
+		       tls_version_str(t->max_version));
+	conv_str(ld, kp(k, pre, "ciphers"), y->ciphers, 1, t->ciphers, sizeof(t->ciphers));
+	conv_str(ld, kp(k, pre, "ciphersuites"), y->ciphersuites, 1, t->ciphersuites,
+		 sizeof(t->ciphersuites));
+	conv_str(ld, kp(k, pre, "curves"), y->curves, 0, t->curves, sizeof(t->curves));
+	conv_bool(ld, kp(k, pre, "tickets"), y->tickets, &t->tickets);
+	conv_str(ld, kp(k, pre, "ticket_keys"), y->ticket_keys, 1, t->ticket_keys,
+		 sizeof(t->ticket_keys));
+	conv_uint(ld, kp(k, pre, "session_cache"), y->session_cache, 0, 10000000,
+		  &t->session_cache);
+	conv_duration(ld, kp(k, pre, "handshake_timeout"), y->handshake_timeout, 1,
+		      &t->handshake_timeout_ms);
+	if (y->client_auth != NULL && conv_nonempty(ld, kp(k, pre, "client_auth"),
+						     y->client_auth) == 0) {
+		if (strcmp(y->client_auth, "off") == 0)
+			t->client_auth = CFG_CLIENT_AUTH_OFF;
+		else if (strcmp(y->client_auth, "optional") == 0)
+			t->client_auth = CFG_CLIENT_AUTH_OPTIONAL;
+		else if (strcmp(y->client_auth, "required") == 0)
+			t->client_auth = CFG_CLIENT_AUTH_REQUIRED;
+		else
+			err_at(ld, k, AT_VALUE, "unknown client_auth \"%.40s\" (expected off, "
+			       "optional or required)", y->client_auth);
+	}
+	conv_str(ld, kp(k, pre, "client_ca"), y->client_ca, 1, t->client_ca,
+		 sizeof(t->client_ca));
+	/* Only an absent or empty client_ca: one that is too long was
+	 * reported above, once is enough. */
+	if (t->client_auth != CFG_CLIENT_AUTH_OFF &&
+	    (y->client_ca == NULL || y->client_ca[0] == '\0'))
+		err_at(ld, kp(k, pre, "client_auth"), AT_VALUE, "client_auth %s needs client_ca "
+		       "(the CA file that client certificates are verified against)",
+		       y->client_auth);
+	conv_uint(ld, kp(k, pre, "verify_depth"), y->verify_depth, 1, 16, &t->verify_depth);
+	return 0;
+}
+
+static int conv_listener(struct cfg_load *ld, const char *pre, unsigned idx,
+			 const struct y_listener *y, struct cfg_listener *l)
 {
 	char k[CFG_PATH_MAX];
 
@@ -1243,6 +1420,9 @@ static void conv_listener(struct cfg_load *ld, const char *pre, unsigned idx,
 	/* Resolved in pass 4; only emptiness and length are checked here. */
 	conv_str(ld, kp(k, pre, "backend"), y->backend, 0, l->backend_name,
 		 sizeof(l->backend_name));
+	if (y->tls != NULL)
+		return conv_tls(ld, kp(k, pre, "tls"), y->tls, &l->tls);
+	return 0;
 }
 
 static int conv_root(struct cfg_load *ld, const struct y_root *y, struct cfg *c)
@@ -1315,7 +1495,8 @@ static int conv_root(struct cfg_load *ld, const struct y_root *y, struct cfg *c)
 	}
 	for (i = 0; i < c->nlisteners; i++) {
 		path_index(k, "listeners", i);
-		conv_listener(ld, k, i, &y->listeners[i], &c->listeners[i]);
+		if (conv_listener(ld, k, i, &y->listeners[i], &c->listeners[i]) < 0)
+			return -1;
 	}
 	return 0;
 }
@@ -1548,6 +1729,9 @@ void cfg_free(struct cfg *cfg)
 		for (i = 0; i < cfg->nbackends; i++)
 			free(cfg->backends[i].servers);
 	free(cfg->backends);
+	if (cfg->listeners != NULL)
+		for (i = 0; i < cfg->nlisteners; i++)
+			free(cfg->listeners[i].tls.certs);
 	free(cfg->listeners);
 	free(cfg);
 }

@@ -29,6 +29,10 @@ static char tmpdir[] = "/tmp/test_cfg.XXXXXX";
 /* A valid backend + listener, for configs that break something else. */
 #define GOOD_BE "backends:\n  - name: app\n    servers:\n      - address: 127.0.0.1:9000\n"
 #define GOOD_LI "listeners:\n  - address: 127.0.0.1:8080\n    backend: app\n"
+/* After GOOD_BE: a listener whose tls mapping starts on line 9, and a
+ * certificate list on lines 9-10, so extra tls keys start on line 11. */
+#define TLS_LI "listeners:\n  - address: 127.0.0.1:8443\n    backend: app\n    tls:\n"
+#define TLS_CERT "      certificates:\n        - cert: a.pem\n"
 
 static void test_duration(void)
 {
@@ -233,6 +237,128 @@ static void test_defaults(void)
 	cfg_free(c);
 }
 
+/* The listener tls mapping: every key, defaults, and the positions the TLS
+ * module uses for its own errors. */
+static void test_tls(void)
+{
+	char path[512], err[1024];
+	const struct cfg_tls *t;
+	struct cfg *c;
+
+	c = cfg_load(write_tmp(path, sizeof(path), "tls.yaml",
+			       GOOD_BE                                        /* 1-4 */
+			       "listeners:\n"                                 /* 5 */
+			       "  - name: https\n"                            /* 6 */
+			       "    address: 127.0.0.1:8443\n"                /* 7 */
+			       "    backend: app\n"                           /* 8 */
+			       "    tls:\n"                                   /* 9 */
+			       "      certificates:\n"                        /* 10 */
+			       "        - cert: conf/tls/ecdsa.pem\n"         /* 11 */
+			       "          key: conf/tls/ecdsa.key\n"          /* 12 */
+			       "          passphrase: secret\n"               /* 13 */
+			       "        -   key: /etc/tls/rsa.key\n"          /* 14 */
+			       "            cert: /etc/tls/rsa.pem\n"         /* 15 */
+			       "      min_version: TLSv1.3\n"                 /* 16 */
+			       "      max_version: TLSv1.3\n"                 /* 17 */
+			       "      ciphers: \"ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256\"\n"
+			       "      ciphersuites: \"TLS_AES_128_GCM_SHA256\"\n"
+			       "      curves: \"X25519:P-256\"\n"            /* 20 */
+			       "      tickets: off\n"
+			       "      ticket_keys: conf/tls/ticket.keys\n"
+			       "      session_cache: 20000\n"
+			       "      handshake_timeout: 5s\n"
+			       "      client_auth: optional\n"                /* 25 */
+			       "      client_ca: conf/tls/ca.pem\n"
+			       "      verify_depth: 5\n"
+			       "  - address: 127.0.0.1:8444\n"                /* 28 */
+			       "    backend: app\n"
+			       "    tls: {certificates: [{cert: a.pem}, {cert: b.pem, key: ''}]}\n"
+			       "  - address: 127.0.0.1:8080\n"                /* 31 */
+			       "    backend: app\n"),
+		     err, sizeof(err));
+	if (c == NULL)
+		printf("  tls.yaml: %s\n", err);
+	CHECK(c != NULL);
+	if (c == NULL)
+		goto out;
+	CHECK(c->nlisteners == 3);
+	t = &c->listeners[0].tls;
+	CHECK(t->enabled == 1 && t->line == 10 && t->col == 7);
+	CHECK(t->ncerts == 2);
+	CHECK(strcmp(t->certs[0].cert, "conf/tls/ecdsa.pem") == 0);
+	CHECK(strcmp(t->certs[0].key, "conf/tls/ecdsa.key") == 0);
+	CHECK(strcmp(t->certs[0].passphrase, "secret") == 0);
+	CHECK(t->certs[0].line == 11 && t->certs[0].col == 11);
+	CHECK(strcmp(t->certs[1].cert, "/etc/tls/rsa.pem") == 0);
+	CHECK(strcmp(t->certs[1].key, "/etc/tls/rsa.key") == 0);
+	CHECK(t->certs[1].passphrase[0] == '\0');
+	CHECK(t->certs[1].line == 14 && t->certs[1].col == 13);
+	CHECK(t->min_version == 0x0304 && t->max_version == 0x0304);
+	CHECK(strcmp(t->ciphers, "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256") == 0);
+	CHECK(strcmp(t->ciphersuites, "TLS_AES_128_GCM_SHA256") == 0);
+	CHECK(strcmp(t->curves, "X25519:P-256") == 0);
+	CHECK(t->tickets == 0);
+	CHECK(strcmp(t->ticket_keys, "conf/tls/ticket.keys") == 0);
+	CHECK(t->session_cache == 20000);
+	CHECK(t->handshake_timeout_ms == 5000);
+	CHECK(t->client_auth == CFG_CLIENT_AUTH_OPTIONAL);
+	CHECK(strcmp(t->client_ca, "conf/tls/ca.pem") == 0);
+	CHECK(t->verify_depth == 5);
+
+	/* Flow style, and every default. */
+	t = &c->listeners[1].tls;
+	CHECK(t->enabled == 1 && t->line == 30 && t->col == 10);
+	CHECK(t->ncerts == 2);
+	CHECK(strcmp(t->certs[0].cert, "a.pem") == 0 && t->certs[0].key[0] == '\0');
+	CHECK(t->certs[0].line == 30 && t->certs[0].col == 26);
+	CHECK(strcmp(t->certs[1].cert, "b.pem") == 0 && t->certs[1].key[0] == '\0');
+	CHECK(t->certs[1].line == 30 && t->certs[1].col == 41);
+	CHECK(t->min_version == 0x0303 && t->max_version == 0x0304);
+	CHECK(t->ciphers[0] == '\0' && t->ciphersuites[0] == '\0');
+	CHECK(strcmp(t->curves, "X25519:P-256:P-384") == 0);
+	CHECK(t->tickets == 1 && t->ticket_keys[0] == '\0');
+	CHECK(t->session_cache == 0 && t->handshake_timeout_ms == 10000);
+	CHECK(t->client_auth == CFG_CLIENT_AUTH_OFF && t->client_ca[0] == '\0');
+	CHECK(t->verify_depth == 3);
+
+	/* No tls mapping: plain TCP. */
+	t = &c->listeners[2].tls;
+	CHECK(t->enabled == 0 && t->certs == NULL && t->ncerts == 0);
+	cfg_free(c);
+
+	/* A tls mapping shared through an alias: positions are the alias's. */
+	c = cfg_load(write_tmp(path, sizeof(path), "tls.yaml",
+			       GOOD_BE
+			       "listeners:\n"                                 /* 5 */
+			       "  - address: 127.0.0.1:8443\n"
+			       "    backend: app\n"
+			       "    tls: &tls\n"                              /* 8 */
+			       "      certificates:\n"
+			       "        - cert: a.pem\n"                      /* 10 */
+			       "      tickets: No\n"
+			       "      client_auth: required\n"
+			       "      client_ca: ca.pem\n"
+			       "  - address: 127.0.0.1:8444\n"
+			       "    backend: app\n"
+			       "    tls: *tls\n"),                            /* 16 */
+		     err, sizeof(err));
+	if (c == NULL)
+		printf("  tls.yaml (alias): %s\n", err);
+	CHECK(c != NULL);
+	if (c == NULL)
+		goto out;
+	CHECK(c->listeners[0].tls.line == 8 && c->listeners[0].tls.certs[0].line == 10);
+	CHECK(c->listeners[0].tls.tickets == 0);
+	CHECK(c->listeners[0].tls.client_auth == CFG_CLIENT_AUTH_REQUIRED);
+	CHECK(c->listeners[1].tls.enabled == 1 && c->listeners[1].tls.ncerts == 1);
+	CHECK(c->listeners[1].tls.line == 16 && c->listeners[1].tls.col == 10);
+	CHECK(c->listeners[1].tls.certs[0].line == 16);
+	CHECK(strcmp(c->listeners[1].tls.certs[0].cert, "a.pem") == 0);
+	cfg_free(c);
+out:
+	unlink(path);
+}
+
 struct bad_case {
 	const char *name;
 	const char *yaml;
@@ -299,6 +425,52 @@ static const struct bad_case bad_cases[] = {
 	{ "tab_indent", GOOD_LI GOOD_BE "\tworkers: 2\n", 8, "", "syntax error" },
 	{ "two_documents", GOOD_LI GOOD_BE "---\nworkers: 2\n", 8, "(root)",
 	  "only one YAML document" },
+	{ "tls_empty", GOOD_BE TLS_LI, 8, "listeners[0].tls", "expected a mapping, got an empty value" },
+	{ "tls_no_certificates", GOOD_BE TLS_LI "      min_version: TLSv1.2\n", 9,
+	  "listeners[0].tls.certificates", "missing required key" },
+	{ "tls_empty_certificates", GOOD_BE TLS_LI "      certificates: []\n", 9,
+	  "listeners[0].tls.certificates", "needs at least 1 entry" },
+	{ "tls_certificates_not_list", GOOD_BE TLS_LI "      certificates: a.pem\n", 9,
+	  "listeners[0].tls.certificates", "expected a list" },
+	{ "tls_missing_cert", GOOD_BE TLS_LI TLS_CERT "        - key: b.key\n          passphrase: x\n",
+	  11, "listeners[0].tls.certificates[1].cert", "missing required key" },
+	{ "tls_empty_cert", GOOD_BE TLS_LI "      certificates:\n        - cert: ''\n", 10,
+	  "listeners[0].tls.certificates[0].cert", "empty value" },
+	{ "tls_unknown_cert_key", GOOD_BE TLS_LI TLS_CERT "          chain: b.pem\n", 11,
+	  "listeners[0].tls.certificates[0].chain", "unknown key" },
+	{ "tls_unknown_key", GOOD_BE TLS_LI TLS_CERT "      protocols: h2\n", 11,
+	  "listeners[0].tls.protocols", "unknown key" },
+	{ "tls_bad_min_version", GOOD_BE TLS_LI TLS_CERT "      min_version: TLSv1.1\n", 11,
+	  "listeners[0].tls.min_version", "unknown TLS version \"TLSv1.1\"" },
+	{ "tls_bad_max_version", GOOD_BE TLS_LI TLS_CERT "      max_version: '1.3'\n", 11,
+	  "listeners[0].tls.max_version", "expected TLSv1.2 or TLSv1.3" },
+	{ "tls_min_above_max", GOOD_BE TLS_LI TLS_CERT "      max_version: TLSv1.2\n"
+	  "      min_version: TLSv1.3\n", 12, "listeners[0].tls.min_version",
+	  "min_version (TLSv1.3) is above max_version (TLSv1.2)" },
+	{ "tls_bad_handshake_timeout", GOOD_BE TLS_LI TLS_CERT "      handshake_timeout: 1.5s\n", 11,
+	  "listeners[0].tls.handshake_timeout", "bad duration \"1.5s\"" },
+	{ "tls_zero_handshake_timeout", GOOD_BE TLS_LI TLS_CERT "      handshake_timeout: 0\n", 11,
+	  "listeners[0].tls.handshake_timeout", "must be at least 1ms" },
+	{ "tls_bad_client_auth", GOOD_BE TLS_LI TLS_CERT "      client_auth: yes\n", 11,
+	  "listeners[0].tls.client_auth", "unknown client_auth \"yes\"" },
+	{ "tls_client_auth_needs_ca", GOOD_BE TLS_LI TLS_CERT "      verify_depth: 2\n"
+	  "      client_auth: required\n", 12, "listeners[0].tls.client_auth",
+	  "client_auth required needs client_ca" },
+	{ "tls_client_auth_empty_ca", GOOD_BE TLS_LI TLS_CERT "      client_auth: optional\n"
+	  "      client_ca: ''\n", 11, "listeners[0].tls.client_auth",
+	  "client_auth optional needs client_ca" },
+	{ "tls_bad_tickets", GOOD_BE TLS_LI TLS_CERT "      tickets: enabled\n", 11,
+	  "listeners[0].tls.tickets", "expected on or off" },
+	{ "tls_session_cache_range", GOOD_BE TLS_LI TLS_CERT "      session_cache: 10000001\n", 11,
+	  "listeners[0].tls.session_cache", "out of range (0..10000000)" },
+	{ "tls_verify_depth_range", GOOD_BE TLS_LI TLS_CERT "      verify_depth: 17\n", 11,
+	  "listeners[0].tls.verify_depth", "out of range (1..16)" },
+	{ "tls_empty_curves", GOOD_BE TLS_LI TLS_CERT "      curves: ''\n", 11,
+	  "listeners[0].tls.curves", "empty value" },
+	{ "tls_second_listener", GOOD_BE TLS_LI TLS_CERT "  - address: 127.0.0.1:8444\n"
+	  "    backend: app\n    tls:\n      certificates:\n        - cert: b.pem\n"
+	  "          passphrase: [x]\n", 16,
+	  "listeners[1].tls.certificates[0].passphrase", "expected a scalar value, got a list" },
 };
 
 static void test_bad_configs(void)
@@ -399,6 +571,7 @@ int main(void)
 	test_addr();
 	test_default_config();
 	test_defaults();
+	test_tls();
 	test_bad_configs();
 	test_many_errors();
 	test_io_errors();
