@@ -2,17 +2,32 @@
 # unit, bench-core, clean. Feature switches are make variables.
 
 CC      ?= gcc
-BUILD   ?= build
+# TLS library: openssl (Debian libssl-dev, OpenSSL 3) or boringssl (Debian
+# android-libboringssl-dev). The default is the faster one end to end; see
+# docs/benchmarking.md ("tls") for the measurement that decided it.
+TLS_DEFAULT = openssl
+TLS     ?= $(TLS_DEFAULT)
+ifeq ($(TLS),boringssl)
+  TLS_CFLAGS = -I/usr/include/android
+  TLS_LIBS   = -L/usr/lib/x86_64-linux-gnu/android -Wl,-rpath,/usr/lib/x86_64-linux-gnu/android -lssl -lcrypto
+else ifeq ($(TLS),openssl)
+  TLS_CFLAGS =
+  TLS_LIBS   = -lssl -lcrypto
+else
+  $(error TLS must be openssl or boringssl)
+endif
+TLS_SUFFIX = $(if $(filter $(TLS),$(TLS_DEFAULT)),,-$(TLS))
+BUILD   ?= build$(TLS_SUFFIX)
 O       ?= -O2
 WARN     = -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wwrite-strings
 # llhttp strict mode: the checks (CRLF line ends, token header names, chunk
 # CRLF) a proxy must not be lenient about. Our code sees the same define.
 LLHTTP_DEFS = -DLLHTTP_STRICT_MODE=1
-CFLAGS_BASE = -std=c11 $(O) -g $(WARN) -D_GNU_SOURCE $(LLHTTP_DEFS) -I/usr/share/include/llhttp -Isrc
-LIBS_BASE = -luv -lcyaml -lyaml -lpthread -lm
+CFLAGS_BASE = -std=c11 $(O) -g $(WARN) -D_GNU_SOURCE $(LLHTTP_DEFS) $(TLS_CFLAGS) -I/usr/share/include/llhttp -Isrc
+LIBS_BASE = -luv -lcyaml -lyaml $(TLS_LIBS) -lpthread -lm
 SANITIZE ?=
 ifeq ($(SANITIZE),1)
-  BUILD    = build-asan
+  BUILD    = build-asan$(TLS_SUFFIX)
   XCFLAGS  = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
   ALLOC    =
 else

@@ -13,6 +13,7 @@
 #include <arpa/inet.h>
 #include "http1.h"
 #include "log.h"
+#include "tls.h"
 #include "upstream.h"
 #include "worker.h"
 
@@ -86,6 +87,8 @@ static void txn_log(struct client *cl)
 	buf_appendf(b, " total_us=%llu queue_us=%llu connect_us=%llu backend_us=%llu inspect_us=- reason=%s",
 		    (unsigned long long)(t->t_start ? now - t->t_start : 0), (unsigned long long)queue,
 		    (unsigned long long)conn, (unsigned long long)be, reason_name(t->reason));
+	if (cl->tls)
+		tls_conn_describe(cl->tls, b);
 	log_access_commit();
 }
 
@@ -116,9 +119,15 @@ static void client_out(struct client *cl, const void *data, size_t len)
 	cl->txn.bytes_out += len;
 }
 
+/* The queue whose bytes go to the socket: ciphertext under TLS. */
+static struct outq *client_wire(struct client *cl)
+{
+	return cl->tls ? &cl->wire : &cl->out;
+}
+
 static size_t client_queued(const struct client *cl)
 {
-	return outq_queued(&cl->out);
+	return cl->tls ? cl->out.pending.len + outq_queued(&cl->wire) : outq_queued(&cl->out);
 }
 
 static void client_shutdown_cb(uv_shutdown_t *req, int status)
@@ -139,6 +148,12 @@ static void client_linger(struct client *cl)
 		client_close(cl);
 		return;
 	}
+	if (cl->tls && tls_conn_handshake_done(cl->tls)) {
+		tls_conn_shutdown(cl->tls, &cl->wire.pending);
+		client_flush(cl);
+		if (cl->state == CL_CLOSING)
+			return;
+	}
 	if (uv_shutdown(&cl->sreq, (uv_stream_t *)&cl->tcp, client_shutdown_cb) < 0) {
 		client_close(cl);
 		return;
@@ -158,7 +173,7 @@ static int send_timer_applies(const struct client *cl)
 static void client_write_cb(uv_write_t *req, int status)
 {
 	struct client *cl = req->data;
-	outq_written(&cl->out);
+	outq_written(client_wire(cl));
 	if (cl->state == CL_CLOSING)
 		return;
 	if (status < 0) {
@@ -167,7 +182,7 @@ static void client_write_cb(uv_write_t *req, int status)
 		return;
 	}
 	client_flush(cl);
-	if (cl->out.writing) {
+	if (client_wire(cl)->writing) {
 		/* Progress: the slow-reader guard starts over. */
 		if (send_timer_applies(cl))
 			client_timer(cl, timeouts()->client_send_ms);
@@ -201,7 +216,17 @@ static void client_flush(struct client *cl)
 {
 	if (cl->state == CL_CLOSING)
 		return;
-	if (outq_flush(&cl->out, (uv_stream_t *)&cl->tcp, client_write_cb, cl) < 0)
+	if (cl->tls && cl->out.pending.len) {
+		int rc = tls_conn_encrypt(cl->tls, cl->out.pending.data, cl->out.pending.len,
+					  &cl->wire.pending);
+		cl->out.pending.len = 0;
+		if (rc < 0) {
+			log_info("%s TLS write failed: %s", cl->peer, tls_conn_error(cl->tls));
+			client_close(cl);
+			return;
+		}
+	}
+	if (outq_flush(client_wire(cl), (uv_stream_t *)&cl->tcp, client_write_cb, cl) < 0)
 		client_close(cl);
 }
 
@@ -213,6 +238,11 @@ static void client_handle_closed(uv_handle_t *h)
 	if (--cl->closing_handles > 0)
 		return;
 	cl->in.len = cl->out.pending.len = cl->out.inflight.len = 0;
+	cl->wire.pending.len = cl->wire.inflight.len = 0;
+	tls_conn_free(cl->tls);
+	cl->tls = NULL;
+	buf_trim(&cl->wire.pending, BUF_KEEP);
+	buf_trim(&cl->wire.inflight, BUF_KEEP);
 	buf_trim(&cl->in, BUF_KEEP);
 	buf_trim(&cl->out.pending, BUF_KEEP);
 	buf_trim(&cl->out.inflight, BUF_KEEP);
@@ -308,7 +338,7 @@ static void client_fail(struct client *cl, enum reason r)
 	cl->state = CL_ERROR;
 	client_timer(cl, timeouts()->client_send_ms);
 	client_flush(cl);
-	if (!cl->out.writing && client_queued(cl) == 0)
+	if (!client_wire(cl)->writing && client_queued(cl) == 0)
 		client_linger(cl);
 }
 
@@ -646,6 +676,9 @@ static void client_on_eof(struct client *cl)
 	}
 }
 
+static void client_on_plain(struct client *cl, const char *data, size_t len);
+static void client_on_tls(struct client *cl, const char *data, size_t len);
+
 static void client_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 {
 	struct client *cl = s->data;
@@ -656,13 +689,62 @@ static void client_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 		client_on_eof(cl);
 		return;
 	}
+	if (cl->tls)
+		client_on_tls(cl, buf->base, (size_t)nread);
+	else
+		client_on_plain(cl, buf->base, (size_t)nread);
+}
+
+/* Plain-HTTP bytes on a TLS port: answer in plain text (nginx does the same)
+ * so the operator sees the cause, instead of a handshake error. */
+static int looks_like_http(const char *p, size_t n)
+{
+	return n >= 4 && p[0] >= 'A' && p[0] <= 'Z' && p[1] >= 'A' && p[1] <= 'Z';
+}
+
+static void client_on_tls(struct client *cl, const char *data, size_t len)
+{
+	int was_done = tls_conn_handshake_done(cl->tls);
+	if (!was_done && cl->wire.pending.len == 0 && !cl->wire.writing && looks_like_http(data, len) &&
+	    cl->nrequests == 0 && cl->txn.t_start == 0) {
+		tls_conn_free(cl->tls);
+		cl->tls = NULL;
+		client_fail(cl, REASON_TLS_PLAIN_HTTP);
+		return;
+	}
+	struct buf *plain = &W->tls_plain;
+	plain->len = 0;
+	enum tls_status st = tls_conn_feed(cl->tls, data, len, plain, &cl->wire.pending);
+	if (st == TLS_ERROR) {
+		log_info("%s TLS %s: %s", cl->peer, was_done ? "error" : "handshake failed",
+			 tls_conn_error(cl->tls));
+		cl->txn.reason = was_done ? REASON_TLS_ERROR : REASON_TLS_HANDSHAKE;
+		/* Send the alert we have, then close. */
+		outq_flush(&cl->wire, (uv_stream_t *)&cl->tcp, client_write_cb, cl);
+		client_close(cl);
+		return;
+	}
+	client_flush(cl);
+	if (cl->state == CL_CLOSING)
+		return;
+	if (!was_done && tls_conn_handshake_done(cl->tls) && cl->state == CL_IDLE)
+		client_timer(cl, timeouts()->client_keepalive_ms);
+	if (plain->len)
+		client_on_plain(cl, plain->data, plain->len);
+	if (st == TLS_CLOSED && cl->state != CL_CLOSING)
+		client_on_eof(cl);
+}
+
+static void client_on_plain(struct client *cl, const char *data, size_t len)
+{
 	struct txn *t = &cl->txn;
+	ssize_t nread = (ssize_t)len;
 	switch (cl->state) {
 	case CL_ERROR:
 		return;  /* lingering: discard */
 	case CL_TUNNEL:
 		if (t->bc) {
-			buf_append(&t->bc->out.pending, buf->base, (size_t)nread);
+			buf_append(&t->bc->out.pending, data, (size_t)nread);
 			bconn_flush(t->bc);
 			if (bconn_queued(t->bc) > OUT_HIGH_WATER)
 				client_read_pause(cl, 1);
@@ -674,7 +756,7 @@ static void client_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 	}
 	if (cl->in.len > 0 || t->req_done) {
 		/* Earlier bytes wait, or a response is pending: keep order. */
-		buf_append(&cl->in, buf->base, (size_t)nread);
+		buf_append(&cl->in, data, (size_t)nread);
 		if (t->req_done) {
 			if (cl->in.len > PIPELINE_MAX)
 				client_read_pause(cl, 1);
@@ -683,11 +765,11 @@ static void client_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 		client_run_input(cl);
 		return;
 	}
-	ssize_t n = client_exec(cl, buf->base, (size_t)nread);
+	ssize_t n = client_exec(cl, data, (size_t)nread);
 	if (n < 0)
 		return;
 	if ((size_t)n < (size_t)nread)
-		buf_append(&cl->in, buf->base + n, (size_t)nread - (size_t)n);
+		buf_append(&cl->in, data + n, (size_t)nread - (size_t)n);
 	client_after_input(cl);
 }
 
@@ -696,6 +778,8 @@ static void client_timer_cb(uv_timer_t *timer)
 	struct client *cl = timer->data;
 	switch (cl->state) {
 	case CL_IDLE:
+		if (cl->tls && !tls_conn_handshake_done(cl->tls))
+			log_info("%s TLS handshake timeout", cl->peer);
 		client_close(cl);  /* keepalive expired: nothing to answer */
 		break;
 	case CL_HEAD:
@@ -749,11 +833,14 @@ void client_accept(struct worker_listener *li)
 		cl = CONTAINER_OF(cl_free.next, struct client, link);
 		list_del(&cl->link);
 		struct buf in = cl->in, op = cl->out.pending, oi = cl->out.inflight;
+		struct buf wp = cl->wire.pending, wi = cl->wire.inflight;
 		struct txn keep = cl->txn;
 		memset(cl, 0, sizeof(*cl));
 		cl->in = in;
 		cl->out.pending = op;
 		cl->out.inflight = oi;
+		cl->wire.pending = wp;
+		cl->wire.inflight = wi;
 		cl->txn.req = keep.req;
 		cl->txn.resp = keep.resp;
 		cl->txn.head = keep.head;
@@ -783,7 +870,12 @@ void client_accept(struct worker_listener *li)
 	llhttp_init(&cl->parser, HTTP_REQUEST, &req_settings);
 	cl->parser.data = cl;
 	cl->state = CL_IDLE;
-	client_timer(cl, timeouts()->client_keepalive_ms);
+	if (li->tls) {
+		cl->tls = tls_conn_new(li->tls);
+		client_timer(cl, li->cfg->tls.handshake_timeout_ms);
+	} else {
+		client_timer(cl, timeouts()->client_keepalive_ms);
+	}
 	client_read_start(cl);
 }
 
@@ -862,7 +954,7 @@ static void txn_finish(struct client *cl, int reusable)
 		cl->state = CL_ERROR;
 		client_timer(cl, timeouts()->client_send_ms);
 		client_flush(cl);
-		if (!cl->out.writing && client_queued(cl) == 0)
+		if (!client_wire(cl)->writing && client_queued(cl) == 0)
 			client_linger(cl);
 		return;
 	}
@@ -921,7 +1013,7 @@ void client_backend_eof(struct client *cl, enum reason r)
 			upstream_abort(bc);
 		cl->state = CL_ERROR;
 		client_flush(cl);
-		if (!cl->out.writing && client_queued(cl) == 0)
+		if (!client_wire(cl)->writing && client_queued(cl) == 0)
 			client_linger(cl);
 		return;
 	}

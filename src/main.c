@@ -7,6 +7,7 @@
 #include "cfg.h"
 #include "log.h"
 #include "master.h"
+#include "tls.h"
 
 #define SLUICE_VERSION "0.1.0"
 
@@ -27,8 +28,9 @@ int main(int argc, char **argv)
 		case 'c': path = optarg; break;
 		case 't': test_only = 1; break;
 		case 'V':
-			printf("sluice %s\nlibuv %s\nllhttp %d.%d.%d\n", SLUICE_VERSION, uv_version_string(),
-			       LLHTTP_VERSION_MAJOR, LLHTTP_VERSION_MINOR, LLHTTP_VERSION_PATCH);
+			printf("sluice %s\nlibuv %s\nllhttp %d.%d.%d\nTLS %s\n", SLUICE_VERSION,
+			       uv_version_string(), LLHTTP_VERSION_MAJOR, LLHTTP_VERSION_MINOR,
+			       LLHTTP_VERSION_PATCH, tls_library());
 			return 0;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 1;
@@ -44,6 +46,13 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	if (test_only) {
+		struct tls_server **tls = master_tls_load(cfg, err, sizeof(err));
+		if (tls == NULL) {
+			fprintf(stderr, "%ssluice: configuration %s is invalid\n", err, path);
+			cfg_free(cfg);
+			return 1;
+		}
+		master_tls_free(cfg, tls);
 		fprintf(stderr, "sluice: configuration %s is ok\n", path);
 		cfg_free(cfg);
 		return 0;

@@ -21,6 +21,7 @@
 #include "cfg.h"
 #include "log.h"
 #include "shm.h"
+#include "tls.h"
 #include "util.h"
 #include "worker.h"
 
@@ -45,6 +46,11 @@ struct wproc {
 static struct lsock lsocks[MAX_LSOCKS];
 static struct wproc procs[SHM_MAX_WORKERS];
 static struct cfg *cur;
+static struct tls_server **cur_tls;
+/* Made once per instance, so tickets survive reloads; a listener with a
+ * ticket_keys file uses that instead (shared with other instances). */
+static struct tls_ticket_keys instance_keys;
+static int instance_keys_ready;
 static unsigned generation;
 static time_t restart_times[RESTART_BURST];
 static unsigned restart_pos;
@@ -133,6 +139,38 @@ static void lsocks_close_unused(void)
 	}
 }
 
+struct tls_server **master_tls_load(const struct cfg *cfg, char *err, size_t errlen)
+{
+	if (!instance_keys_ready) {
+		tls_ticket_keys_random(&instance_keys);
+		instance_keys_ready = 1;
+	}
+	struct tls_server **tls = calloc(cfg->nlisteners, sizeof(*tls));
+	AN(tls);
+	err[0] = '\0';
+	int failed = 0;
+	for (unsigned l = 0; l < cfg->nlisteners; l++) {
+		if (!cfg->listeners[l].tls.enabled)
+			continue;
+		tls[l] = tls_server_new(cfg, &cfg->listeners[l], &instance_keys, err, errlen);
+		failed |= tls[l] == NULL;
+	}
+	if (failed) {
+		master_tls_free(cfg, tls);
+		return NULL;
+	}
+	return tls;
+}
+
+void master_tls_free(const struct cfg *cfg, struct tls_server **tls)
+{
+	if (tls == NULL)
+		return;
+	for (unsigned l = 0; l < cfg->nlisteners; l++)
+		tls_server_free(tls[l]);
+	free(tls);
+}
+
 static int register_slots(struct cfg *cfg)
 {
 	for (unsigned b = 0; b < cfg->nbackends; b++) {
@@ -188,7 +226,7 @@ static int spawn(int index)
 			}
 		}
 		atomic_store(&shm->workers[slot].pid, getpid());
-		worker_run(cur, index, slot, fds, nfds);
+		worker_run(cur, index, slot, fds, nfds, cur_tls);
 	}
 	atomic_store(&shm->workers[slot].pid, pid);
 	shm->workers[slot].generation = generation;
@@ -269,8 +307,20 @@ static void reload(void)
 		log_error("reload rejected: keeping the running configuration");
 		return;
 	}
+	struct tls_server **next_tls = master_tls_load(next, err, sizeof(err));
+	if (next_tls == NULL) {
+		char *line = strtok(err, "\n");
+		while (line) {
+			log_error("reload rejected: %s", line);
+			line = strtok(NULL, "\n");
+		}
+		log_error("reload rejected: keeping the running configuration");
+		cfg_free(next);
+		return;
+	}
 	if (register_slots(next) < 0 || lsocks_prepare(next) < 0) {
 		log_error("reload rejected: keeping the running configuration");
+		master_tls_free(next, next_tls);
 		lsocks_rollback();
 		lsocks_prepare(cur);  /* restores in_use marks; opens nothing */
 		cfg_free(next);
@@ -279,8 +329,10 @@ static void reload(void)
 	if (log_open(next->error_log, next->access_log) < 0)
 		log_error("reload: cannot open the new logs; keeping the old ones");
 	struct cfg *old = cur;
+	struct tls_server **old_tls = cur_tls;
 	unsigned old_gen = generation;
 	cur = next;
+	cur_tls = next_tls;
 	generation++;
 	for (unsigned i = 0; i < cur->workers; i++)
 		spawn((int)i);
@@ -288,6 +340,7 @@ static void reload(void)
 	signal_generation(old_gen, SIGTERM, 1);
 	lsocks_close_unused();
 	/* Old workers keep their own copy of OLD; the master no longer needs it. */
+	master_tls_free(old, old_tls);
 	cfg_free(old);
 	log_info("reloaded: generation %u, %u workers", generation, cur->workers);
 }
@@ -311,6 +364,13 @@ int master_run(struct cfg *cfg)
 	log_set_role("master");
 	if (shm_init() < 0) {
 		log_error("shared memory: %s", strerror(errno));
+		return 1;
+	}
+	char err[8192];
+	cur_tls = master_tls_load(cfg, err, sizeof(err));
+	if (cur_tls == NULL) {
+		fprintf(stderr, "%s", err);
+		log_error("TLS configuration failed; not starting");
 		return 1;
 	}
 	if (register_slots(cfg) < 0 || lsocks_prepare(cfg) < 0)
@@ -384,6 +444,7 @@ int master_run(struct cfg *cfg)
 		unlink(cur->pid_file);
 	log_info("stopped");
 	log_close();
+	master_tls_free(cur, cur_tls);
 	cfg_free(cur);
 	return 0;
 }

@@ -9,4 +9,10 @@
  * master from here on. Returns the process exit status. */
 int master_run(struct cfg *cfg);
 
+struct tls_server;
+/* TLS contexts of every TLS listener of CFG (NULL entries for plain ones),
+ * or NULL with positioned errors in ERR. Also what `sluice -t` checks. */
+struct tls_server **master_tls_load(const struct cfg *cfg, char *err, size_t errlen);
+void master_tls_free(const struct cfg *cfg, struct tls_server **tls);
+
 #endif

@@ -47,6 +47,9 @@ struct txn {
 	int status;
 };
 
+struct tls_conn;
+struct tls_server;
+
 struct client {
 	uv_tcp_t tcp;
 	uv_timer_t timer;
@@ -55,7 +58,9 @@ struct client {
 	enum client_state state;
 	llhttp_t parser;
 	struct buf in;             /* unparsed input (pipelining, paused parser) */
-	struct outq out;
+	struct outq out;           /* plaintext; on TLS connections only `pending` is used */
+	struct tls_conn *tls;      /* NULL for plain TCP */
+	struct outq wire;          /* TLS: ciphertext to the socket */
 	struct txn txn;
 	struct list link;          /* worker's client list */
 	uint8_t keepalive;         /* this request allows another after it */
@@ -127,6 +132,7 @@ struct worker_listener {
 	struct cfg_listener *cfg;
 	struct backend *be;
 	struct worker *w;
+	struct tls_server *tls;    /* NULL for a plain listener */
 };
 
 #endif

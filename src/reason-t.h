@@ -17,6 +17,9 @@
 	X(URI_TOO_LONG,        414, "request_line_too_long",   "request line too long") \
 	X(EXPECT_FAILED,       417, "expectation_failed",      "unsupported Expect value") \
 	X(HEADERS_TOO_LARGE,   431, "headers_too_large",       "request header fields too large") \
+	X(TLS_PLAIN_HTTP,      400, "plain_http_on_tls_port",  "plain HTTP request sent to a TLS port; use https://") \
+	X(TLS_HANDSHAKE,         0, "tls_handshake_failed",    "") \
+	X(TLS_ERROR,             0, "tls_error",               "") \
 	X(TE_UNSUPPORTED,      501, "unsupported_transfer_encoding", "transfer coding not implemented") \
 	X(METHOD_UNSUPPORTED,  501, "method_not_implemented",  "method not implemented") \
 	X(BACKEND_REFUSED,     502, "backend_refused",         "backend connection failed") \

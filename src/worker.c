@@ -117,7 +117,8 @@ static void on_signal(uv_signal_t *h, int signum)
 	}
 }
 
-void worker_run(struct cfg *cfg, int index, int slot, const struct worker_fd *fds, unsigned nfds)
+void worker_run(struct cfg *cfg, int index, int slot, const struct worker_fd *fds, unsigned nfds,
+		struct tls_server **tls)
 {
 	static struct worker w;
 	W = &w;
@@ -142,6 +143,7 @@ void worker_run(struct cfg *cfg, int index, int slot, const struct worker_fd *fd
 		struct worker_listener *li = &w.listeners[i];
 		li->cfg = &cfg->listeners[fds[i].listener];
 		li->be = upstream_backend(li->cfg->backend_name);
+		li->tls = tls ? tls[fds[i].listener] : NULL;
 		AN(li->be);
 		li->w = &w;
 		uv_tcp_init(&w.loop, &li->tcp);

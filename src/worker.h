@@ -31,6 +31,7 @@ struct worker {
 	 * by its owner (client->in for unparsed pipelined bytes). */
 	char rbuf[WORKER_RBUF_SIZE];
 	int rbuf_busy;
+	struct buf tls_plain;       /* decrypted bytes of the read being handled */
 };
 
 extern struct worker *W;
@@ -52,8 +53,8 @@ struct worker_fd {
 };
 
 /* Runs the worker until it has drained; never returns. */
-void worker_run(struct cfg *cfg, int index, int slot, const struct worker_fd *fds, unsigned nfds)
-	__attribute__((noreturn));
+void worker_run(struct cfg *cfg, int index, int slot, const struct worker_fd *fds, unsigned nfds,
+		struct tls_server **tls) __attribute__((noreturn));
 /* Drain finished or a client/bconn count dropped: exit if nothing is left. */
 void worker_maybe_exit(void);
 

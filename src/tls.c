@@ -1,0 +1,657 @@
+/* TLS termination over memory BIOs, for OpenSSL 3 and BoringSSL.
+ *
+ * Certificates: one SSL_CTX per configured certificate, all configured the
+ * same way. A ClientHello callback (OpenSSL: client_hello_cb; BoringSSL:
+ * select_certificate_cb) reads SNI, signature algorithms, versions and
+ * suites (tlshello.c) and switches the connection to the SSL_CTX of the best
+ * certificate: the name matches (exact, then wildcard, else the default
+ * pair) and ECDSA when the client can verify it, RSA otherwise. That is the
+ * HAProxy approach and works the same on both libraries. */
+#define OPENSSL_SUPPRESS_DEPRECATED 1  /* the ticket key callback, both libraries have it */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/pem.h>
+#include <openssl/rand.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+#include "tls.h"
+#include "tlshello.h"
+#include "log.h"
+#include "util.h"
+
+#define TLS_DEFAULT_CIPHERS \
+	"ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:" \
+	"ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:" \
+	"ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305"
+#define TLS_DEFAULT_CURVES "X25519:P-256:P-384"
+#define MAX_NAMES 64
+
+struct tls_cert {
+	SSL_CTX *ctx;
+	int ecdsa;                 /* 1: EC key, 0: RSA */
+	int curve_bits;            /* 256 / 384 for EC keys */
+	char *names[MAX_NAMES];    /* DNS SANs, else the CN */
+	unsigned nnames;
+};
+
+struct tls_server {
+	const struct cfg_tls *cfg;
+	struct tls_cert *certs;
+	unsigned ncerts;
+	int def_ecdsa, def_rsa;    /* default certificate of each type, -1 = none */
+	struct tls_ticket_keys keys;
+	int have_keys;
+};
+
+struct tls_conn {
+	SSL *ssl;
+	BIO *rbio, *wbio;          /* owned by ssl */
+	struct tls_server *srv;
+	int cert;                  /* index of the certificate chosen, -1 before */
+	uint8_t done;
+	char error[160];
+};
+
+const char *tls_library(void)
+{
+#ifdef OPENSSL_IS_BORINGSSL
+	return "BoringSSL";
+#else
+	return OpenSSL_version(OPENSSL_VERSION);
+#endif
+}
+
+static void err_add(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void err_add(char *err, size_t errlen, const char *fmt, ...)
+{
+	size_t used = strlen(err);
+	if (used + 2 >= errlen)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(err + used, errlen - used - 1, fmt, ap);
+	va_end(ap);
+	used = strlen(err);
+	err[used] = '\n';
+	err[used + 1] = '\0';
+}
+
+static const char *ssl_err_text(void)
+{
+	static char buf[160];
+	unsigned long e = ERR_peek_last_error();
+	if (e == 0)
+		return "unknown TLS library error";
+	ERR_error_string_n(e, buf, sizeof(buf));
+	ERR_clear_error();
+	return buf;
+}
+
+/* ---- session tickets ---- */
+
+void tls_ticket_keys_random(struct tls_ticket_keys *keys)
+{
+	keys->n = 1;
+	AN(RAND_bytes((uint8_t *)&keys->k[0], sizeof(keys->k[0])) == 1);
+}
+
+static int ticket_keys_load(const char *path, struct tls_ticket_keys *keys, char *why, size_t whylen)
+{
+	FILE *f = fopen(path, "r");
+	if (f == NULL) {
+		snprintf(why, whylen, "cannot open %s: %s", path, strerror(errno));
+		return -1;
+	}
+	char line[256];
+	keys->n = 0;
+	while (fgets(line, sizeof(line), f)) {
+		size_t n = strcspn(line, "\r\n");
+		line[n] = '\0';
+		if (n == 0 || line[0] == '#')
+			continue;
+		uint8_t raw[64];
+		int len = EVP_DecodeBlock(raw, (const uint8_t *)line, (int)n);
+		/* EVP_DecodeBlock counts '=' padding bytes as data */
+		while (n > 0 && line[--n] == '=')
+			len--;
+		if (len != 48) {
+			snprintf(why, whylen, "%s: each line must be 48 bytes in base64 (openssl rand -base64 48)", path);
+			fclose(f);
+			return -1;
+		}
+		if (keys->n == TLS_MAX_TICKET_KEYS)
+			break;
+		memcpy(&keys->k[keys->n++], raw, 48);
+	}
+	fclose(f);
+	if (keys->n == 0) {
+		snprintf(why, whylen, "%s: no key in the file", path);
+		return -1;
+	}
+	return 0;
+}
+
+static int ticket_key_cb(SSL *ssl, uint8_t key_name[16], uint8_t *iv, EVP_CIPHER_CTX *ectx,
+			 HMAC_CTX *hctx, int enc)
+{
+	struct tls_conn *t = SSL_get_app_data(ssl);
+	struct tls_ticket_keys *keys = &t->srv->keys;
+	if (enc) {
+		memcpy(key_name, keys->k[0].name, 16);
+		if (RAND_bytes(iv, EVP_MAX_IV_LENGTH) != 1)
+			return -1;
+		if (!EVP_EncryptInit_ex(ectx, EVP_aes_128_cbc(), NULL, keys->k[0].aes, iv) ||
+		    !HMAC_Init_ex(hctx, keys->k[0].hmac, 16, EVP_sha256(), NULL))
+			return -1;
+		return 1;
+	}
+	for (unsigned i = 0; i < keys->n; i++) {
+		if (memcmp(key_name, keys->k[i].name, 16) != 0)
+			continue;
+		if (!HMAC_Init_ex(hctx, keys->k[i].hmac, 16, EVP_sha256(), NULL) ||
+		    !EVP_DecryptInit_ex(ectx, EVP_aes_128_cbc(), NULL, keys->k[i].aes, iv))
+			return -1;
+		return i == 0 ? 1 : 2;  /* 2: valid, but re-issue under the current key */
+	}
+	return 0;  /* unknown key: full handshake */
+}
+
+/* ---- certificate choice ---- */
+
+static int pick_cert(struct tls_server *srv, const char *sni, int ecdsa_ok_256, int ecdsa_ok_384)
+{
+	int best_ec = -1, best_rsa = -1;
+	for (int pass = 0; pass < 2 && best_ec < 0 && best_rsa < 0 && sni[0]; pass++) {
+		for (unsigned i = 0; i < srv->ncerts; i++) {
+			struct tls_cert *c = &srv->certs[i];
+			for (unsigned k = 0; k < c->nnames; k++) {
+				int wild = c->names[k][0] == '*';
+				if (wild != pass || !hello_name_match(c->names[k], sni))
+					continue;
+				if (c->ecdsa && best_ec < 0)
+					best_ec = (int)i;
+				if (!c->ecdsa && best_rsa < 0)
+					best_rsa = (int)i;
+			}
+		}
+	}
+	if (best_ec < 0 && best_rsa < 0) {
+		best_ec = srv->def_ecdsa;
+		best_rsa = srv->def_rsa;
+	}
+	if (best_ec >= 0) {
+		int bits = srv->certs[best_ec].curve_bits;
+		if ((bits == 384 ? ecdsa_ok_384 : ecdsa_ok_256) || best_rsa < 0)
+			return best_ec;
+	}
+	return best_rsa;
+}
+
+static int choose_and_switch(SSL *ssl, const uint8_t *sni_ext, size_t sni_len, const uint8_t *sig_ext,
+			     size_t sig_len, const uint8_t *ver_ext, size_t ver_len, const uint8_t *suites,
+			     size_t suites_len)
+{
+	struct tls_conn *t = SSL_get_app_data(ssl);
+	struct tls_server *srv = t->srv;
+	char sni[256] = "";
+	if (hello_sni(sni_ext, sni_len, sni, sizeof(sni)) < 0)
+		return -1;
+	/* ECDSA needs an ECDSA signature scheme, and under TLS 1.2 an
+	 * ECDHE-ECDSA suite too (TLS 1.3 suites do not name the key type). */
+	int tls13 = hello_offers_tls13(ver_ext, ver_len) == 1 && srv->cfg->max_version >= 0x0304;
+	int suite_ok = tls13 || hello_ecdsa_suite(suites, suites_len);
+	int ok256 = suite_ok && hello_ecdsa_sigalg(sig_ext, sig_len, 256) == 1;
+	int ok384 = suite_ok && hello_ecdsa_sigalg(sig_ext, sig_len, 384) == 1;
+	int c = pick_cert(srv, sni, ok256, ok384);
+	if (c < 0)
+		return -1;
+	t->cert = c;
+	if (SSL_get_SSL_CTX(ssl) != srv->certs[c].ctx)
+		SSL_set_SSL_CTX(ssl, srv->certs[c].ctx);
+	return 0;
+}
+
+#ifdef OPENSSL_IS_BORINGSSL
+static enum ssl_select_cert_result_t select_cert_cb(const SSL_CLIENT_HELLO *ch)
+{
+	const uint8_t *sni = NULL, *sig = NULL, *ver = NULL;
+	size_t sni_len = 0, sig_len = 0, ver_len = 0;
+	SSL_early_callback_ctx_extension_get(ch, TLSEXT_SERVER_NAME, &sni, &sni_len);
+	SSL_early_callback_ctx_extension_get(ch, TLSEXT_SIG_ALGS, &sig, &sig_len);
+	SSL_early_callback_ctx_extension_get(ch, TLSEXT_SUPPORTED_VERSIONS, &ver, &ver_len);
+	return choose_and_switch(ch->ssl, sni, sni_len, sig, sig_len, ver, ver_len, ch->cipher_suites,
+				 ch->cipher_suites_len) == 0 ? ssl_select_cert_success : ssl_select_cert_error;
+}
+#else
+static int client_hello_cb(SSL *ssl, int *alert, void *arg)
+{
+	(void)arg;
+	const uint8_t *sni = NULL, *sig = NULL, *ver = NULL, *suites = NULL;
+	size_t sni_len = 0, sig_len = 0, ver_len = 0;
+	SSL_client_hello_get0_ext(ssl, TLSEXT_SERVER_NAME, &sni, &sni_len);
+	SSL_client_hello_get0_ext(ssl, TLSEXT_SIG_ALGS, &sig, &sig_len);
+	SSL_client_hello_get0_ext(ssl, TLSEXT_SUPPORTED_VERSIONS, &ver, &ver_len);
+	size_t suites_len = SSL_client_hello_get0_ciphers(ssl, &suites);
+	if (choose_and_switch(ssl, sni, sni_len, sig, sig_len, ver, ver_len, suites, suites_len) < 0) {
+		*alert = SSL_AD_UNRECOGNIZED_NAME;
+		return SSL_CLIENT_HELLO_ERROR;
+	}
+	return SSL_CLIENT_HELLO_SUCCESS;
+}
+#endif
+
+static int alpn_cb(SSL *ssl, const uint8_t **out, uint8_t *outlen, const uint8_t *in, unsigned inlen,
+		   void *arg)
+{
+	(void)ssl;
+	(void)arg;
+	for (unsigned i = 0; i < inlen;) {
+		unsigned n = in[i];
+		if (i + 1 + n > inlen)
+			break;
+		if (n == 8 && memcmp(in + i + 1, "http/1.1", 8) == 0) {
+			*out = in + i + 1;
+			*outlen = 8;
+			return SSL_TLSEXT_ERR_OK;
+		}
+		i += 1 + n;
+	}
+	return SSL_TLSEXT_ERR_NOACK;  /* no overlap: go on without ALPN, speak HTTP/1.1 */
+}
+
+/* Optional client certificates: verify, record, never fail the handshake. */
+static int verify_optional_cb(int ok, X509_STORE_CTX *store)
+{
+	(void)ok;
+	(void)store;
+	return 1;
+}
+
+static int passwd_cb(char *buf, int size, int rwflag, void *userdata)
+{
+	(void)rwflag;
+	const char *pw = userdata;
+	int n = (int)strlen(pw);
+	if (n >= size)
+		return 0;
+	memcpy(buf, pw, (size_t)n);
+	return n;
+}
+
+/* ---- building contexts ---- */
+
+static int ctx_configure(SSL_CTX *ctx, const struct cfg_tls *tc, struct tls_server *srv,
+			 const char *where, char *err, size_t errlen)
+{
+	SSL_CTX_set_min_proto_version(ctx, (uint16_t)tc->min_version);
+	SSL_CTX_set_max_proto_version(ctx, (uint16_t)tc->max_version);
+	SSL_CTX_set_options(ctx, SSL_OP_NO_COMPRESSION | SSL_OP_CIPHER_SERVER_PREFERENCE
+#ifdef SSL_OP_NO_RENEGOTIATION
+			    | SSL_OP_NO_RENEGOTIATION
+#endif
+	);
+	SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
+	const char *ciphers = tc->ciphers[0] ? tc->ciphers : TLS_DEFAULT_CIPHERS;
+	if (!SSL_CTX_set_cipher_list(ctx, ciphers)) {
+		err_add(err, errlen, "%s.ciphers: no usable cipher in \"%s\": %s", where, ciphers, ssl_err_text());
+		return -1;
+	}
+	if (tc->ciphersuites[0]) {
+#ifdef OPENSSL_IS_BORINGSSL
+		err_add(err, errlen, "%s.ciphersuites: TLS 1.3 suites are fixed in BoringSSL builds", where);
+		return -1;
+#else
+		if (!SSL_CTX_set_ciphersuites(ctx, tc->ciphersuites)) {
+			err_add(err, errlen, "%s.ciphersuites: bad list \"%s\": %s", where, tc->ciphersuites,
+				ssl_err_text());
+			return -1;
+		}
+#endif
+	}
+	const char *curves = tc->curves[0] ? tc->curves : TLS_DEFAULT_CURVES;
+	if (!SSL_CTX_set1_curves_list(ctx, curves)) {
+		err_add(err, errlen, "%s.curves: bad list \"%s\": %s", where, curves, ssl_err_text());
+		return -1;
+	}
+	static const uint8_t sid_ctx[] = "sluice";
+	SSL_CTX_set_session_id_context(ctx, sid_ctx, sizeof(sid_ctx) - 1);
+	if (tc->session_cache) {
+		SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_SERVER);
+		SSL_CTX_sess_set_cache_size(ctx, tc->session_cache);
+	} else {
+		SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
+	}
+	if (!tc->tickets)
+		SSL_CTX_set_options(ctx, SSL_OP_NO_TICKET);
+	else
+		SSL_CTX_set_tlsext_ticket_key_cb(ctx, ticket_key_cb);
+	SSL_CTX_set_alpn_select_cb(ctx, alpn_cb, NULL);
+#ifdef OPENSSL_IS_BORINGSSL
+	SSL_CTX_set_select_certificate_cb(ctx, select_cert_cb);
+#else
+	SSL_CTX_set_client_hello_cb(ctx, client_hello_cb, NULL);
+#endif
+	if (tc->client_auth != CFG_CLIENT_AUTH_OFF) {
+		if (!SSL_CTX_load_verify_locations(ctx, tc->client_ca, NULL)) {
+			err_add(err, errlen, "%s.client_ca: cannot load %s: %s", where, tc->client_ca, ssl_err_text());
+			return -1;
+		}
+		STACK_OF(X509_NAME) *names = SSL_load_client_CA_file(tc->client_ca);
+		if (names)
+			SSL_CTX_set_client_CA_list(ctx, names);
+		SSL_CTX_set_verify_depth(ctx, (int)tc->verify_depth);
+		if (tc->client_auth == CFG_CLIENT_AUTH_REQUIRED)
+			SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, NULL);
+		else
+			SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, verify_optional_cb);
+	}
+	(void)srv;
+	return 0;
+}
+
+static void cert_names(struct tls_cert *c, X509 *x)
+{
+	GENERAL_NAMES *sans = X509_get_ext_d2i(x, NID_subject_alt_name, NULL, NULL);
+	if (sans) {
+		for (size_t i = 0; i < (size_t)sk_GENERAL_NAME_num(sans) && c->nnames < MAX_NAMES; i++) {
+			const GENERAL_NAME *g = sk_GENERAL_NAME_value(sans, i);
+			if (g->type != GEN_DNS)
+				continue;
+			const unsigned char *d = ASN1_STRING_get0_data(g->d.dNSName);
+			int n = ASN1_STRING_length(g->d.dNSName);
+			c->names[c->nnames] = strndup((const char *)d, (size_t)n);
+			AN(c->names[c->nnames]);
+			c->nnames++;
+		}
+		GENERAL_NAMES_free(sans);
+	}
+	if (c->nnames == 0) {
+		char cn[256];
+		if (X509_NAME_get_text_by_NID(X509_get_subject_name(x), NID_commonName, cn, sizeof(cn)) > 0) {
+			c->names[0] = strdup(cn);
+			AN(c->names[0]);
+			c->nnames = 1;
+		}
+	}
+}
+
+static int cert_load(struct tls_cert *c, const struct cfg_tls *tc, const struct cfg_tls_cert *cc,
+		     struct tls_server *srv, const char *cfgpath, const char *where, char *err, size_t errlen)
+{
+	char at[700];
+	snprintf(at, sizeof(at), "%s:%d:%d: %s", cfgpath, cc->line, cc->col, where);
+	c->ctx = SSL_CTX_new(TLS_method());
+	AN(c->ctx);
+	SSL_CTX_set_app_data(c->ctx, srv);
+	if (ctx_configure(c->ctx, tc, srv, at, err, errlen) < 0)
+		return -1;
+	FILE *f = fopen(cc->cert, "r");
+	if (f == NULL) {
+		err_add(err, errlen, "%s.cert: cannot open %s: %s", at, cc->cert, strerror(errno));
+		return -1;
+	}
+	fclose(f);
+	if (!SSL_CTX_use_certificate_chain_file(c->ctx, cc->cert)) {
+		err_add(err, errlen, "%s.cert: no usable certificate in %s: %s", at, cc->cert, ssl_err_text());
+		return -1;
+	}
+	const char *keyfile = cc->key[0] ? cc->key : cc->cert;
+	const char *keykey = cc->key[0] ? "key" : "cert";
+	f = fopen(keyfile, "r");
+	if (f == NULL) {
+		err_add(err, errlen, "%s.%s: cannot open %s: %s", at, keykey, keyfile, strerror(errno));
+		return -1;
+	}
+	EVP_PKEY *pkey = PEM_read_PrivateKey(f, NULL, passwd_cb, (void *)cc->passphrase);
+	fclose(f);
+	if (pkey == NULL) {
+		unsigned long e = ERR_peek_last_error();
+		int bad_pass = ERR_GET_REASON(e) == PEM_R_BAD_PASSWORD_READ || ERR_GET_REASON(e) == PEM_R_BAD_DECRYPT
+#ifdef EVP_R_BAD_DECRYPT
+			       || ERR_GET_REASON(e) == EVP_R_BAD_DECRYPT
+#endif
+			       ;
+		err_add(err, errlen, "%s.%s: cannot read the private key in %s: %s", at,
+			bad_pass || cc->passphrase[0] ? "passphrase" : keykey, keyfile,
+			bad_pass ? "wrong passphrase" : (cc->passphrase[0] ? ssl_err_text() :
+			"no key, or an encrypted key without a passphrase"));
+		ERR_clear_error();
+		return -1;
+	}
+	int ok = SSL_CTX_use_PrivateKey(c->ctx, pkey) && SSL_CTX_check_private_key(c->ctx);
+	int type = EVP_PKEY_id(pkey);
+	c->ecdsa = type == EVP_PKEY_EC;
+	c->curve_bits = c->ecdsa ? EVP_PKEY_bits(pkey) : 0;
+	EVP_PKEY_free(pkey);
+	if (!ok) {
+		ERR_clear_error();
+		err_add(err, errlen, "%s.%s: the key in %s does not match the certificate in %s", at, keykey,
+			keyfile, cc->cert);
+		return -1;
+	}
+	if (type != EVP_PKEY_EC && type != EVP_PKEY_RSA) {
+		err_add(err, errlen, "%s.cert: only ECDSA and RSA keys are supported", at);
+		return -1;
+	}
+	X509 *x = SSL_CTX_get0_certificate(c->ctx);
+	cert_names(c, x);
+	if (X509_cmp_current_time(X509_get0_notAfter(x)) < 0)
+		log_warn("%s.cert: certificate %s has expired; serving it anyway", at, cc->cert);
+	return 0;
+}
+
+struct tls_server *tls_server_new(const struct cfg *cfg, const struct cfg_listener *l,
+				  const struct tls_ticket_keys *keys, char *err, size_t errlen)
+{
+	const struct cfg_tls *tc = &l->tls;
+	struct tls_server *srv = calloc(1, sizeof(*srv));
+	AN(srv);
+	srv->cfg = tc;
+	srv->def_ecdsa = srv->def_rsa = -1;
+	srv->certs = calloc(tc->ncerts, sizeof(*srv->certs));
+	AN(srv->certs);
+	srv->ncerts = tc->ncerts;
+	int failed = 0;
+	unsigned li = (unsigned)(l - cfg->listeners);
+	if (tc->tickets) {
+		if (tc->ticket_keys[0]) {
+			char why[600];
+			if (ticket_keys_load(tc->ticket_keys, &srv->keys, why, sizeof(why)) < 0) {
+				err_add(err, errlen, "%s:%d:%d: listeners[%u].tls.ticket_keys: %s", cfg->path,
+					tc->line, tc->col, li, why);
+				failed = 1;
+			}
+		} else if (keys) {
+			srv->keys = *keys;
+		} else {
+			tls_ticket_keys_random(&srv->keys);
+		}
+	}
+	for (unsigned i = 0; i < tc->ncerts; i++) {
+		char where[96];
+		snprintf(where, sizeof(where), "listeners[%u].tls.certificates[%u]", li, i);
+		if (cert_load(&srv->certs[i], tc, &tc->certs[i], srv, cfg->path, where, err, errlen) < 0) {
+			failed = 1;
+			continue;
+		}
+		if (srv->certs[i].ecdsa && srv->def_ecdsa < 0)
+			srv->def_ecdsa = (int)i;
+		if (!srv->certs[i].ecdsa && srv->def_rsa < 0)
+			srv->def_rsa = (int)i;
+	}
+	if (failed) {
+		tls_server_free(srv);
+		return NULL;
+	}
+	return srv;
+}
+
+void tls_server_free(struct tls_server *srv)
+{
+	if (srv == NULL)
+		return;
+	for (unsigned i = 0; i < srv->ncerts; i++) {
+		SSL_CTX_free(srv->certs[i].ctx);
+		for (unsigned k = 0; k < srv->certs[i].nnames; k++)
+			free(srv->certs[i].names[k]);
+	}
+	free(srv->certs);
+	OPENSSL_cleanse(&srv->keys, sizeof(srv->keys));
+	free(srv);
+}
+
+/* ---- connections ---- */
+
+struct tls_conn *tls_conn_new(struct tls_server *srv)
+{
+	struct tls_conn *t = calloc(1, sizeof(*t));
+	AN(t);
+	t->srv = srv;
+	t->cert = -1;
+	int first = srv->def_ecdsa >= 0 ? srv->def_ecdsa : srv->def_rsa;
+	t->ssl = SSL_new(srv->certs[first].ctx);
+	AN(t->ssl);
+	t->rbio = BIO_new(BIO_s_mem());
+	t->wbio = BIO_new(BIO_s_mem());
+	AN(t->rbio && t->wbio);
+	SSL_set_bio(t->ssl, t->rbio, t->wbio);
+	SSL_set_app_data(t->ssl, t);
+	SSL_set_accept_state(t->ssl);
+	return t;
+}
+
+void tls_conn_free(struct tls_conn *t)
+{
+	if (t == NULL)
+		return;
+	SSL_free(t->ssl);  /* frees both BIOs */
+	free(t);
+}
+
+int tls_conn_handshake_done(const struct tls_conn *t)
+{
+	return t->done;
+}
+
+const char *tls_conn_error(const struct tls_conn *t)
+{
+	return t->error[0] ? t->error : "TLS error";
+}
+
+static void drain_wbio(struct tls_conn *t, struct buf *wire)
+{
+	size_t n;
+	while ((n = BIO_ctrl_pending(t->wbio)) > 0) {
+		buf_reserve(wire, n);
+		int r = BIO_read(t->wbio, wire->data + wire->len, (int)n);
+		if (r <= 0)
+			break;
+		wire->len += (size_t)r;
+	}
+}
+
+static enum tls_status fail(struct tls_conn *t, int ret)
+{
+	int e = SSL_get_error(t->ssl, ret);
+	unsigned long le = ERR_peek_last_error();
+	if (le) {
+		ERR_error_string_n(le, t->error, sizeof(t->error));
+	} else {
+		snprintf(t->error, sizeof(t->error), "SSL_get_error %d%s", e,
+			 e == SSL_ERROR_SYSCALL ? " (truncated or unexpected EOF)" : "");
+	}
+	ERR_clear_error();
+	return TLS_ERROR;
+}
+
+enum tls_status tls_conn_feed(struct tls_conn *t, const char *in, size_t len, struct buf *plain,
+			      struct buf *wire)
+{
+	if (len && BIO_write(t->rbio, in, (int)len) != (int)len)
+		return fail(t, -1);
+	if (!t->done) {
+		int r = SSL_do_handshake(t->ssl);
+		drain_wbio(t, wire);  /* alerts too: the peer learns why */
+		if (r != 1) {
+			int e = SSL_get_error(t->ssl, r);
+			if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE)
+				return TLS_OK;
+			return fail(t, r);
+		}
+		t->done = 1;
+	}
+	for (;;) {
+		buf_reserve(plain, 16384);
+		int r = SSL_read(t->ssl, plain->data + plain->len, (int)(plain->cap - plain->len));
+		if (r > 0) {
+			plain->len += (size_t)r;
+			continue;
+		}
+		int e = SSL_get_error(t->ssl, r);
+		drain_wbio(t, wire);
+		if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE)
+			return TLS_OK;
+		if (e == SSL_ERROR_ZERO_RETURN)
+			return TLS_CLOSED;
+		return fail(t, r);
+	}
+}
+
+int tls_conn_encrypt(struct tls_conn *t, const char *plain, size_t len, struct buf *wire)
+{
+	while (len > 0) {
+		int chunk = len > 65536 ? 65536 : (int)len;
+		int r = SSL_write(t->ssl, plain, chunk);
+		if (r <= 0) {
+			fail(t, r);
+			return -1;
+		}
+		plain += r;
+		len -= (size_t)r;
+		drain_wbio(t, wire);
+	}
+	drain_wbio(t, wire);
+	return 0;
+}
+
+void tls_conn_shutdown(struct tls_conn *t, struct buf *wire)
+{
+	if (!t->done)
+		return;
+	SSL_shutdown(t->ssl);
+	ERR_clear_error();
+	drain_wbio(t, wire);
+}
+
+void tls_conn_describe(const struct tls_conn *t, struct buf *out)
+{
+	if (!t->done) {
+		buf_append_str(out, " tls=handshake");
+		return;
+	}
+	const SSL_CIPHER *c = SSL_get_current_cipher(t->ssl);
+	const char *sni = SSL_get_servername(t->ssl, TLSEXT_NAMETYPE_host_name);
+	const uint8_t *alpn = NULL;
+	unsigned alpn_len = 0;
+	SSL_get0_alpn_selected(t->ssl, &alpn, &alpn_len);
+	buf_appendf(out, " tls=%s cipher=%s sni=%s alpn=%.*s resumed=%d cert=%s", SSL_get_version(t->ssl),
+		    c ? SSL_CIPHER_get_name(c) : "-", sni && sni[0] ? sni : "-", alpn_len ? (int)alpn_len : 1,
+		    alpn_len ? (const char *)alpn : "-", SSL_session_reused(t->ssl),
+		    t->cert < 0 ? "-" : t->srv->certs[t->cert].ecdsa ? "ecdsa" : "rsa");
+	X509 *peer = SSL_get_peer_certificate(t->ssl);
+	if (peer) {
+		char subj[256];
+		X509_NAME_oneline(X509_get_subject_name(peer), subj, sizeof(subj));
+		for (char *p = subj; *p; p++)
+			if (*p == '"' || *p < 0x20)
+				*p = '?';
+		buf_appendf(out, " ccert=\"%s\" verify=%ld", subj, SSL_get_verify_result(t->ssl));
+		X509_free(peer);
+	} else {
+		buf_append_str(out, " ccert=-");
+	}
+}

@@ -1,0 +1,62 @@
+/* TLS termination, built against OpenSSL 3 or BoringSSL (make TLS=...).
+ * The only module that includes a TLS library's headers.
+ *
+ * The master builds one struct tls_server per TLS listener before forking
+ * (keys are read while it still has the rights to), workers inherit them.
+ * A connection's TLS state works on memory BIOs: ciphertext in from the
+ * socket, plaintext out to the HTTP parser, and the reverse; the event loop
+ * and its buffers stay the caller's. */
+#ifndef SLUICE_TLS_H
+#define SLUICE_TLS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "buf.h"
+#include "cfg-t.h"
+
+#define TLS_MAX_TICKET_KEYS 8
+
+/* Session ticket keys: [0] encrypts, all decrypt. */
+struct tls_ticket_keys {
+	unsigned n;
+	struct { uint8_t name[16], hmac[16], aes[16]; } k[TLS_MAX_TICKET_KEYS];
+};
+
+struct tls_server;
+struct tls_conn;
+
+/* "OpenSSL 3.0.x ..." or "BoringSSL". */
+const char *tls_library(void);
+
+/* Build the contexts of listener L. ERR gets positioned messages
+ * ("FILE:LINE:COL: key: why"), one per line; NULL on failure. KEYS may be
+ * NULL when the listener reads a ticket key file or has tickets off; it is
+ * copied. */
+struct tls_server *tls_server_new(const struct cfg *cfg, const struct cfg_listener *l,
+				  const struct tls_ticket_keys *keys, char *err, size_t errlen);
+void tls_server_free(struct tls_server *srv);
+void tls_ticket_keys_random(struct tls_ticket_keys *keys);
+
+enum tls_status {
+	TLS_OK,       /* progress (maybe plaintext, maybe bytes to send) */
+	TLS_CLOSED,   /* the peer sent close_notify */
+	TLS_ERROR,    /* handshake or record failure; tls_conn_error() says why */
+};
+
+struct tls_conn *tls_conn_new(struct tls_server *srv);
+void tls_conn_free(struct tls_conn *t);
+int tls_conn_handshake_done(const struct tls_conn *t);
+/* Feed ciphertext. Decrypted bytes are appended to PLAIN; bytes for the
+ * peer (handshake, tickets, alerts) to WIRE. */
+enum tls_status tls_conn_feed(struct tls_conn *t, const char *in, size_t len,
+			      struct buf *plain, struct buf *wire);
+/* Encrypt LEN bytes of PLAIN onto WIRE. Returns 0, -1 on failure. */
+int tls_conn_encrypt(struct tls_conn *t, const char *plain, size_t len, struct buf *wire);
+/* Queue a close_notify alert onto WIRE. */
+void tls_conn_shutdown(struct tls_conn *t, struct buf *wire);
+const char *tls_conn_error(const struct tls_conn *t);
+/* " tls=TLSv1.3 cipher=... sni=... alpn=... resumed=0|1 cert=ecdsa|rsa
+ * ccert=\"subject\"|-" for the access log. */
+void tls_conn_describe(const struct tls_conn *t, struct buf *out);
+
+#endif
