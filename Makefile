@@ -47,7 +47,7 @@ LIB_OBJ = $(filter-out $(BUILD)/main.o,$(OBJ))
 UNIT_SRC = $(wildcard tests/unit/test_*.c)
 UNIT_BIN = $(patsubst tests/unit/%.c,$(BUILD)/unit/%,$(UNIT_SRC))
 
-DEB_BUILD_PKGS = gcc make pkg-config libuv1-dev node-llhttp libssl-dev android-libboringssl-dev \
+DEB_BUILD_PKGS = gcc make pkg-config openssl libuv1-dev node-llhttp libssl-dev android-libboringssl-dev \
                  liblua5.4-dev libjemalloc-dev libcyaml-dev libyaml-dev libpcre2-dev
 DEB_TEST_PKGS  = curl wrk haproxy nginx openssl python3 python3-pip
 
