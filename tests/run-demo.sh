@@ -6,17 +6,7 @@
 set -eu
 BUILD=${1:-build}
 CONF=${SLUICE_CONF:-conf/sluice.yaml}
-TLSDIR=conf/tls
-mkdir -p "$TLSDIR"
-if [ ! -f "$TLSDIR/ecdsa.pem" ] || [ ! -f "$TLSDIR/rsa.pem" ]; then
-	echo "sluice: generating a self-signed ECDSA P-256 and RSA-2048 certificate for localhost in $TLSDIR/"
-	SAN="subjectAltName=DNS:localhost,IP:127.0.0.1"
-	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 825 \
-		-subj /CN=localhost -addext "$SAN" -keyout "$TLSDIR/ecdsa.key" -out "$TLSDIR/ecdsa.pem" 2>/dev/null
-	openssl req -x509 -newkey rsa:2048 -nodes -days 825 \
-		-subj /CN=localhost -addext "$SAN" -keyout "$TLSDIR/rsa.key" -out "$TLSDIR/rsa.pem" 2>/dev/null
-	chmod 600 "$TLSDIR/ecdsa.key" "$TLSDIR/rsa.key"
-fi
+sh conf/make-demo-certs.sh conf/tls
 "$BUILD/demo_backend" --listen 127.0.0.1:9000 --threads 16 --backlog 64 --service-ms 2 --keepalive-ms 60000 --quiet &
 backend=$!
 trap 'kill $backend 2>/dev/null; wait $backend 2>/dev/null || true' EXIT INT TERM

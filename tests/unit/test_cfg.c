@@ -153,7 +153,10 @@ static void test_default_config(void)
 	CHECK(c->limits.max_request_line == 8192 && c->limits.max_header_size == 32768);
 	CHECK(c->limits.max_headers == 100 && c->limits.max_body_size == 0);
 	CHECK(c->limits.max_connections == 100000);
-	CHECK(c->nlisteners == 1 && c->nbackends == 1);
+	CHECK(c->nlisteners == 2 && c->nbackends == 1);
+	CHECK(!c->listeners[0].tls.enabled && c->listeners[1].tls.enabled);
+	CHECK(c->listeners[1].tls.ncerts == 2);
+	CHECK(strcmp(c->listeners[1].tls.certs[0].cert, "conf/tls/ecdsa.pem") == 0);
 	CHECK(strcmp(c->listeners[0].name, "http") == 0);
 	CHECK(addr_is(&c->listeners[0].addr, AF_INET, "0.0.0.0", 8080));
 	CHECK(c->listeners[0].backlog == 511);
