@@ -39,6 +39,19 @@ struct cfg_health {
 	uint32_t fall;           /* failures to go down, default 3 */
 };
 
+/* TLS towards the servers of a backend (re-encryption). */
+struct cfg_backend_tls {
+	int enabled;               /* 1 when the tls mapping is present */
+	int verify;                /* verify the server certificate (default on) */
+	char ca[512];              /* CA file to verify against; required when verify is on */
+	char sni[256];             /* server_name sent, and the name verified; "" = none */
+	char cert[512];            /* client certificate for mutual TLS; "" = none */
+	char key[512];             /* its key; "" = in cert */
+	int min_version, max_version; /* as for listeners; default TLSv1.2..TLSv1.3 */
+	int session_reuse;         /* resume sessions on new connections (default on) */
+	int line, col;             /* of the tls mapping */
+};
+
 struct cfg_server {
 	char name[CFG_NAME_MAX];
 	struct cfg_addr addr;
@@ -56,6 +69,7 @@ struct cfg_backend {
 	uint32_t connect_timeout_ms;    /* default 3000 */
 	uint32_t response_timeout_ms;   /* first byte and between reads, default 30000 */
 	struct cfg_health health;
+	struct cfg_backend_tls tls;
 	struct cfg_server *servers;
 	unsigned nservers;
 };

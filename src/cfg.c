@@ -249,8 +249,13 @@ struct y_backend {
 	char *name, *balance, *queue_timeout, *queue_max, *idle_max;
 	char *idle_timeout, *connect_timeout, *response_timeout;
 	struct y_health *health_check;
+	struct y_backend_tls *tls;
 	struct y_server *servers;
 	unsigned servers_count;
+};
+
+struct y_backend_tls {
+	char *ca, *verify, *sni, *cert, *key, *min_version, *max_version, *session_reuse;
 };
 
 struct y_tls_cert {
@@ -316,6 +321,18 @@ static const cyaml_schema_value_t y_server_schema = {
 	CYAML_VALUE_MAPPING(CYAML_FLAG_DEFAULT, struct y_server, y_server_fields),
 };
 
+static const cyaml_schema_field_t y_backend_tls_fields[] = {
+	F_STR("ca", OPT, struct y_backend_tls, ca),
+	F_STR("verify", OPT, struct y_backend_tls, verify),
+	F_STR("sni", OPT, struct y_backend_tls, sni),
+	F_STR("cert", OPT, struct y_backend_tls, cert),
+	F_STR("key", OPT, struct y_backend_tls, key),
+	F_STR("min_version", OPT, struct y_backend_tls, min_version),
+	F_STR("max_version", OPT, struct y_backend_tls, max_version),
+	F_STR("session_reuse", OPT, struct y_backend_tls, session_reuse),
+	CYAML_FIELD_END
+};
+
 static const cyaml_schema_field_t y_backend_fields[] = {
 	F_STR("name", REQ, struct y_backend, name),
 	F_STR("balance", OPT, struct y_backend, balance),
@@ -327,6 +344,7 @@ static const cyaml_schema_field_t y_backend_fields[] = {
 	F_STR("response_timeout", OPT, struct y_backend, response_timeout),
 	CYAML_FIELD_MAPPING_PTR("health_check", OPT, struct y_backend, health_check,
 				y_health_fields),
+	CYAML_FIELD_MAPPING_PTR("tls", OPT, struct y_backend, tls, y_backend_tls_fields),
 	CYAML_FIELD_SEQUENCE("servers", CYAML_FLAG_POINTER, struct y_backend, servers,
 			     &y_server_schema, 1, CFG_MAX_SERVERS),
 	CYAML_FIELD_END
@@ -1218,6 +1236,41 @@ static void conv_server(struct cfg_load *ld, const char *pre, unsigned idx,
 	conv_uint(ld, kp(k, pre, "weight"), y->weight, 1, 256, &s->weight);
 }
 
+static void conv_tls_version(struct cfg_load *ld, const char *path, const char *s, int *out);
+static void conv_bool(struct cfg_load *ld, const char *path, const char *s, int *out);
+
+/* Files are only named here; the TLS module opens them and reports errors
+ * at the tls mapping's LINE/COL. */
+static void conv_backend_tls(struct cfg_load *ld, const char *pre, const struct y_backend_tls *y,
+			     struct cfg_backend_tls *t)
+{
+	char k[CFG_PATH_MAX];
+	unsigned line, col;
+
+	t->enabled = 1;
+	pos_lookup(ld, pre, AT_VALUE, &line, &col);
+	t->line = (int)line;
+	t->col = (int)col;
+	t->verify = 1;
+	t->session_reuse = 1;
+	t->min_version = 0x0303;
+	t->max_version = 0x0304;
+	conv_bool(ld, kp(k, pre, "verify"), y->verify, &t->verify);
+	conv_bool(ld, kp(k, pre, "session_reuse"), y->session_reuse, &t->session_reuse);
+	conv_str(ld, kp(k, pre, "ca"), y->ca, 1, t->ca, sizeof(t->ca));
+	conv_str(ld, kp(k, pre, "sni"), y->sni, 1, t->sni, sizeof(t->sni));
+	conv_str(ld, kp(k, pre, "cert"), y->cert, 1, t->cert, sizeof(t->cert));
+	conv_str(ld, kp(k, pre, "key"), y->key, 1, t->key, sizeof(t->key));
+	conv_tls_version(ld, kp(k, pre, "min_version"), y->min_version, &t->min_version);
+	conv_tls_version(ld, kp(k, pre, "max_version"), y->max_version, &t->max_version);
+	if (t->min_version > t->max_version)
+		err_at(ld, kp(k, pre, "min_version"), AT_VALUE, "min_version is above max_version");
+	if (t->verify && t->ca[0] == '\0')
+		err_at(ld, kp(k, pre, "verify"), AT_KEY, "verify is on (the default) but no ca is "
+		       "set: name the CA file the servers' certificates are verified against, or "
+		       "set verify: off");
+}
+
 static int conv_backend(struct cfg_load *ld, const char *pre, const struct y_backend *y,
 			struct cfg_backend *b)
 {
@@ -1259,6 +1312,8 @@ static int conv_backend(struct cfg_load *ld, const char *pre, const struct y_bac
 		      &b->response_timeout_ms);
 	if (y->health_check != NULL)
 		conv_health(ld, kp(k, pre, "health_check"), y->health_check, &b->health);
+	if (y->tls != NULL)
+		conv_backend_tls(ld, kp(k, pre, "tls"), y->tls, &b->tls);
 
 	b->servers = calloc(y->servers_count, sizeof(*b->servers));
 	if (b->servers == NULL)

@@ -46,7 +46,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	if (test_only) {
-		struct tls_server **tls = master_tls_load(cfg, err, sizeof(err));
+		struct tls_set *tls = master_tls_load(cfg, err, sizeof(err));
 		if (tls == NULL) {
 			fprintf(stderr, "%ssluice: configuration %s is invalid\n", err, path);
 			cfg_free(cfg);

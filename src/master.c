@@ -46,7 +46,7 @@ struct wproc {
 static struct lsock lsocks[MAX_LSOCKS];
 static struct wproc procs[SHM_MAX_WORKERS];
 static struct cfg *cur;
-static struct tls_server **cur_tls;
+static struct tls_set *cur_tls;
 /* Made once per instance, so tickets survive reloads; a listener with a
  * ticket_keys file uses that instead (shared with other instances). */
 static struct tls_ticket_keys instance_keys;
@@ -139,21 +139,30 @@ static void lsocks_close_unused(void)
 	}
 }
 
-struct tls_server **master_tls_load(const struct cfg *cfg, char *err, size_t errlen)
+struct tls_set *master_tls_load(const struct cfg *cfg, char *err, size_t errlen)
 {
 	if (!instance_keys_ready) {
 		tls_ticket_keys_random(&instance_keys);
 		instance_keys_ready = 1;
 	}
-	struct tls_server **tls = calloc(cfg->nlisteners, sizeof(*tls));
+	struct tls_set *tls = calloc(1, sizeof(*tls));
 	AN(tls);
+	tls->listeners = calloc(cfg->nlisteners, sizeof(*tls->listeners));
+	tls->backends = calloc(cfg->nbackends, sizeof(*tls->backends));
+	AN(tls->listeners && tls->backends);
 	err[0] = '\0';
 	int failed = 0;
 	for (unsigned l = 0; l < cfg->nlisteners; l++) {
 		if (!cfg->listeners[l].tls.enabled)
 			continue;
-		tls[l] = tls_server_new(cfg, &cfg->listeners[l], &instance_keys, err, errlen);
-		failed |= tls[l] == NULL;
+		tls->listeners[l] = tls_server_new(cfg, &cfg->listeners[l], &instance_keys, err, errlen);
+		failed |= tls->listeners[l] == NULL;
+	}
+	for (unsigned b = 0; b < cfg->nbackends; b++) {
+		if (!cfg->backends[b].tls.enabled)
+			continue;
+		tls->backends[b] = tls_client_new(cfg, &cfg->backends[b], err, errlen);
+		failed |= tls->backends[b] == NULL;
 	}
 	if (failed) {
 		master_tls_free(cfg, tls);
@@ -162,12 +171,16 @@ struct tls_server **master_tls_load(const struct cfg *cfg, char *err, size_t err
 	return tls;
 }
 
-void master_tls_free(const struct cfg *cfg, struct tls_server **tls)
+void master_tls_free(const struct cfg *cfg, struct tls_set *tls)
 {
 	if (tls == NULL)
 		return;
 	for (unsigned l = 0; l < cfg->nlisteners; l++)
-		tls_server_free(tls[l]);
+		tls_server_free(tls->listeners[l]);
+	for (unsigned b = 0; b < cfg->nbackends; b++)
+		tls_client_free(tls->backends[b]);
+	free(tls->listeners);
+	free(tls->backends);
 	free(tls);
 }
 
@@ -307,7 +320,7 @@ static void reload(void)
 		log_error("reload rejected: keeping the running configuration");
 		return;
 	}
-	struct tls_server **next_tls = master_tls_load(next, err, sizeof(err));
+	struct tls_set *next_tls = master_tls_load(next, err, sizeof(err));
 	if (next_tls == NULL) {
 		char *line = strtok(err, "\n");
 		while (line) {
@@ -329,7 +342,7 @@ static void reload(void)
 	if (log_open(next->error_log, next->access_log) < 0)
 		log_error("reload: cannot open the new logs; keeping the old ones");
 	struct cfg *old = cur;
-	struct tls_server **old_tls = cur_tls;
+	struct tls_set *old_tls = cur_tls;
 	unsigned old_gen = generation;
 	cur = next;
 	cur_tls = next_tls;

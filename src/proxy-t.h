@@ -49,6 +49,7 @@ struct txn {
 
 struct tls_conn;
 struct tls_server;
+struct tls_client;
 
 struct client {
 	uv_tcp_t tcp;
@@ -95,7 +96,9 @@ struct bconn {
 	struct client *cl;         /* owner while BC_BUSY/CONNECTING, else NULL */
 	enum bconn_state state;
 	llhttp_t parser;
-	struct outq out;
+	struct outq out;           /* plaintext; under TLS only `pending` is used */
+	struct tls_conn *tls;      /* NULL for plain TCP */
+	struct outq wire;          /* TLS: ciphertext to the server */
 	struct list link;          /* server idle list or worker's bconn list */
 	uint32_t nreq;             /* requests started on this connection */
 	uint8_t closing_handles;
@@ -111,6 +114,7 @@ struct server {
 	struct list idle;          /* idle bconns, most recent first */
 	uint32_t nidle;
 	uint32_t local_conns;      /* connections this worker holds open */
+	void *tls_session;         /* last TLS session the server issued (resumption) */
 	/* active health check (worker 0 only) */
 	uv_timer_t hc_timer;
 	int hc_ok, hc_fail;
@@ -122,6 +126,7 @@ struct backend {
 	struct server *servers;
 	unsigned nservers;
 	int slot;                  /* shm slot (waiting counter, rr cursor) */
+	struct tls_client *tls;    /* TLS to the servers, or NULL */
 	struct list queue;         /* txns waiting for a connection, FIFO */
 	uint32_t rr;               /* round-robin cursor, per worker */
 	uint32_t nqueued;

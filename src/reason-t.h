@@ -26,6 +26,7 @@
 	X(BACKEND_CLOSED,      502, "backend_closed",          "backend closed the connection") \
 	X(BACKEND_RESET,       502, "backend_reset",           "backend connection failed") \
 	X(BACKEND_BAD_RESPONSE,502, "backend_bad_response",    "invalid response from backend") \
+	X(BACKEND_TLS,         502, "backend_tls_failed",      "TLS to the backend failed") \
 	X(QUEUE_TIMEOUT,       503, "queue_timeout",           "no backend connection available in time") \
 	X(QUEUE_FULL,          503, "queue_full",              "backend queue full") \
 	X(NO_SERVER,           503, "no_server_available",     "no backend server available") \

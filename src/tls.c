@@ -47,10 +47,16 @@ struct tls_server {
 	int have_keys;
 };
 
+struct tls_client {
+	SSL_CTX *ctx;
+	const struct cfg_backend_tls *cfg;
+};
+
 struct tls_conn {
 	SSL *ssl;
 	BIO *rbio, *wbio;          /* owned by ssl */
-	struct tls_server *srv;
+	struct tls_server *srv;    /* server side; NULL on client connections */
+	void **session_slot;       /* client side: where resumable sessions go */
 	int cert;                  /* index of the certificate chosen, -1 before */
 	uint8_t done;
 	char error[160];
@@ -504,6 +510,118 @@ void tls_server_free(struct tls_server *srv)
 	free(srv);
 }
 
+/* ---- client side (towards backends) ---- */
+
+/* Called when the server issues a session (TLS 1.3: after the handshake,
+ * in a NewSessionTicket): keep the newest for the next connection. */
+static int new_session_cb(SSL *ssl, SSL_SESSION *sess)
+{
+	struct tls_conn *t = SSL_get_app_data(ssl);
+	if (t == NULL || t->session_slot == NULL)
+		return 0;
+	if (*t->session_slot)
+		SSL_SESSION_free(*t->session_slot);
+	*t->session_slot = sess;
+	return 1;  /* we own it now */
+}
+
+struct tls_client *tls_client_new(const struct cfg *cfg, const struct cfg_backend *b, char *err,
+				  size_t errlen)
+{
+	const struct cfg_backend_tls *tc = &b->tls;
+	char at[700];
+	unsigned bi = (unsigned)(b - cfg->backends);
+	snprintf(at, sizeof(at), "%s:%d:%d: backends[%u].tls", cfg->path, tc->line, tc->col, bi);
+	struct tls_client *c = calloc(1, sizeof(*c));
+	AN(c);
+	c->cfg = tc;
+	c->ctx = SSL_CTX_new(TLS_method());
+	AN(c->ctx);
+	SSL_CTX_set_min_proto_version(c->ctx, (uint16_t)tc->min_version);
+	SSL_CTX_set_max_proto_version(c->ctx, (uint16_t)tc->max_version);
+	SSL_CTX_set_mode(c->ctx, SSL_MODE_RELEASE_BUFFERS);
+	if (!SSL_CTX_set_cipher_list(c->ctx, TLS_DEFAULT_CIPHERS ":ECDHE-RSA-AES128-SHA:AES128-GCM-SHA256"))
+		ERR_clear_error();
+	static const uint8_t alpn[] = "\x08http/1.1";
+	SSL_CTX_set_alpn_protos(c->ctx, alpn, sizeof(alpn) - 1);
+	if (tc->session_reuse) {
+		SSL_CTX_set_session_cache_mode(c->ctx, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
+		SSL_CTX_sess_set_new_cb(c->ctx, new_session_cb);
+	} else {
+		SSL_CTX_set_options(c->ctx, SSL_OP_NO_TICKET);
+		SSL_CTX_set_session_cache_mode(c->ctx, SSL_SESS_CACHE_OFF);
+	}
+	if (tc->verify) {
+		if (!SSL_CTX_load_verify_locations(c->ctx, tc->ca, NULL)) {
+			err_add(err, errlen, "%s.ca: cannot load %s: %s", at, tc->ca, ssl_err_text());
+			goto fail;
+		}
+		SSL_CTX_set_verify(c->ctx, SSL_VERIFY_PEER, NULL);
+	} else {
+		SSL_CTX_set_verify(c->ctx, SSL_VERIFY_NONE, NULL);
+	}
+	if (tc->cert[0]) {
+		if (!SSL_CTX_use_certificate_chain_file(c->ctx, tc->cert)) {
+			err_add(err, errlen, "%s.cert: no usable certificate in %s: %s", at, tc->cert, ssl_err_text());
+			goto fail;
+		}
+		const char *kf = tc->key[0] ? tc->key : tc->cert;
+		if (!SSL_CTX_use_PrivateKey_file(c->ctx, kf, SSL_FILETYPE_PEM) || !SSL_CTX_check_private_key(c->ctx)) {
+			ERR_clear_error();
+			err_add(err, errlen, "%s.key: the key in %s does not match the certificate in %s (or cannot be read)",
+				at, kf, tc->cert);
+			goto fail;
+		}
+	}
+	return c;
+fail:
+	tls_client_free(c);
+	return NULL;
+}
+
+void tls_client_free(struct tls_client *c)
+{
+	if (c == NULL)
+		return;
+	SSL_CTX_free(c->ctx);
+	free(c);
+}
+
+void tls_session_free(void *session)
+{
+	if (session)
+		SSL_SESSION_free(session);
+}
+
+struct tls_conn *tls_conn_new_client(struct tls_client *c, void **session_slot)
+{
+	struct tls_conn *t = calloc(1, sizeof(*t));
+	AN(t);
+	t->cert = -1;
+	t->session_slot = c->cfg->session_reuse ? session_slot : NULL;
+	t->ssl = SSL_new(c->ctx);
+	AN(t->ssl);
+	t->rbio = BIO_new(BIO_s_mem());
+	t->wbio = BIO_new(BIO_s_mem());
+	AN(t->rbio && t->wbio);
+	SSL_set_bio(t->ssl, t->rbio, t->wbio);
+	SSL_set_app_data(t->ssl, t);
+	SSL_set_connect_state(t->ssl);
+	if (c->cfg->sni[0]) {
+		SSL_set_tlsext_host_name(t->ssl, c->cfg->sni);
+		if (c->cfg->verify)
+			X509_VERIFY_PARAM_set1_host(SSL_get0_param(t->ssl), c->cfg->sni, strlen(c->cfg->sni));
+	}
+	if (t->session_slot && *t->session_slot)
+		SSL_set_session(t->ssl, *t->session_slot);
+	return t;
+}
+
+int tls_conn_resumed(const struct tls_conn *t)
+{
+	return SSL_session_reused(t->ssl);
+}
+
 /* ---- connections ---- */
 
 struct tls_conn *tls_conn_new(struct tls_server *srv)
@@ -558,7 +676,12 @@ static enum tls_status fail(struct tls_conn *t, int ret)
 {
 	int e = SSL_get_error(t->ssl, ret);
 	unsigned long le = ERR_peek_last_error();
-	if (le) {
+	long vr = SSL_get_verify_result(t->ssl);
+	if (le && vr != X509_V_OK) {
+		char e1[120];
+		ERR_error_string_n(le, e1, sizeof(e1));
+		snprintf(t->error, sizeof(t->error), "%s (%s)", e1, X509_verify_cert_error_string(vr));
+	} else if (le) {
 		ERR_error_string_n(le, t->error, sizeof(t->error));
 	} else {
 		snprintf(t->error, sizeof(t->error), "SSL_get_error %d%s", e,
@@ -641,7 +764,7 @@ void tls_conn_describe(const struct tls_conn *t, struct buf *out)
 	buf_appendf(out, " tls=%s cipher=%s sni=%s alpn=%.*s resumed=%d cert=%s", SSL_get_version(t->ssl),
 		    c ? SSL_CIPHER_get_name(c) : "-", sni && sni[0] ? sni : "-", alpn_len ? (int)alpn_len : 1,
 		    alpn_len ? (const char *)alpn : "-", SSL_session_reused(t->ssl),
-		    t->cert < 0 ? "-" : t->srv->certs[t->cert].ecdsa ? "ecdsa" : "rsa");
+		    t->cert < 0 || !t->srv ? "-" : t->srv->certs[t->cert].ecdsa ? "ecdsa" : "rsa");
 	X509 *peer = SSL_get_peer_certificate(t->ssl);
 	if (peer) {
 		char subj[256];

@@ -23,6 +23,7 @@ struct tls_ticket_keys {
 };
 
 struct tls_server;
+struct tls_client;
 struct tls_conn;
 
 /* "OpenSSL 3.0.x ..." or "BoringSSL". */
@@ -36,6 +37,17 @@ struct tls_server *tls_server_new(const struct cfg *cfg, const struct cfg_listen
 				  const struct tls_ticket_keys *keys, char *err, size_t errlen);
 void tls_server_free(struct tls_server *srv);
 void tls_ticket_keys_random(struct tls_ticket_keys *keys);
+
+/* Client side, towards the servers of backend B (re-encryption). */
+struct tls_client *tls_client_new(const struct cfg *cfg, const struct cfg_backend *b, char *err,
+				  size_t errlen);
+void tls_client_free(struct tls_client *c);
+/* A connection to a server. SESSION_SLOT (per server, per worker; may be
+ * NULL) holds the last session the server issued: it is offered for
+ * resumption and replaced by newer ones. */
+struct tls_conn *tls_conn_new_client(struct tls_client *c, void **session_slot);
+void tls_session_free(void *session);
+int tls_conn_resumed(const struct tls_conn *t);
 
 enum tls_status {
 	TLS_OK,       /* progress (maybe plaintext, maybe bytes to send) */

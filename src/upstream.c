@@ -13,7 +13,9 @@
 #include "http1.h"
 #include "health.h"
 #include "log.h"
+#include "master.h"
 #include "shm.h"
+#include "tls.h"
 #include "worker.h"
 
 #define QUEUE_RETRY_MS 50
@@ -24,11 +26,18 @@ static struct list bc_free = { &bc_free, &bc_free };
 
 static void bconn_close(struct bconn *bc);
 static void bconn_retire(struct bconn *bc);
+static void bconn_write_cb(uv_write_t *req, int status);
+
+/* The queue whose bytes go to the socket: ciphertext under TLS. */
+static struct outq *bconn_wire(struct bconn *bc)
+{
+	return bc->tls ? &bc->wire : &bc->out;
+}
 static void queue_timer_cb(uv_timer_t *t);
 static void bconn_timer_cb(uv_timer_t *t);
 static void bconn_connect_cb(uv_connect_t *req, int status);
 
-int upstream_init(struct worker *w)
+int upstream_init(struct worker *w, struct tls_set *tls)
 {
 	struct cfg *cfg = w->cfg;
 	w->backends = calloc(cfg->nbackends, sizeof(*w->backends));
@@ -37,6 +46,7 @@ int upstream_init(struct worker *w)
 	for (unsigned b = 0; b < cfg->nbackends; b++) {
 		struct backend *be = &w->backends[b];
 		be->cfg = &cfg->backends[b];
+		be->tls = tls->backends[b];
 		list_init(&be->queue);
 		be->slot = shm_slot_find(be->cfg->name);
 		AN(be->slot >= 0);
@@ -101,6 +111,9 @@ static void bconn_handle_closed(uv_handle_t *h)
 	if (--bc->closing_handles > 0)
 		return;
 	bc->out.pending.len = bc->out.inflight.len = 0;
+	bc->wire.pending.len = bc->wire.inflight.len = 0;
+	tls_conn_free(bc->tls);
+	bc->tls = NULL;
 	list_add_head(&bc_free, &bc->link);
 	worker_maybe_exit();
 }
@@ -152,9 +165,13 @@ static void bconn_retire(struct bconn *bc)
 {
 	if (bc->state != BC_IDLE && bc->state != BC_BUSY)
 		return;
-	if (bc->out.writing) {
+	if (bconn_wire(bc)->writing) {
 		bconn_close(bc);
 		return;
+	}
+	if (bc->tls) {  /* close_notify first, so the server sees a clean end */
+		tls_conn_shutdown(bc->tls, &bc->wire.pending);
+		outq_flush(&bc->wire, (uv_stream_t *)&bc->tcp, bconn_write_cb, bc);
 	}
 	struct server *srv = bc->srv;
 	if (bc->state == BC_IDLE)
@@ -177,12 +194,81 @@ static void bconn_retire(struct bconn *bc)
 	uv_timer_start(&bc->timer, bconn_timer_cb, RETIRE_MS, 0);
 }
 
+static void bconn_on_bytes(struct bconn *bc, ssize_t nread, const char *data);
+static void bconn_on_tls(struct bconn *bc, const char *data, size_t len);
+
 static void bconn_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 {
 	struct bconn *bc = s->data;
 	worker_read_done(buf);
 	if (nread == 0)
 		return;
+	if (bc->tls && nread > 0)
+		bconn_on_tls(bc, buf->base, (size_t)nread);
+	else
+		bconn_on_bytes(bc, nread, buf->base);
+}
+
+/* The TCP connection is up and, under TLS, the handshake done. */
+static void bconn_established(struct bconn *bc)
+{
+	struct client *cl = bc->cl;
+	uv_timer_stop(&bc->timer);
+	bc->state = BC_BUSY;
+	busy_add(bc->srv, 1);
+	if (cl == NULL) {  /* its client left while we connected: pool it */
+		upstream_release(bc, 1);
+		return;
+	}
+	cl->txn.t_connected = now_us();
+	client_backend_ready(cl);
+}
+
+static void bconn_tls_failed(struct bconn *bc)
+{
+	struct client *cl = bc->cl;
+	log_warn("backend %s server %s (%s): TLS %s: %s", bc->srv->be->cfg->name, bc->srv->cfg->name,
+		 bc->srv->cfg->addr.text, tls_conn_handshake_done(bc->tls) ? "error" : "handshake failed",
+		 tls_conn_error(bc->tls));
+	if (bc->state == BC_CONNECTING) {
+		upstream_server_failed(bc->srv, "TLS handshake failed");
+		bconn_close(bc);
+		if (cl) {
+			cl->txn.bc = NULL;
+			client_backend_error(cl, REASON_BACKEND_TLS);
+		}
+		return;
+	}
+	bconn_on_bytes(bc, UV_ECONNRESET, NULL);
+}
+
+/* Ciphertext from the server: decrypt, finish the handshake, then hand the
+ * plaintext to the same path plain connections take. */
+static void bconn_on_tls(struct bconn *bc, const char *data, size_t len)
+{
+	struct buf *plain = &W->tls_plain;
+	plain->len = 0;
+	int was_done = tls_conn_handshake_done(bc->tls);
+	enum tls_status st = tls_conn_feed(bc->tls, data, len, plain, &bc->wire.pending);
+	outq_flush(&bc->wire, (uv_stream_t *)&bc->tcp, bconn_write_cb, bc);
+	if (st == TLS_ERROR) {
+		bconn_tls_failed(bc);
+		return;
+	}
+	if (!was_done && tls_conn_handshake_done(bc->tls) && bc->state == BC_CONNECTING)
+		bconn_established(bc);
+	if (plain->len && bc->state != BC_CLOSING)
+		bconn_on_bytes(bc, (ssize_t)plain->len, plain->data);
+	if (st == TLS_CLOSED && bc->state != BC_CLOSING)
+		bconn_on_bytes(bc, UV_EOF, NULL);
+}
+
+static void bconn_on_bytes(struct bconn *bc, ssize_t nread, const char *data)
+{
+	if (bc->state == BC_CONNECTING) {  /* TLS: the server closed during the handshake */
+		bconn_tls_failed(bc);
+		return;
+	}
 	if (bc->state == BC_IDLE || bc->state == BC_RETIRING) {
 		/* An idle connection that speaks or closes is stale; a retiring
 		 * one is done when the backend closes its side. */
@@ -198,7 +284,7 @@ static void bconn_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 		return;
 	}
 	bc->got_bytes = 1;
-	client_backend_data(bc->cl, buf->base, (size_t)nread);
+	client_backend_data(bc->cl, data, (size_t)nread);
 }
 
 static void bconn_timer_cb(uv_timer_t *t)
@@ -241,10 +327,12 @@ static struct bconn *bconn_new(struct server *srv)
 	if (!list_empty(&bc_free)) {
 		bc = CONTAINER_OF(bc_free.next, struct bconn, link);
 		list_del(&bc->link);
-		struct outq keep = bc->out;
+		struct outq keep = bc->out, keepw = bc->wire;
 		memset(bc, 0, sizeof(*bc));
 		bc->out.pending = keep.pending;
 		bc->out.inflight = keep.inflight;
+		bc->wire.pending = keepw.pending;
+		bc->wire.inflight = keepw.inflight;
 	} else {
 		bc = calloc(1, sizeof(*bc));
 		AN(bc);
@@ -297,18 +385,22 @@ static void bconn_connect_cb(uv_connect_t *req, int status)
 		return;
 	}
 	uv_tcp_nodelay(&bc->tcp, 1);
-	uv_timer_stop(&bc->timer);
-	bc->state = BC_BUSY;
-	busy_add(bc->srv, 1);
 	/* Always reading from here on: a busy connection for the response, an
 	 * idle one to notice the backend closing it. */
 	uv_read_start((uv_stream_t *)&bc->tcp, worker_read_alloc, bconn_read_cb);
-	if (cl == NULL) {  /* its client left while we connected: pool it */
-		upstream_release(bc, 1);
+	if (bc->srv->be->tls) {
+		/* Handshake under the connect timeout, which keeps running. */
+		bc->tls = tls_conn_new_client(bc->srv->be->tls, &bc->srv->tls_session);
+		struct buf *plain = &W->tls_plain;
+		plain->len = 0;
+		if (tls_conn_feed(bc->tls, NULL, 0, plain, &bc->wire.pending) == TLS_ERROR) {
+			bconn_tls_failed(bc);
+			return;
+		}
+		outq_flush(&bc->wire, (uv_stream_t *)&bc->tcp, bconn_write_cb, bc);
 		return;
 	}
-	cl->txn.t_connected = now_us();
-	client_backend_ready(cl);
+	bconn_established(bc);
 }
 
 /* ---- writing ---- */
@@ -316,7 +408,7 @@ static void bconn_connect_cb(uv_connect_t *req, int status)
 static void bconn_write_cb(uv_write_t *req, int status)
 {
 	struct bconn *bc = req->data;
-	outq_written(&bc->out);
+	outq_written(bconn_wire(bc));
 	if (bc->state == BC_CLOSING)
 		return;
 	if (status < 0) {
@@ -336,7 +428,15 @@ void bconn_flush(struct bconn *bc)
 {
 	if (bc->state != BC_BUSY)
 		return;
-	if (outq_flush(&bc->out, (uv_stream_t *)&bc->tcp, bconn_write_cb, bc) < 0) {
+	if (bc->tls && bc->out.pending.len) {
+		int rc = tls_conn_encrypt(bc->tls, bc->out.pending.data, bc->out.pending.len, &bc->wire.pending);
+		bc->out.pending.len = 0;
+		if (rc < 0) {
+			uv_timer_start(&bc->timer, bconn_timer_cb, 0, 0);
+			return;
+		}
+	}
+	if (outq_flush(bconn_wire(bc), (uv_stream_t *)&bc->tcp, bconn_write_cb, bc) < 0) {
 		/* Report asynchronously through the read side: the caller may be
 		 * in the middle of building the request. */
 		uv_timer_start(&bc->timer, bconn_timer_cb, 0, 0);
@@ -361,7 +461,7 @@ void bconn_shutdown_write(struct bconn *bc)
 
 size_t bconn_queued(const struct bconn *bc)
 {
-	return outq_queued(&bc->out);
+	return bc->tls ? bc->out.pending.len + outq_queued(&bc->wire) : outq_queued(&bc->out);
 }
 
 void bconn_read_pause(struct bconn *bc, int pause)
@@ -620,7 +720,7 @@ void upstream_release(struct bconn *bc, int reusable)
 	if (bc->cl)
 		bc->cl->txn.bc = NULL;
 	bc->cl = NULL;
-	if (!reusable || bc->out.pending.len || bc->out.writing) {
+	if (!reusable || bconn_queued(bc) || bconn_wire(bc)->writing) {
 		bconn_close(bc);
 		return;
 	}

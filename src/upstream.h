@@ -11,7 +11,8 @@
 
 struct worker;
 
-int upstream_init(struct worker *w);
+struct tls_set;
+int upstream_init(struct worker *w, struct tls_set *tls);
 void upstream_destroy(void);
 struct backend *upstream_backend(const char *name);
 

@@ -10,6 +10,7 @@
 #include "health.h"
 #include "http1.h"
 #include "log.h"
+#include "master.h"
 #include "shm.h"
 #include "upstream.h"
 
@@ -118,7 +119,7 @@ static void on_signal(uv_signal_t *h, int signum)
 }
 
 void worker_run(struct cfg *cfg, int index, int slot, const struct worker_fd *fds, unsigned nfds,
-		struct tls_server **tls)
+		struct tls_set *tls)
 {
 	static struct worker w;
 	W = &w;
@@ -134,7 +135,7 @@ void worker_run(struct cfg *cfg, int index, int slot, const struct worker_fd *fd
 	signal(SIGPIPE, SIG_IGN);
 	AZ(uv_loop_init(&w.loop));
 	http1_settings_init();
-	upstream_init(&w);
+	upstream_init(&w, tls);
 
 	w.nlisteners = nfds;
 	w.listeners = calloc(nfds, sizeof(*w.listeners));
@@ -143,7 +144,7 @@ void worker_run(struct cfg *cfg, int index, int slot, const struct worker_fd *fd
 		struct worker_listener *li = &w.listeners[i];
 		li->cfg = &cfg->listeners[fds[i].listener];
 		li->be = upstream_backend(li->cfg->backend_name);
-		li->tls = tls ? tls[fds[i].listener] : NULL;
+		li->tls = tls->listeners[fds[i].listener];
 		AN(li->be);
 		li->w = &w;
 		uv_tcp_init(&w.loop, &li->tcp);

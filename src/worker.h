@@ -35,6 +35,7 @@ struct worker {
 };
 
 extern struct worker *W;
+struct tls_set;
 
 /* libuv alloc callback for every connection of this worker: reads land in
  * the one shared buffer (reads never nest); read callbacks give it back
@@ -54,7 +55,7 @@ struct worker_fd {
 
 /* Runs the worker until it has drained; never returns. */
 void worker_run(struct cfg *cfg, int index, int slot, const struct worker_fd *fds, unsigned nfds,
-		struct tls_server **tls) __attribute__((noreturn));
+		struct tls_set *tls) __attribute__((noreturn));
 /* Drain finished or a client/bconn count dropped: exit if nothing is left. */
 void worker_maybe_exit(void);
 
