@@ -4,6 +4,7 @@
 #include "upstream.h"
 #include "log.h"
 #include "shm.h"
+#include "tls.h"
 #include "worker.h"
 
 /* One check in flight per server; it owns its handles and frees itself in
@@ -12,9 +13,13 @@ struct hcheck {
 	uv_tcp_t tcp;
 	uv_timer_t timer;
 	uv_connect_t creq;
-	uv_write_t wreq;
+	struct outq out;         /* bytes to the server (ciphertext under TLS) */
+	struct tls_conn *tls;    /* backends with tls: the check speaks TLS too */
+	struct buf plain;        /* decrypted bytes */
+	int sent;                /* the request has been queued */
 	struct server *srv;      /* NULL once the server stopped caring */
 	char req[512];
+	char rbuf[4096];
 	char resp[64];
 	size_t resp_len;
 	int closing;
@@ -24,8 +29,13 @@ struct hcheck {
 static void check_closed(uv_handle_t *h)
 {
 	struct hcheck *c = h->data;
-	if (--c->pending_close == 0)
-		free(c);
+	if (--c->pending_close > 0)
+		return;
+	tls_conn_free(c->tls);
+	buf_free(&c->out.pending);
+	buf_free(&c->out.inflight);
+	buf_free(&c->plain);
+	free(c);
 }
 
 static void check_done(struct hcheck *c, int ok, const char *why)
@@ -70,22 +80,39 @@ static void check_alloc(uv_handle_t *h, size_t sz, uv_buf_t *b)
 {
 	struct hcheck *c = h->data;
 	(void)sz;
-	b->base = c->resp + c->resp_len;
-	b->len = sizeof(c->resp) - 1 - c->resp_len;
+	b->base = c->rbuf;
+	b->len = sizeof(c->rbuf);
 }
 
-static void check_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
+static void check_written(uv_write_t *w, int status);
+
+static void check_flush(struct hcheck *c)
 {
-	struct hcheck *c = s->data;
-	(void)b;
-	if (n < 0 && c->resp_len < 12) {
-		check_done(c, 0, n == UV_EOF ? "closed before status line" : uv_strerror((int)n));
+	if (outq_flush(&c->out, (uv_stream_t *)&c->tcp, check_written, c) < 0)
+		check_done(c, 0, "write failed");
+}
+
+static void check_written(uv_write_t *w, int status)
+{
+	struct hcheck *c = w->data;
+	outq_written(&c->out);
+	if (c->closing)
+		return;
+	if (status < 0)
+		check_done(c, 0, uv_strerror(status));
+	else
+		check_flush(c);
+}
+
+/* Judge the status line once 12 bytes of it (or the end) are in. */
+static void check_status(struct hcheck *c, int eof)
+{
+	if (c->resp_len < 12 && !eof && c->resp_len < sizeof(c->resp) - 1)
+		return;
+	if (c->resp_len < 12) {
+		check_done(c, 0, "closed before status line");
 		return;
 	}
-	if (n > 0)
-		c->resp_len += (size_t)n;
-	if (c->resp_len < 12 && c->resp_len < sizeof(c->resp) - 1)
-		return;
 	c->resp[c->resp_len] = '\0';
 	int status = 0;
 	if (strncmp(c->resp, "HTTP/1.", 7) != 0 || sscanf(c->resp + 9, "%3d", &status) != 1) {
@@ -97,11 +124,50 @@ static void check_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
 	check_done(c, c->srv && status == c->srv->be->cfg->health.expect_status, why);
 }
 
-static void check_written(uv_write_t *w, int status)
+static void check_take(struct hcheck *c, const char *p, size_t n)
 {
-	struct hcheck *c = w->data;
-	if (status < 0)
-		check_done(c, 0, uv_strerror(status));
+	size_t room = sizeof(c->resp) - 1 - c->resp_len;
+	if (n > room)
+		n = room;
+	memcpy(c->resp + c->resp_len, p, n);
+	c->resp_len += n;
+}
+
+static void check_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
+{
+	struct hcheck *c = s->data;
+	if (n == 0 || c->closing)
+		return;
+	if (n < 0) {
+		if (c->resp_len < 12)
+			check_done(c, 0, n == UV_EOF ? "closed before status line" : uv_strerror((int)n));
+		else
+			check_status(c, 1);
+		return;
+	}
+	if (c->tls == NULL) {
+		check_take(c, b->base, (size_t)n);
+		check_status(c, 0);
+		return;
+	}
+	c->plain.len = 0;
+	enum tls_status st = tls_conn_feed(c->tls, b->base, (size_t)n, &c->plain, &c->out.pending);
+	if (st == TLS_ERROR) {
+		check_done(c, 0, tls_conn_error(c->tls));
+		return;
+	}
+	if (!c->sent && tls_conn_handshake_done(c->tls)) {
+		if (tls_conn_encrypt(c->tls, c->req, strlen(c->req), &c->out.pending) < 0) {
+			check_done(c, 0, tls_conn_error(c->tls));
+			return;
+		}
+		c->sent = 1;
+	}
+	check_flush(c);
+	if (c->closing)
+		return;
+	check_take(c, c->plain.data, c->plain.len);
+	check_status(c, st == TLS_CLOSED);
 }
 
 static void check_connected(uv_connect_t *r, int status)
@@ -113,10 +179,19 @@ static void check_connected(uv_connect_t *r, int status)
 		check_done(c, 0, uv_strerror(status));
 		return;
 	}
-	uv_buf_t b = uv_buf_init(c->req, (unsigned)strlen(c->req));
-	c->wreq.data = c;
-	uv_write(&c->wreq, (uv_stream_t *)&c->tcp, &b, 1, check_written);
+	struct backend *be = c->srv->be;
+	if (be->tls) {
+		c->tls = tls_conn_new_client(be->tls, NULL);
+		if (tls_conn_feed(c->tls, NULL, 0, &c->plain, &c->out.pending) == TLS_ERROR) {
+			check_done(c, 0, tls_conn_error(c->tls));
+			return;
+		}
+	} else {
+		buf_append_str(&c->out.pending, c->req);
+		c->sent = 1;
+	}
 	uv_read_start((uv_stream_t *)&c->tcp, check_alloc, check_read);
+	check_flush(c);
 }
 
 static void check_start(uv_timer_t *t)
