@@ -51,7 +51,7 @@ DEB_BUILD_PKGS = gcc make pkg-config openssl libuv1-dev node-llhttp libssl-dev a
                  liblua5.4-dev libjemalloc-dev libcyaml-dev libyaml-dev libpcre2-dev
 DEB_TEST_PKGS  = curl wrk haproxy nginx openssl python3 python3-pip
 
-.PHONY: all run test unit e2e asan test-asan deps test-deps bench-core clean
+.PHONY: all run test unit e2e e2e-tls asan test-asan deps test-deps bench-core clean
 all: $(BUILD)/sluice $(BUILD)/demo_backend
 
 # Rebuild everything when the flags change (conventions: "rebuild when flags change").
@@ -97,10 +97,16 @@ e2e: all
 
 # The whole suite, then the same suite again under ASan+UBSan (the harness
 # fails a test whose sluice printed a sanitizer report).
+# The TLS tests again against the other TLS library's build.
+e2e-tls: all
+	SLUICE_BIN=$(abspath $(BUILD)/sluice) DEMO_BACKEND=$(abspath $(BUILD)/demo_backend) \
+	  python3 -m pytest -q -p no:cacheprovider tests/e2e/test_tls.py tests/e2e/test_tls_backend.py $(PYTEST_ARGS)
+
 test: test-deps
 	$(MAKE) all
 	$(MAKE) unit
 	$(MAKE) e2e
+	$(MAKE) TLS=boringssl all e2e-tls
 	$(MAKE) SANITIZE=1 all unit e2e
 
 asan: deps
@@ -117,6 +123,6 @@ bench-core: all
 	sh bench/core.sh
 
 clean:
-	rm -rf build build-asan
+	rm -rf build build-* 
 
 -include $(wildcard $(BUILD)/*.d)
