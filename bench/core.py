@@ -33,31 +33,23 @@ Every process started here is stopped by its PID on exit.
 import datetime
 import http.client
 import os
-import platform
 import re
-import resource
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from benchlib import (BODY_SIZE, CLK_TCK, ROOT, Quiet, children_cpu, cmd_out, fmt, free_port,
+                      fsize, git_describe, machine_facts as base_facts, parse_wrk, pinning,
+                      read_tail, refresh_latest as base_refresh_latest, start, start_backend_nginx,
+                      stop, stop_all, system_busy_ticks, tree_ticks, wait_children, wait_port, write)
+from benchlib import env_int as _env_int
 
 
 def env_int(name, default, lo=0):
-    v = os.environ.get(name, "")
-    if v == "":
-        return default
-    try:
-        n = int(v)
-    except ValueError:
-        sys.exit(f"bench/core.py: {name}={v!r} is not an integer")
-    if n < lo:
-        sys.exit(f"bench/core.py: {name} must be >= {lo}")
-    return n
+    return _env_int(name, default, lo, prog="bench/core.py")
 
 
 QUICK = os.environ.get("QUICK", "") not in ("", "0")
@@ -81,12 +73,10 @@ NOISE_PCT = env_int("NOISE_PCT", 25)          # others' CPU (% of one CPU) that 
 QUIET_BUDGET = env_int("QUIET_BUDGET", 75)    # seconds in all for waiting/re-running when noisy
 ATTEMPTS = 3                                  # measured attempts per run while runs are noisy
 
-BODY_SIZE = 128
 BACKEND_THREADS = 64
 BACKEND_DESC = {"nginx": "nginx, 1 worker, static `return 200` of 128 bytes (BACKEND=nginx)",
                 "demo": "build/demo_backend, 64 threads (BACKEND=demo)"}.get(BACKEND, BACKEND)
 POOL = 64                     # backend connections each proxy may keep / open
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 if BACKEND not in ("demo", "nginx"):
     sys.exit("bench/core.py: BACKEND must be demo or nginx")
@@ -98,131 +88,8 @@ if WRK_THREADS > CONNECTIONS:
 
 # ---------------------------------------------------------------- processes
 
-STARTED = []                  # Popen objects we own; stopped by PID at exit
-
-
 def log(msg):
     print(f"[core] {msg}", flush=True)
-
-
-def start(cmd, logfile, cwd=None):
-    f = open(logfile, "ab")
-    p = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=cwd)
-    f.close()
-    STARTED.append(p)
-    return p
-
-
-def descendants(pid):
-    """PIDs of every live descendant of pid (children via /proc/PID/task/*/children)."""
-    out, todo = [], [pid]
-    while todo:
-        cur = todo.pop()
-        try:
-            tasks = os.listdir(f"/proc/{cur}/task")
-        except OSError:
-            continue
-        for t in tasks:
-            try:
-                with open(f"/proc/{cur}/task/{t}/children") as f:
-                    kids = [int(x) for x in f.read().split()]
-            except OSError:
-                continue
-            out.extend(kids)
-            todo.extend(kids)
-    return out
-
-
-def stop(p, grace=10.0):
-    """SIGTERM the process (it stops its own children), SIGKILL after grace;
-    then make sure no child it had is left behind (by PID). Returns exit code."""
-    if p.poll() is None:
-        kids = descendants(p.pid)
-        try:
-            p.send_signal(signal.SIGTERM)
-        except ProcessLookupError:
-            pass
-        try:
-            p.wait(grace)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
-        for k in kids:
-            try:
-                os.kill(k, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-    if p in STARTED:
-        STARTED.remove(p)
-    return p.returncode
-
-
-def stop_all():
-    for p in list(reversed(STARTED)):
-        stop(p, grace=5.0)
-
-
-def proc_ticks(pid):
-    """utime+stime of one process (all its threads), in clock ticks; None if gone."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            s = f.read()
-    except OSError:
-        return None
-    rest = s[s.rindex(")") + 2:].split()
-    return int(rest[11]) + int(rest[12])   # fields 14 and 15 of proc(5)
-
-
-def tree_ticks(pid):
-    """{pid: ticks} for pid and all of its descendants."""
-    out = {}
-    for q in [pid] + descendants(pid):
-        t = proc_ticks(q)
-        if t is not None:
-            out[q] = t
-    return out
-
-
-def system_busy_ticks():
-    """Busy ticks of all CPUs together: user+nice+system+irq+softirq from
-    /proc/stat's cpu line (guest time is inside user; steal is not ours)."""
-    with open("/proc/stat") as f:
-        v = [int(x) for x in f.readline().split()[1:]]
-    return v[0] + v[1] + v[2] + v[5] + v[6]
-
-
-def children_cpu():
-    """CPU seconds of our reaped children (wrk runs are reaped by subprocess.run)."""
-    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return ru.ru_utime + ru.ru_stime
-
-
-def background_pct(seconds=1.0):
-    """% of one CPU busy while we do nothing: other people's processes."""
-    s0, t0 = system_busy_ticks(), time.monotonic()
-    time.sleep(seconds)
-    return (system_busy_ticks() - s0) / CLK_TCK / (time.monotonic() - t0) * 100
-
-
-def free_port():
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
-def wait_port(port, p, deadline=10.0):
-    end = time.monotonic() + deadline
-    while time.monotonic() < end:
-        if p.poll() is not None:
-            return False
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            return True
-        except OSError:
-            time.sleep(0.05)
-    return False
 
 
 def http_check(port):
@@ -243,53 +110,9 @@ def http_check(port):
 
 # ---------------------------------------------------------------- pinning
 
-NCPU = len(os.sched_getaffinity(0))
-if PIN and NCPU >= 2:
-    cpus = sorted(os.sched_getaffinity(0))
-    PROXY_CPUS = str(cpus[0])
-    LOAD_CPUS = ",".join(str(c) for c in cpus[1:])
-    PROXY_PIN = ["taskset", "-c", PROXY_CPUS]
-    LOAD_PIN = ["taskset", "-c", LOAD_CPUS]
-    PIN_TEXT = (f"proxy (all its processes) on CPU {PROXY_CPUS}; wrk and the backend "
-                f"on CPU {LOAD_CPUS} (taskset -c)")
-else:
-    PROXY_PIN = LOAD_PIN = []
-    PIN_TEXT = "nothing pinned" + ("" if PIN else " (PIN=0)") + (f" (only {NCPU} CPU)" if NCPU < 2 else "")
+PROXY_PIN, LOAD_PIN, PIN_TEXT = pinning(PIN)
 
 # ---------------------------------------------------------------- configs
-
-# Same 128 bytes as demo_backend's default body (its 64-byte pattern twice,
-# with '.' for the newline so it fits an nginx `return` string).
-STATIC_BODY = ("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ-." * 2)[:BODY_SIZE]
-
-
-def conf_backend_nginx(d, port):
-    return f"""# static origin: nginx answering every request with {BODY_SIZE} bytes
-worker_processes 1;
-daemon off;
-master_process on;
-pid {d}/backend-nginx.pid;
-error_log {d}/backend-nginx.error.log warn;
-events {{ worker_connections 4096; }}
-http {{
-    access_log off;
-    keepalive_requests 1000000;
-    keepalive_timeout 60s;
-    client_body_temp_path {d}/tmp-backend/body;
-    proxy_temp_path {d}/tmp-backend/proxy;
-    fastcgi_temp_path {d}/tmp-backend/fastcgi;
-    uwsgi_temp_path {d}/tmp-backend/uwsgi;
-    scgi_temp_path {d}/tmp-backend/scgi;
-    server {{
-        listen 127.0.0.1:{port} backlog=256;
-        location / {{
-            default_type text/plain;
-            return 200 "{STATIC_BODY}";
-        }}
-    }}
-}}
-"""
-
 
 def conf_sluice(d, port, bport):
     return f"""# sluice, one worker, one listener -> one backend with one server
@@ -372,12 +195,6 @@ http {{
 """
 
 
-def write(path, text):
-    with open(path, "w") as f:
-        f.write(text)
-    return path
-
-
 # ---------------------------------------------------------------- backend
 
 def start_backend(d):
@@ -401,14 +218,7 @@ def start_backend(d):
             sys.exit(f"bench/core.py: demo_backend did not start, see {outf}")
         shown = [c if c != "127.0.0.1:0" else "127.0.0.1:0  # (any free port)" for c in cmd]
         return p, port, " ".join(shown)
-    port = free_port()
-    os.makedirs(os.path.join(d, "tmp-backend"), exist_ok=True)
-    conf = write(os.path.join(d, "backend-nginx.conf"), conf_backend_nginx(d, port))
-    cmd = LOAD_PIN + ["nginx", "-p", d, "-e", os.path.join(d, "backend-nginx.error.log"), "-c", conf]
-    p = start(cmd, os.path.join(d, "backend-nginx.out"))
-    if not wait_port(port, p):
-        sys.exit(f"bench/core.py: nginx backend did not start, see {d}/backend-nginx.error.log")
-    return p, port, " ".join(cmd)
+    return start_backend_nginx(d, LOAD_PIN, prog="bench/core.py")
 
 
 # ---------------------------------------------------------------- proxies
@@ -441,42 +251,15 @@ def start_proxy(name, d, bport):
         return None, port, " ".join(cmd), conf
     # Wait for the worker (sluice and nginx fork one after binding).
     if name in ("sluice", "nginx"):
-        end = time.monotonic() + 5
-        while not descendants(p.pid) and time.monotonic() < end:
-            time.sleep(0.02)
+        wait_children(p)
     return p, port, " ".join(cmd), conf
 
 
 # ---------------------------------------------------------------- wrk
 
-UNIT_MS = {"us": 0.001, "ms": 1.0, "s": 1000.0, "m": 60000.0}
-
-
 def wrk_cmd(port, seconds):
     return LOAD_PIN + ["wrk", f"-t{WRK_THREADS}", f"-c{CONNECTIONS}", f"-d{seconds}s", "--latency",
                        f"http://127.0.0.1:{port}/"]
-
-
-def parse_wrk(out):
-    r = {"requests": 0, "rps": 0.0, "p50": None, "p99": None, "sock_errors": 0,
-         "sock_detail": "", "non2xx": 0}
-    m = re.search(r"(\d+) requests in ([\d.]+)(\w+)", out)
-    if m:
-        r["requests"] = int(m.group(1))
-        r["wrk_secs"] = float(m.group(2)) * {"ms": 0.001, "s": 1.0, "m": 60.0}.get(m.group(3), 1.0)
-    m = re.search(r"Requests/sec:\s+([\d.]+)", out)
-    if m:
-        r["rps"] = float(m.group(1))
-    for pct, val, unit in re.findall(r"^\s+(50|99)%\s+([\d.]+)(us|ms|s|m)\s*$", out, re.M):
-        r["p" + pct] = float(val) * UNIT_MS[unit]
-    m = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
-    if m:
-        r["sock_errors"] = sum(int(x) for x in m.groups())
-        r["sock_detail"] = m.group(0)
-    m = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
-    if m:
-        r["non2xx"] = int(m.group(1))
-    return r
 
 
 def run_wrk(port, seconds, outfile):
@@ -489,22 +272,6 @@ def run_wrk(port, seconds, outfile):
 
 
 # ---------------------------------------------------------------- one run
-
-def read_tail(path, start_at):
-    try:
-        with open(path, "rb") as f:
-            f.seek(start_at)
-            return f.read().decode("utf-8", "replace")
-    except OSError:
-        return ""
-
-
-def fsize(path):
-    try:
-        return os.path.getsize(path)
-    except OSError:
-        return 0
-
 
 def measure(label, rnd, d, port, proxy, backend):
     """Warm up, then one measured wrk run; proxy is a Popen or None (direct)."""
@@ -556,88 +323,29 @@ def measure(label, rnd, d, port, proxy, backend):
     return r
 
 
-QUIET_SPENT = [0.0]
+QUIET = Quiet(NOISE_PCT, QUIET_BUDGET, ATTEMPTS, log=log)
 
 
 def measure_quiet(label, rnd, d, port, proxy, backend, notes):
     """measure(), but first wait (within QUIET_BUDGET) until other people's
-    processes leave the CPUs alone, and re-run once if they interfered."""
-    r = None
-    for attempt in range(1, ATTEMPTS + 1):
-        t0 = time.monotonic()
-        bg = background_pct(0.5)
-        while bg >= NOISE_PCT and QUIET_SPENT[0] + (time.monotonic() - t0) < QUIET_BUDGET:
-            bg = background_pct(0.5)
-        QUIET_SPENT[0] += max(0.0, time.monotonic() - t0 - 0.5)
-        t1 = time.monotonic()
-        prev = r
-        r = measure(label, rnd, d, port, proxy, backend)
-        r["noise"] = []
-        if r["other_pct"] >= NOISE_PCT:
-            r["noise"].append(f"other processes used {r['other_pct']:.0f}% of a CPU")
-        if r.get("wrk_secs", DURATION) > DURATION * 1.1 + 0.5:
-            r["noise"].append(f"the {DURATION} s wrk run took {r['wrk_secs']:.1f} s "
-                              "(wrk was not scheduled for a while)")
-        r["noisy"] = bool(r["noise"])
-        if prev is not None:
-            notes.append(f"round {rnd + 1}, {label}: attempt {attempt - 1} discarded: "
-                         f"{'; '.join(prev['noise'])} "
-                         f"({fmt(prev['rps'])} req/s, {fmt(prev['cpu_us'], 2)} µs/req"
-                         + (f", {prev['sock_detail']}" if prev["sock_errors"] else "") + ")")
-        if not r["noisy"] or attempt == ATTEMPTS or QUIET_SPENT[0] >= QUIET_BUDGET:
-            break
-        QUIET_SPENT[0] += time.monotonic() - t1
-        log(f"round {rnd + 1} {label}: {'; '.join(r['noise'])}; re-running")
-    if r["noisy"]:
-        notes.append(f"round {rnd + 1}, {label}: noisy run kept ({'; '.join(r['noise'])}; "
-                     f"{ATTEMPTS} attempts or the {QUIET_BUDGET} s budget for waiting/re-running "
-                     "spent)")
-    return r
+    processes leave the CPUs alone, and re-run it if they interfered."""
+    return QUIET.run(lambda: measure(label, rnd, d, port, proxy, backend),
+                     f"round {rnd + 1}, {label}", DURATION, notes,
+                     lambda r: f"{fmt(r['rps'])} req/s, {fmt(r['cpu_us'], 2)} µs/req"
+                     + (f", {r['sock_detail']}" if r["sock_errors"] else ""))
 
 
 # ---------------------------------------------------------------- report
 
-def cmd_out(cmd):
-    try:
-        cp = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=10)
-        return cp.stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return "?"
-
-
 def machine_facts():
-    model = "?"
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    model = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
     wrk_v = cmd_out(["wrk", "--version"]).splitlines()
-    commit = cmd_out(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"])
-    dirty = cmd_out(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no", "src"])
-    return [
-        ("nproc", str(os.cpu_count())),
-        ("CPU", model),
-        ("virtualization", cmd_out(["systemd-detect-virt"]) or "?"),
-        ("kernel", platform.release()),
-        ("os", cmd_out(["sh", "-c", ". /etc/os-release && echo $PRETTY_NAME"])),
+    return base_facts([
         ("sluice", f"{cmd_out([os.path.join(BUILD, 'sluice'), '-V']).splitlines()[0]} "
-                   f"(git {commit}{', src/ modified' if dirty else ''}; -O2, jemalloc)"),
+                   f"({git_describe()}; -O2, jemalloc)"),
         ("haproxy", cmd_out(["haproxy", "-v"]).splitlines()[0]),
         ("nginx", cmd_out(["nginx", "-v"]).replace("nginx version: ", "")),
         ("wrk", wrk_v[0] if wrk_v else "?"),
-        ("load average at start", " ".join(open("/proc/loadavg").read().split()[:3])),
-        ("others' CPU at start", f"{background_pct(1.0):.0f}% of one CPU (1 s sample)"),
-    ]
-
-
-def fmt(x, nd=0):
-    if x is None:
-        return "—"
-    return f"{x:,.{nd}f}"
+    ])
 
 
 def summarize(runs, label):
@@ -838,45 +546,7 @@ def write_report(outdir, d, runs, labels, facts, commands, confs, backend_cmd, n
 
 
 def refresh_latest(outdir):
-    latest = os.path.join(RESULTS, "latest")
-    if os.path.islink(latest) or os.path.isfile(latest):
-        os.unlink(latest)
-    os.makedirs(latest, exist_ok=True)
-    for f in ("core.md", "core.png"):
-        src = os.path.join(outdir, f)
-        if os.path.exists(src):
-            shutil.copy2(src, os.path.join(latest, f))
-    ts = os.path.basename(outdir)
-    write(os.path.join(latest, "core.src"), ts + "\n")
-    # core/ (configs, raw output) stays in the timestamped directory; point at it.
-    link = os.path.join(latest, "core")
-    if os.path.islink(link) or os.path.isfile(link):
-        os.unlink(link)
-    elif os.path.isdir(link):
-        shutil.rmtree(link)
-    os.symlink(os.path.join("..", ts, "core"), link)
-    # report.md indexes every scenario in latest/ (<name>.md, .png, .src).
-    L = ["# sluice bench — latest results", ""]
-    for md in sorted(x for x in os.listdir(latest) if x.endswith(".md") and x != "report.md"):
-        name = md[:-3]
-        title = name
-        with open(os.path.join(latest, md)) as f:
-            for line in f:
-                if line.startswith("# "):
-                    title = line[2:].strip()
-                    break
-        src = ""
-        if os.path.exists(os.path.join(latest, name + ".src")):
-            s = open(os.path.join(latest, name + ".src")).read().strip()
-            src = f" — from [{s}](../{s}/{md})"
-        L.append(f"## {name}: {title}")
-        L.append("")
-        L.append(f"Full report: [{md}]({md}){src}")
-        L.append("")
-        if os.path.exists(os.path.join(latest, name + ".png")):
-            L.append(f"![{name}]({name}.png)")
-            L.append("")
-    write(os.path.join(latest, "report.md"), "\n".join(L))
+    base_refresh_latest(RESULTS, outdir, "core")
 
 
 # ---------------------------------------------------------------- main
