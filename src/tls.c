@@ -44,7 +44,8 @@ struct tls_server {
 	unsigned ncerts;
 	int def_ecdsa, def_rsa;    /* default certificate of each type, -1 = none */
 	struct tls_ticket_keys keys;
-	int have_keys;
+	uint16_t ecdsa_suites[32];  /* TLS 1.2 ECDSA suites the server allows */
+	unsigned necdsa_suites;
 };
 
 struct tls_client {
@@ -57,6 +58,7 @@ struct tls_conn {
 	BIO *rbio, *wbio;          /* owned by ssl */
 	struct tls_server *srv;    /* server side; NULL on client connections */
 	void **session_slot;       /* client side: where resumable sessions go */
+	uint8_t failed;            /* a TLS error: the session must not be kept */
 	int cert;                  /* index of the certificate chosen, -1 before */
 	uint8_t done;
 	char error[160];
@@ -84,6 +86,19 @@ static void err_add(char *err, size_t errlen, const char *fmt, ...)
 	used = strlen(err);
 	err[used] = '\n';
 	err[used + 1] = '\0';
+}
+
+/* The library's last error, or FALLBACK when it gave none (BoringSSL often
+ * does not for list parsing). */
+static const char *lib_err_or(const char *fallback)
+{
+	static char buf[160];
+	unsigned long e = ERR_peek_last_error();
+	if (e == 0)
+		return fallback;
+	ERR_error_string_n(e, buf, sizeof(buf));
+	ERR_clear_error();
+	return buf;
 }
 
 static const char *ssl_err_text(void)
@@ -209,7 +224,7 @@ static int choose_and_switch(SSL *ssl, const uint8_t *sni_ext, size_t sni_len, c
 	/* ECDSA needs an ECDSA signature scheme, and under TLS 1.2 an
 	 * ECDHE-ECDSA suite too (TLS 1.3 suites do not name the key type). */
 	int tls13 = hello_offers_tls13(ver_ext, ver_len) == 1 && srv->cfg->max_version >= 0x0304;
-	int suite_ok = tls13 || hello_ecdsa_suite(suites, suites_len);
+	int suite_ok = tls13 || hello_any_suite(suites, suites_len, srv->ecdsa_suites, srv->necdsa_suites);
 	int ok256 = suite_ok && hello_ecdsa_sigalg(sig_ext, sig_len, 256) == 1;
 	int ok384 = suite_ok && hello_ecdsa_sigalg(sig_ext, sig_len, 384) == 1;
 	int c = pick_cert(srv, sni, ok256, ok384);
@@ -290,6 +305,8 @@ static int passwd_cb(char *buf, int size, int rwflag, void *userdata)
 
 /* ---- building contexts ---- */
 
+/* WHERE is the tls mapping ("FILE:L:C: listeners[N].tls"); errors are only
+ * written when ERR is non-NULL (the probe context checks the lists once). */
 static int ctx_configure(SSL_CTX *ctx, const struct cfg_tls *tc, struct tls_server *srv,
 			 const char *where, char *err, size_t errlen)
 {
@@ -303,24 +320,30 @@ static int ctx_configure(SSL_CTX *ctx, const struct cfg_tls *tc, struct tls_serv
 	SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
 	const char *ciphers = tc->ciphers[0] ? tc->ciphers : TLS_DEFAULT_CIPHERS;
 	if (!SSL_CTX_set_cipher_list(ctx, ciphers)) {
-		err_add(err, errlen, "%s.ciphers: no usable cipher in \"%s\": %s", where, ciphers, ssl_err_text());
+		if (err)
+			err_add(err, errlen, "%s.ciphers: no usable cipher in \"%s\": %s", where, ciphers,
+				lib_err_or("no cipher name recognised"));
 		return -1;
 	}
 	if (tc->ciphersuites[0]) {
 #ifdef OPENSSL_IS_BORINGSSL
-		err_add(err, errlen, "%s.ciphersuites: TLS 1.3 suites are fixed in BoringSSL builds", where);
+		if (err)
+			err_add(err, errlen, "%s.ciphersuites: TLS 1.3 suites are fixed in BoringSSL builds", where);
 		return -1;
 #else
 		if (!SSL_CTX_set_ciphersuites(ctx, tc->ciphersuites)) {
-			err_add(err, errlen, "%s.ciphersuites: bad list \"%s\": %s", where, tc->ciphersuites,
-				ssl_err_text());
+			if (err)
+				err_add(err, errlen, "%s.ciphersuites: bad list \"%s\": %s", where,
+					tc->ciphersuites, lib_err_or("no suite name recognised"));
 			return -1;
 		}
 #endif
 	}
 	const char *curves = tc->curves[0] ? tc->curves : TLS_DEFAULT_CURVES;
 	if (!SSL_CTX_set1_curves_list(ctx, curves)) {
-		err_add(err, errlen, "%s.curves: bad list \"%s\": %s", where, curves, ssl_err_text());
+		if (err)
+			err_add(err, errlen, "%s.curves: bad list \"%s\": %s", where, curves,
+				lib_err_or("unknown curve name (use X25519, P-256, P-384, P-521)"));
 		return -1;
 	}
 	static const uint8_t sid_ctx[] = "sluice";
@@ -331,9 +354,12 @@ static int ctx_configure(SSL_CTX *ctx, const struct cfg_tls *tc, struct tls_serv
 	} else {
 		SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
 	}
-	if (!tc->tickets)
+	if (!tc->tickets) {
 		SSL_CTX_set_options(ctx, SSL_OP_NO_TICKET);
-	else
+#ifndef OPENSSL_IS_BORINGSSL
+		SSL_CTX_set_num_tickets(ctx, 0);  /* TLS 1.3 would send them anyway */
+#endif
+	} else
 		SSL_CTX_set_tlsext_ticket_key_cb(ctx, ticket_key_cb);
 	SSL_CTX_set_alpn_select_cb(ctx, alpn_cb, NULL);
 #ifdef OPENSSL_IS_BORINGSSL
@@ -343,7 +369,9 @@ static int ctx_configure(SSL_CTX *ctx, const struct cfg_tls *tc, struct tls_serv
 #endif
 	if (tc->client_auth != CFG_CLIENT_AUTH_OFF) {
 		if (!SSL_CTX_load_verify_locations(ctx, tc->client_ca, NULL)) {
-			err_add(err, errlen, "%s.client_ca: cannot load %s: %s", where, tc->client_ca, ssl_err_text());
+			if (err)
+				err_add(err, errlen, "%s.client_ca: cannot load %s: %s", where, tc->client_ca,
+					lib_err_or("no certificate in the file"));
 			return -1;
 		}
 		STACK_OF(X509_NAME) *names = SSL_load_client_CA_file(tc->client_ca);
@@ -385,6 +413,19 @@ static void cert_names(struct tls_cert *c, X509 *x)
 	}
 }
 
+static int file_contains(const char *path, const char *needle)
+{
+	FILE *f = fopen(path, "r");
+	char line[512];
+	int found = 0;
+	if (f == NULL)
+		return 0;
+	while (!found && fgets(line, sizeof(line), f))
+		found = strstr(line, needle) != NULL;
+	fclose(f);
+	return found;
+}
+
 static int cert_load(struct tls_cert *c, const struct cfg_tls *tc, const struct cfg_tls_cert *cc,
 		     struct tls_server *srv, const char *cfgpath, const char *where, char *err, size_t errlen)
 {
@@ -393,8 +434,8 @@ static int cert_load(struct tls_cert *c, const struct cfg_tls *tc, const struct 
 	c->ctx = SSL_CTX_new(TLS_method());
 	AN(c->ctx);
 	SSL_CTX_set_app_data(c->ctx, srv);
-	if (ctx_configure(c->ctx, tc, srv, at, err, errlen) < 0)
-		return -1;
+	if (ctx_configure(c->ctx, tc, srv, at, NULL, 0) < 0)
+		return -1;  /* the probe in tls_server_new reported why */
 	FILE *f = fopen(cc->cert, "r");
 	if (f == NULL) {
 		err_add(err, errlen, "%s.cert: cannot open %s: %s", at, cc->cert, strerror(errno));
@@ -415,17 +456,18 @@ static int cert_load(struct tls_cert *c, const struct cfg_tls *tc, const struct 
 	EVP_PKEY *pkey = PEM_read_PrivateKey(f, NULL, passwd_cb, (void *)cc->passphrase);
 	fclose(f);
 	if (pkey == NULL) {
-		unsigned long e = ERR_peek_last_error();
-		int bad_pass = ERR_GET_REASON(e) == PEM_R_BAD_PASSWORD_READ || ERR_GET_REASON(e) == PEM_R_BAD_DECRYPT
-#ifdef EVP_R_BAD_DECRYPT
-			       || ERR_GET_REASON(e) == EVP_R_BAD_DECRYPT
-#endif
-			       ;
-		err_add(err, errlen, "%s.%s: cannot read the private key in %s: %s", at,
-			bad_pass || cc->passphrase[0] ? "passphrase" : keykey, keyfile,
-			bad_pass ? "wrong passphrase" : (cc->passphrase[0] ? ssl_err_text() :
-			"no key, or an encrypted key without a passphrase"));
+		/* Library error codes differ between versions and key formats;
+		 * what the operator needs follows from the file and the config. */
 		ERR_clear_error();
+		int encrypted = file_contains(keyfile, "ENCRYPTED");
+		if (encrypted && cc->passphrase[0])
+			err_add(err, errlen, "%s.passphrase: cannot decrypt the private key in %s: wrong passphrase",
+				at, keyfile);
+		else if (encrypted)
+			err_add(err, errlen, "%s.%s: the private key in %s is encrypted and no passphrase is set",
+				at, keykey, keyfile);
+		else
+			err_add(err, errlen, "%s.%s: no private key in %s", at, keykey, keyfile);
 		return -1;
 	}
 	int ok = SSL_CTX_use_PrivateKey(c->ctx, pkey) && SSL_CTX_check_private_key(c->ctx);
@@ -477,6 +519,24 @@ struct tls_server *tls_server_new(const struct cfg *cfg, const struct cfg_listen
 			tls_ticket_keys_random(&srv->keys);
 		}
 	}
+	/* Check the lists once, against the tls mapping, before the certificates
+	 * (each gets a context configured the same way). */
+	char tls_at[700];
+	snprintf(tls_at, sizeof(tls_at), "%s:%d:%d: listeners[%u].tls", cfg->path, tc->line, tc->col, li);
+	SSL_CTX *probe = SSL_CTX_new(TLS_method());
+	AN(probe);
+	if (ctx_configure(probe, tc, srv, tls_at, err, errlen) < 0) {
+		SSL_CTX_free(probe);
+		tls_server_free(srv);
+		return NULL;
+	}
+	STACK_OF(SSL_CIPHER) *ciphers = SSL_CTX_get_ciphers(probe);
+	for (size_t i = 0; i < (size_t)sk_SSL_CIPHER_num(ciphers); i++) {
+		const SSL_CIPHER *ci = sk_SSL_CIPHER_value(ciphers, i);
+		if (SSL_CIPHER_get_auth_nid(ci) == NID_auth_ecdsa && srv->necdsa_suites < 32)
+			srv->ecdsa_suites[srv->necdsa_suites++] = SSL_CIPHER_get_protocol_id(ci);
+	}
+	SSL_CTX_free(probe);
 	for (unsigned i = 0; i < tc->ncerts; i++) {
 		char where[96];
 		snprintf(where, sizeof(where), "listeners[%u].tls.certificates[%u]", li, i);
@@ -646,6 +706,10 @@ void tls_conn_free(struct tls_conn *t)
 {
 	if (t == NULL)
 		return;
+	/* OpenSSL drops a session from the cache when its connection is freed
+	 * without a shutdown; a clean close (however it happened) keeps it. */
+	if (t->done && !t->failed)
+		SSL_set_shutdown(t->ssl, SSL_SENT_SHUTDOWN | SSL_RECEIVED_SHUTDOWN);
 	SSL_free(t->ssl);  /* frees both BIOs */
 	free(t);
 }
@@ -674,6 +738,7 @@ static void drain_wbio(struct tls_conn *t, struct buf *wire)
 
 static enum tls_status fail(struct tls_conn *t, int ret)
 {
+	t->failed = 1;
 	int e = SSL_get_error(t->ssl, ret);
 	unsigned long le = ERR_peek_last_error();
 	long vr = SSL_get_verify_result(t->ssl);

@@ -58,15 +58,12 @@ int hello_offers_tls13(const uint8_t *ext, size_t len)
 	return 0;
 }
 
-int hello_ecdsa_suite(const uint8_t *suites, size_t len)
+int hello_any_suite(const uint8_t *suites, size_t len, const uint16_t *ids, size_t n)
 {
-	static const unsigned ecdsa[] = {
-		0xC02B, 0xC02C, 0xCCA9, 0xC009, 0xC00A, 0xC023, 0xC024,
-	};
 	for (size_t i = 0; i + 1 < len; i += 2) {
 		unsigned s = u16(suites + i);
-		for (size_t k = 0; k < sizeof(ecdsa) / sizeof(ecdsa[0]); k++)
-			if (s == ecdsa[k])
+		for (size_t k = 0; k < n; k++)
+			if (s == ids[k])
 				return 1;
 	}
 	return 0;

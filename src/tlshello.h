@@ -20,8 +20,8 @@ int hello_sni(const uint8_t *ext, size_t len, char *out, size_t outlen);
 int hello_ecdsa_sigalg(const uint8_t *ext, size_t len, int curve_bits);
 /* 1 when supported_versions offers TLS 1.3, -1 malformed, else 0. */
 int hello_offers_tls13(const uint8_t *ext, size_t len);
-/* 1 when the cipher_suites list offers an ECDHE-ECDSA suite (TLS 1.2). */
-int hello_ecdsa_suite(const uint8_t *suites, size_t len);
+/* 1 when the cipher_suites list offers one of the N suites in IDS. */
+int hello_any_suite(const uint8_t *suites, size_t len, const uint16_t *ids, size_t n);
 /* Certificate name match: exact (case-insensitive) or "*.example.com"
  * matching exactly one leftmost label. */
 int hello_name_match(const char *pattern, const char *host);

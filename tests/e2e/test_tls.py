@@ -680,19 +680,17 @@ def _bad_cert_cases():
         ("wrong_passphrase_pkcs8",
          lambda p, m: [p.ecdsa.entry(), p.rsa_enc.entry(passphrase="not it")], 1,
          "listeners[0].tls.certificates[1].passphrase",
-         lambda p, m: "cannot read the private key in %s: wrong passphrase" % q(p.rsa_enc.key)),
+         lambda p, m: "cannot decrypt the private key in %s: wrong passphrase" % q(p.rsa_enc.key)),
         ("no_passphrase_pkcs8", lambda p, m: [p.ecdsa.entry(), p.rsa_enc.entry()], 1,
          "listeners[0].tls.certificates[1].key",
-         lambda p, m: "cannot read the private key in %s: no key, or an encrypted key without a "
-                      "passphrase" % q(p.rsa_enc.key)),
+         lambda p, m: "the private key in %s is encrypted and no passphrase is set" % q(p.rsa_enc.key)),
         ("wrong_passphrase_traditional",
          lambda p, m: [p.rsa_enc_trad.entry(passphrase="not it")], 0,
          "listeners[0].tls.certificates[0].passphrase",
-         lambda p, m: "cannot read the private key in %s: wrong passphrase" % q(p.rsa_enc_trad.key)),
+         lambda p, m: "cannot decrypt the private key in %s: wrong passphrase" % q(p.rsa_enc_trad.key)),
         ("no_passphrase_traditional", lambda p, m: [p.rsa_enc_trad.entry()], 0,
          "listeners[0].tls.certificates[0].key",
-         lambda p, m: "cannot read the private key in %s: no key, or an encrypted key without a "
-                      "passphrase" % q(p.rsa_enc_trad.key)),
+         lambda p, m: "the private key in %s is encrypted and no passphrase is set" % q(p.rsa_enc_trad.key)),
         ("empty_cert_file", lambda p, m: [{"cert": p.empty, "key": p.ecdsa.key}], 0,
          "listeners[0].tls.certificates[0].cert",
          lambda p, m: "no usable certificate in %s: .+" % q(p.empty)),
@@ -701,8 +699,7 @@ def _bad_cert_cases():
          lambda p, m: "no usable certificate in %s: .+" % q(p.garbage)),
         ("no_key_in_cert_file", lambda p, m: [{"cert": p.ecdsa.cert}], 0,
          "listeners[0].tls.certificates[0].cert",
-         lambda p, m: "cannot read the private key in %s: no key, or an encrypted key without a "
-                      "passphrase" % q(p.ecdsa.cert)),
+         lambda p, m: "no private key in %s" % q(p.ecdsa.cert)),
     ]
 
 

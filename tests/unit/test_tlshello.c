@@ -35,8 +35,10 @@ int main(void)
 
 	static const uint8_t suites_rsa[] = { 0xC0, 0x2F, 0x00, 0x9C };
 	static const uint8_t suites_ec[] = { 0xC0, 0x2F, 0xC0, 0x2B };
-	CHECK(hello_ecdsa_suite(suites_rsa, sizeof(suites_rsa)) == 0);
-	CHECK(hello_ecdsa_suite(suites_ec, sizeof(suites_ec)) == 1);
+	static const uint16_t server_ecdsa[] = { 0xC02B, 0xC02C };
+	CHECK(hello_any_suite(suites_rsa, sizeof(suites_rsa), server_ecdsa, 2) == 0);
+	CHECK(hello_any_suite(suites_ec, sizeof(suites_ec), server_ecdsa, 2) == 1);
+	CHECK(hello_any_suite(suites_ec, sizeof(suites_ec), server_ecdsa, 0) == 0);  /* server has none */
 
 	CHECK(hello_name_match("a.test", "A.TEST"));
 	CHECK(hello_name_match("*.wild.test", "x.wild.test"));
