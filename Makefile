@@ -122,6 +122,11 @@ run: deps
 bench-core: all
 	sh bench/core.sh
 
+bench-tls: all
+	$(MAKE) TLS=openssl all
+	$(MAKE) TLS=boringssl all
+	sh bench/tls.sh
+
 clean:
 	rm -rf build build-* 
 

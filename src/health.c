@@ -129,6 +129,8 @@ static void check_take(struct hcheck *c, const char *p, size_t n)
 	size_t room = sizeof(c->resp) - 1 - c->resp_len;
 	if (n > room)
 		n = room;
+	if (n == 0)
+		return;
 	memcpy(c->resp + c->resp_len, p, n);
 	c->resp_len += n;
 }
