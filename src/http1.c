@@ -238,6 +238,8 @@ static void client_handle_closed(uv_handle_t *h)
 	if (--cl->closing_handles > 0)
 		return;
 	cl->in.len = cl->out.pending.len = cl->out.inflight.len = 0;
+	cl->hs_in.len = 0;
+	buf_trim(&cl->hs_in, BUF_KEEP);
 	cl->wire.pending.len = cl->wire.inflight.len = 0;
 	tls_conn_free(cl->tls);
 	cl->tls = NULL;
@@ -273,6 +275,7 @@ static void client_close(struct client *cl)
 	}
 	cl->state = CL_CLOSING;
 	list_del(&cl->link);
+	list_del(&cl->hs_link);
 	W->nclients--;
 	cl->closing_handles = 2;
 	uv_close((uv_handle_t *)&cl->tcp, client_handle_closed);
@@ -702,9 +705,50 @@ static int looks_like_http(const char *p, size_t n)
 	return n >= 4 && p[0] >= 'A' && p[0] <= 'Z' && p[1] >= 'A' && p[1] <= 'Z';
 }
 
+static void hs_idle_cb(uv_idle_t *h)
+{
+	(void)h;
+	while (W->hs_budget > 0 && !list_empty(&W->hs_deferred)) {
+		struct client *cl = CONTAINER_OF(W->hs_deferred.next, struct client, hs_link);
+		list_del(&cl->hs_link);
+		struct buf in = cl->hs_in;
+		cl->hs_in = (struct buf){ 0 };
+		client_read_pause(cl, 0);
+		client_on_tls(cl, in.data, in.len);
+		if (cl->hs_in.data == NULL) {  /* keep the capacity for next time */
+			in.len = 0;
+			cl->hs_in = in;
+		} else {
+			buf_free(&in);
+		}
+	}
+	if (list_empty(&W->hs_deferred))
+		uv_idle_stop(&W->hs_idle);
+}
+
+/* Out of handshake budget for this loop turn: keep the bytes, stop reading,
+ * and let the idle handler (which runs after the next poll, so established
+ * connections get their turn first) continue. */
+static void client_defer_handshake(struct client *cl, const char *data, size_t len)
+{
+	buf_append(&cl->hs_in, data, len);
+	client_read_pause(cl, 1);
+	if (list_empty(&cl->hs_link))
+		list_add_tail(&W->hs_deferred, &cl->hs_link);
+	if (!uv_is_active((uv_handle_t *)&W->hs_idle))
+		uv_idle_start(&W->hs_idle, hs_idle_cb);
+}
+
 static void client_on_tls(struct client *cl, const char *data, size_t len)
 {
 	int was_done = tls_conn_handshake_done(cl->tls);
+	if (!was_done) {
+		if (W->hs_budget == 0 || !list_empty(&cl->hs_link)) {
+			client_defer_handshake(cl, data, len);
+			return;
+		}
+		W->hs_budget--;
+	}
 	if (!was_done && cl->wire.pending.len == 0 && !cl->wire.writing && looks_like_http(data, len) &&
 	    cl->nrequests == 0 && cl->txn.t_start == 0) {
 		tls_conn_free(cl->tls);
@@ -833,7 +877,7 @@ void client_accept(struct worker_listener *li)
 		cl = CONTAINER_OF(cl_free.next, struct client, link);
 		list_del(&cl->link);
 		struct buf in = cl->in, op = cl->out.pending, oi = cl->out.inflight;
-		struct buf wp = cl->wire.pending, wi = cl->wire.inflight;
+		struct buf wp = cl->wire.pending, wi = cl->wire.inflight, hi = cl->hs_in;
 		struct txn keep = cl->txn;
 		memset(cl, 0, sizeof(*cl));
 		cl->in = in;
@@ -841,6 +885,7 @@ void client_accept(struct worker_listener *li)
 		cl->out.inflight = oi;
 		cl->wire.pending = wp;
 		cl->wire.inflight = wi;
+		cl->hs_in = hi;
 		cl->txn.req = keep.req;
 		cl->txn.resp = keep.resp;
 		cl->txn.head = keep.head;
@@ -853,6 +898,8 @@ void client_accept(struct worker_listener *li)
 	uv_timer_init(&W->loop, &cl->timer);
 	cl->tcp.data = cl->timer.data = cl;
 	cl->li = li;
+	list_init(&cl->hs_link);
+	cl->hs_in.len = 0;
 	list_add_tail(&W->clients, &cl->link);
 	W->nclients++;
 	txn_reset(cl);

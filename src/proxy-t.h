@@ -62,6 +62,8 @@ struct client {
 	struct outq out;           /* plaintext; on TLS connections only `pending` is used */
 	struct tls_conn *tls;      /* NULL for plain TCP */
 	struct outq wire;          /* TLS: ciphertext to the socket */
+	struct buf hs_in;          /* TLS: handshake bytes waiting for budget */
+	struct list hs_link;       /* in worker->hs_deferred while they wait */
 	struct txn txn;
 	struct list link;          /* worker's client list */
 	uint8_t keepalive;         /* this request allows another after it */

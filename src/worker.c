@@ -57,6 +57,7 @@ static void flush_cb(uv_check_t *h)
 {
 	(void)h;
 	log_flush();
+	W->hs_budget = WORKER_HS_BUDGET;  /* once per loop turn */
 }
 
 void worker_maybe_exit(void)
@@ -127,6 +128,8 @@ void worker_run(struct cfg *cfg, int index, int slot, const struct worker_fd *fd
 	w.index = index;
 	w.slot = slot;
 	list_init(&w.clients);
+	list_init(&w.hs_deferred);
+	w.hs_budget = WORKER_HS_BUDGET;
 	list_init(&w.bconns);
 	char role[32];
 	snprintf(role, sizeof(role), "worker %d", index);
@@ -176,6 +179,7 @@ void worker_run(struct cfg *cfg, int index, int slot, const struct worker_fd *fd
 	uv_check_init(&w.loop, &w.flush);
 	uv_check_start(&w.flush, flush_cb);
 	uv_unref((uv_handle_t *)&w.flush);
+	uv_idle_init(&w.loop, &w.hs_idle);
 	uv_timer_init(&w.loop, &w.drain_timer);
 	uv_timer_init(&w.loop, &w.queue_timer);
 	if (index == 0)

@@ -7,6 +7,7 @@
 #include "proxy-t.h"
 
 #define WORKER_RBUF_SIZE 65536
+#define WORKER_HS_BUDGET 16
 
 struct worker {
 	uv_loop_t loop;
@@ -32,6 +33,12 @@ struct worker {
 	char rbuf[WORKER_RBUF_SIZE];
 	int rbuf_busy;
 	struct buf tls_plain;       /* decrypted bytes of the read being handled */
+	/* Handshake fairness: at most WORKER_HS_BUDGET handshake steps per loop
+	 * turn; the rest wait here (reads stopped) so a flood of new TLS
+	 * connections cannot starve established ones of the loop. */
+	uint32_t hs_budget;
+	struct list hs_deferred;
+	uv_idle_t hs_idle;
 };
 
 extern struct worker *W;
