@@ -1,0 +1,1269 @@
+#!/usr/bin/env python3
+"""TLS benchmark: TLS termination through ONE proxy worker.
+
+sluice built with OpenSSL 3 and sluice built with BoringSSL (workers: 1) vs
+HAProxy (nbthread 1) vs nginx (worker_processes 1), all on the same
+certificate files, in front of the same backend (nginx, static 128-byte
+body), alternating target by target, round after round:
+
+  plain      baseline: the same Connection: close load over plain HTTP, to
+             tell the TLS part of a handshake's cost from the TCP/HTTP part
+  full       full handshakes: wrk -H "Connection: close" over https, tickets
+             and session caches OFF on every server; ECDSA P-256 vs RSA-2048
+             certificate (one per run), TLS 1.2 vs 1.3 (min = max version)
+  resumed    the same with tickets ON (and each server's default session
+             cache): what wrk resumes, and what it costs; ECDSA, 1.2 and 1.3
+  keepalive  wrk keepalive over https (ECDSA, TLS 1.3)
+  memory     RSS growth of the proxy's processes over N idle TLS connections
+             (handshake done, one request each, then idle), per connection
+  speed      signing limits for one core: openssl speed ecdsap256 rsa2048,
+             and bssl-tool speed (Debian package android-boringssl)
+
+Headline for handshakes: the proxy's own CPU time per handshake (utime+stime
+from /proc/PID/stat over its process tree ÷ completed requests), because on
+ECDSA the client (wrk, which verifies every handshake's signature) saturates
+before the proxy does; handshakes/s is reported too.
+
+Usage: sh bench/tls.sh  (or `make bench-tls`). Environment knobs:
+  QUICK=1          1 round, 2 s runs, resumption samples only where resumed
+  DURATION=N       seconds per measured wrk run (3; QUICK 2)
+  WARMUP=N         unmeasured wrk seconds before each measured run (1)
+  CONNECTIONS=N    wrk connections (50)
+  ROUNDS=N         rounds; each round runs every target once per case (3; QUICK 1)
+  IDLE_CONNS=N     idle TLS connections for the memory part (2000)
+  SPEED_SECONDS=N  seconds per openssl/bssl-tool speed test (3; QUICK 1)
+  PARTS=a,b        subset of plain,full,resumed,keepalive,memory,speed
+  TARGETS=a,b      subset/order of sluice-openssl,sluice-boringssl,haproxy,nginx
+  SLUICE_OPENSSL=path, SLUICE_BORINGSSL=path
+                   the two sluice binaries (default: found among build/,
+                   build-boringssl/, build-openssl/ by what `sluice -V` says)
+  PIN=0            do not pin with taskset
+  NOISE_PCT=N      others' CPU (% of one CPU) that makes a run noisy (25)
+  QUIET_BUDGET=N   seconds in all for waiting for quiet / re-running (60; QUICK 15)
+  RESULTS=dir      results root (bench/results)
+
+Output: RESULTS/<UTC timestamp>/tls.md, tls.png, tls/ (certificates,
+configs, raw wrk output, logs); RESULTS/latest/ gets a copy and report.md
+links it. Every process started here is stopped by its PID on exit.
+"""
+import datetime
+import json
+import os
+import re
+import resource
+import shutil
+import signal
+import socket
+import ssl
+import statistics
+import subprocess
+import sys
+import time
+
+from benchlib import (BODY_SIZE, CLK_TCK, ROOT, STARTED, Quiet, children_cpu, cmd_out, fmt, free_port,
+                      fsize, git_describe, machine_facts, mmm, parse_wrk, pinning, read_tail,
+                      refresh_latest, start, start_backend_nginx, stop, stop_all, system_busy_ticks,
+                      tree_rss_kb, tree_ticks, wait_children, wait_port, write)
+from benchlib import env_int as _env_int
+
+PROG = "bench/tls.py"
+
+
+def env_int(name, default, lo=0):
+    return _env_int(name, default, lo, prog=PROG)
+
+
+QUICK = os.environ.get("QUICK", "") not in ("", "0")
+DURATION = env_int("DURATION", 2 if QUICK else 3, 1)
+WARMUP = env_int("WARMUP", 1, 0)
+CONNECTIONS = env_int("CONNECTIONS", 50, 1)
+ROUNDS = env_int("ROUNDS", 1 if QUICK else 3, 1)
+IDLE_CONNS = env_int("IDLE_CONNS", 2000, 1)
+SPEED_SECONDS = env_int("SPEED_SECONDS", 1 if QUICK else 3, 1)
+ALL_PARTS = ["plain", "full", "resumed", "keepalive", "memory", "speed"]
+PARTS = [p for p in os.environ.get("PARTS", ",".join(ALL_PARTS)).split(",") if p]
+ALL_TARGETS = ["sluice-openssl", "sluice-boringssl", "haproxy", "nginx"]
+TARGETS = [t for t in os.environ.get("TARGETS", ",".join(ALL_TARGETS)).split(",") if t]
+PIN = os.environ.get("PIN", "1") != "0"
+RESULTS = os.path.abspath(os.environ.get("RESULTS", os.path.join(ROOT, "bench", "results")))
+NOISE_PCT = env_int("NOISE_PCT", 25)
+QUIET_BUDGET = env_int("QUIET_BUDGET", 15 if QUICK else 60)
+ATTEMPTS = 3
+POOL = 64                     # backend connections each proxy may keep / open
+MEM_CONCURRENCY = 50          # handshakes in flight while the memory client opens connections
+
+for p in PARTS:
+    if p not in ALL_PARTS:
+        sys.exit(f"{PROG}: unknown part {p!r} in PARTS (known: {','.join(ALL_PARTS)})")
+for t in TARGETS:
+    if t not in ALL_TARGETS:
+        sys.exit(f"{PROG}: unknown target {t!r} in TARGETS (known: {','.join(ALL_TARGETS)})")
+
+PROXY_PIN, LOAD_PIN, PIN_TEXT = pinning(PIN)
+
+# The cases measured with wrk. mode: full (no resumption possible), resumed
+# (tickets on), keepalive (no Connection: close).
+VERSIONS = {"1.2": "TLSv1.2", "1.3": "TLSv1.3"}
+CASES = []
+if "plain" in PARTS:
+    CASES += [{"mode": "plain", "cert": "none", "ver": "none"}]
+if "full" in PARTS:
+    CASES += [{"mode": "full", "cert": c, "ver": v} for c in ("ecdsa", "rsa") for v in ("1.2", "1.3")]
+if "resumed" in PARTS:
+    CASES += [{"mode": "resumed", "cert": "ecdsa", "ver": v} for v in ("1.2", "1.3")]
+if "keepalive" in PARTS:
+    CASES += [{"mode": "keepalive", "cert": "ecdsa", "ver": "1.3"}]
+for c in CASES:
+    c["key"] = "plain-close" if c["mode"] == "plain" else f"{c['mode']}-{c['cert']}-{c['ver']}"
+CERT_NAME = {"ecdsa": "ECDSA P-256", "rsa": "RSA-2048"}
+MODE_NAME = {"full": "full handshakes", "resumed": "resumed handshakes (tickets on)",
+             "keepalive": "keepalive", "plain": "no TLS"}
+
+
+def case_short(c):
+    if c["mode"] == "plain":
+        return "no TLS (plain HTTP)"
+    return f"{CERT_NAME[c['cert']]} TLS {c['ver']}"
+
+
+def case_title(c):
+    if c["mode"] == "plain":
+        return "no TLS: plain HTTP, Connection: close (baseline)"
+    return f"{MODE_NAME[c['mode']]}, {CERT_NAME[c['cert']]}, TLS {c['ver']}"
+
+
+def log(msg):
+    print(f"[tls] {msg}", flush=True)
+
+
+# ---------------------------------------------------------------- binaries
+
+def sluice_lib(path):
+    """('openssl' | 'boringssl' | None, the TLS line of `sluice -V`)."""
+    v = cmd_out([path, "-V"])
+    tls_line = next((ln for ln in v.splitlines() if ln.startswith("TLS ")), "")
+    lib = "boringssl" if "BoringSSL" in tls_line else "openssl" if "OpenSSL" in tls_line else None
+    return lib, tls_line[4:]
+
+
+def find_sluice():
+    """{'openssl': (path, TLS line), 'boringssl': (...)}: SLUICE_OPENSSL /
+    SLUICE_BORINGSSL if set, else the newest binary built with each library
+    among build/, build-boringssl/, build-openssl/ (the Makefile puts the
+    default library in build/ and the other in build-<name>/; a directory
+    left over from before the default changed is older)."""
+    found = {}
+    for lib, var in (("openssl", "SLUICE_OPENSSL"), ("boringssl", "SLUICE_BORINGSSL")):
+        path = os.environ.get(var)
+        if path:
+            got, tls_line = sluice_lib(path) if os.access(path, os.X_OK) else (None, "")
+            if got != lib:
+                sys.exit(f"{PROG}: {var}={path} is not a sluice built with {lib}")
+            found[lib] = (os.path.abspath(path), tls_line)
+    cands = []
+    for b in ("build", "build-boringssl", "build-openssl"):
+        path = os.path.join(ROOT, b, "sluice")
+        if os.access(path, os.X_OK):
+            lib, tls_line = sluice_lib(path)
+            if lib and lib not in found:
+                cands.append((os.path.getmtime(path), lib, path, tls_line))
+    for _, lib, path, tls_line in sorted(cands, reverse=True):
+        found.setdefault(lib, (os.path.abspath(path), tls_line))
+    return found
+
+
+SLUICE = find_sluice()
+SLUICE_SRC = {}               # where the run copies in tls/bin/ came from
+
+
+# ---------------------------------------------------------------- certificates
+
+def make_certs(d):
+    """ECDSA P-256 and RSA-2048 self-signed certificates for localhost.
+    X.pem = certificate then key (HAProxy's crt), X.key = the key alone;
+    all three proxies load these same files."""
+    cd = os.path.join(d, "certs")
+    os.makedirs(cd, exist_ok=True)
+    cmds = []
+    for name, newkey in (("ecdsa", ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256"]),
+                         ("rsa", ["-newkey", "rsa:2048"])):
+        key, crt = os.path.join(cd, f"{name}.key"), os.path.join(cd, f"{name}.crt")
+        cmd = (["openssl", "req", "-x509"] + newkey + ["-nodes", "-keyout", key, "-out", crt,
+               "-days", "30", "-subj", "/CN=localhost",
+               "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"])
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        with open(os.path.join(cd, f"{name}.pem"), "w") as f:
+            f.write(open(crt).read() + open(key).read())
+        cmds.append(" ".join(cmd) + f"; cat {name}.crt {name}.key > {name}.pem")
+    return cd, cmds
+
+
+# ---------------------------------------------------------------- configs
+
+def conf_sluice(d, tgt, port, bport, case, certs, access_log):
+    full = case["mode"] == "full"
+    v = VERSIONS.get(case["ver"])
+    tls = "" if case["mode"] == "plain" else f"""    tls:
+      certificates:
+        - cert: {certs}/{case['cert']}.pem
+          key: {certs}/{case['cert']}.key
+      min_version: {v}
+      max_version: {v}
+      tickets: {"off" if full else "on"}
+      session_cache: 0
+"""
+    return f"""# {tgt}: one worker, one {"plain" if not tls else "TLS"} listener -> one backend with one server
+workers: 1
+error_log: {d}/{tgt}.error.log
+access_log: {access_log or "off"}
+timeouts:
+  drain: 0
+listeners:
+  - name: https
+    address: 127.0.0.1:{port}
+    backend: app
+{tls}backends:
+  - name: app
+    idle_max: {POOL}
+    servers:
+      - name: s1
+        address: 127.0.0.1:{bport}
+        max_connections: {POOL}
+"""
+
+
+def conf_haproxy(d, port, bport, case, certs, access_log):
+    full = case["mode"] == "full"
+    v = VERSIONS.get(case["ver"])
+    ssl_ = ("" if case["mode"] == "plain" else
+            f" ssl crt {certs}/{case['cert']}.pem ssl-min-ver {v} ssl-max-ver {v}"
+            + (" no-tls-tickets" if full else ""))
+    g_extra = "    tune.ssl.cachesize 0\n" if full else ""
+    if access_log:
+        g_extra += "    log stdout format raw local0\n"
+        fe_log = "    log global\n    log-format \"resumed=%[ssl_fc_is_resumed] status=%ST\"\n"
+    else:
+        fe_log = ""
+    return f"""# HAProxy, one thread; {"no TLS" if not ssl_ else "tickets and session cache off" if full else "tickets and session cache on (defaults)"}
+global
+    nbthread 1
+    maxconn 8192
+    pidfile {d}/haproxy.pid
+{g_extra}
+defaults
+    mode http
+    option http-keep-alive
+    http-reuse always
+    timeout connect 3s
+    timeout client 60s
+    timeout server 60s
+    timeout http-keep-alive 60s
+
+frontend fe
+    bind 127.0.0.1:{port}{ssl_}
+{fe_log}    default_backend be
+
+backend be
+    server s1 127.0.0.1:{bport} maxconn {POOL}
+"""
+
+
+def conf_nginx(d, port, bport, case, certs, access_log):
+    full = case["mode"] == "full"
+    plain = case["mode"] == "plain"
+    v = VERSIONS.get(case["ver"])
+    if access_log:
+        alog = (f"    log_format r 'resumed=$ssl_session_reused status=$status';\n"
+                f"    access_log {access_log} r;\n")
+    else:
+        alog = "    access_log off;\n"
+    sess = ("        ssl_session_tickets off;\n        ssl_session_cache off;\n" if full
+            else "        ssl_session_tickets on;   # default; ssl_session_cache: default (none)\n")
+    tls = ("" if plain else
+           f"        ssl_certificate {certs}/{case['cert']}.pem;\n"
+           f"        ssl_certificate_key {certs}/{case['cert']}.key;\n"
+           f"        ssl_protocols {v};\n" + sess)
+    return f"""# nginx, one worker, upstream keepalive; {"no TLS" if plain else "tickets and session cache off" if full else "tickets on"}
+worker_processes 1;
+worker_rlimit_nofile 16384;
+daemon off;
+master_process on;
+pid {d}/nginx.pid;
+error_log {d}/nginx.error.log warn;
+events {{ worker_connections 8192; }}
+http {{
+{alog}    keepalive_requests 1000000;
+    keepalive_timeout 60s;
+    client_body_temp_path {d}/tmp-nginx/body;
+    proxy_temp_path {d}/tmp-nginx/proxy;
+    fastcgi_temp_path {d}/tmp-nginx/fastcgi;
+    uwsgi_temp_path {d}/tmp-nginx/uwsgi;
+    scgi_temp_path {d}/tmp-nginx/scgi;
+    upstream be {{
+        server 127.0.0.1:{bport};
+        keepalive {POOL};
+        keepalive_requests 1000000;
+        keepalive_timeout 60s;
+    }}
+    server {{
+        listen 127.0.0.1:{port}{"" if plain else " ssl"};
+{tls}        location / {{
+            proxy_pass http://be;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+        }}
+    }}
+}}
+"""
+
+
+def proxy_errlog(tgt, d):
+    """Where the proxy's own error/alert messages go."""
+    if tgt.startswith("sluice"):
+        return os.path.join(d, f"{tgt}.error.log")
+    return os.path.join(d, {"haproxy": "haproxy.out", "nginx": "nginx.error.log"}[tgt])
+
+
+def start_proxy(tgt, d, bport, case, certs, access_log=None):
+    """Returns (Popen or None, port, command line, config path). access_log:
+    a file to log every request's resumed flag to (samples only)."""
+    port = free_port()
+    tag = "-sample" if access_log else ""
+    cfgdir = os.path.join(d, "configs")
+    os.makedirs(cfgdir, exist_ok=True)
+    if tgt.startswith("sluice"):
+        lib = tgt.split("-", 1)[1]
+        conf = write(os.path.join(cfgdir, f"{tgt}-{case['key']}{tag}.yaml"),
+                     conf_sluice(d, tgt, port, bport, case, certs, access_log))
+        cmd = PROXY_PIN + [SLUICE[lib][0], "-c", conf]
+        p = start(cmd, os.path.join(d, f"{tgt}.out"))
+    elif tgt == "haproxy":
+        conf = write(os.path.join(cfgdir, f"haproxy-{case['key']}{tag}.cfg"),
+                     conf_haproxy(d, port, bport, case, certs, access_log))
+        cmd = PROXY_PIN + ["haproxy", "-f", conf, "-db"]
+        # In a sample the request log goes to stdout: keep it apart from the error log.
+        p = start(cmd, access_log or proxy_errlog(tgt, d))
+    else:
+        os.makedirs(os.path.join(d, "tmp-nginx"), exist_ok=True)
+        conf = write(os.path.join(cfgdir, f"nginx-{case['key']}{tag}.conf"),
+                     conf_nginx(d, port, bport, case, certs, access_log))
+        cmd = PROXY_PIN + ["nginx", "-p", d, "-e", proxy_errlog(tgt, d), "-c", conf]
+        p = start(cmd, os.path.join(d, "nginx.out"))
+    if not wait_port(port, p):
+        stop(p)
+        return None, port, " ".join(cmd), conf
+    if tgt != "haproxy":
+        wait_children(p)
+    return p, port, " ".join(cmd), conf
+
+
+# ---------------------------------------------------------------- TLS probe (Python ssl)
+
+def client_ctx(ver):
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    ctx.minimum_version = ctx.maximum_version = getattr(ssl.TLSVersion, VERSIONS[ver].replace(".", "_"))
+    return ctx
+
+
+def probe(port, ver, tries=3):
+    """`tries` HTTPS GETs, each on a new connection offering the previous
+    connection's session (ver "none": plain HTTP). Returns (error or None,
+    facts dict)."""
+    ctx = client_ctx(ver) if ver in VERSIONS else None
+    sess, reused, facts = None, [], {}
+    for i in range(tries):
+        try:
+            s = socket.create_connection(("127.0.0.1", port), timeout=5)
+            ss = ctx.wrap_socket(s, server_hostname="localhost", session=sess) if ctx else s
+            ss.sendall(b"GET / HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+            data = b""
+            while True:
+                chunk = ss.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+            if ctx:
+                if i == 0:
+                    facts = {"version": ss.version(), "cipher": ss.cipher()[0]}
+                else:
+                    reused.append(ss.session_reused)
+                sess = ss.session
+            ss.close()
+        except (OSError, ssl.SSLError) as e:
+            return f"GET / failed: {e!r}", facts
+        head, _, body = data.partition(b"\r\n\r\n")
+        status = head.split(b" ", 2)[1:2]
+        if status != [b"200"] or len(body) != BODY_SIZE:
+            return f"GET / -> {head[:60]!r}, {len(body)} body bytes", facts
+    if ctx:
+        facts["reused"] = sum(reused)
+        facts["reuse_tries"] = len(reused)
+    return None, facts
+
+
+# ---------------------------------------------------------------- wrk runs
+
+def wrk_cmd(port, seconds, close, scheme="https"):
+    return (LOAD_PIN + ["wrk", "-t1", f"-c{CONNECTIONS}", f"-d{seconds}s", "--latency"]
+            + (["-H", "Connection: close"] if close else []) + [f"{scheme}://127.0.0.1:{port}/"])
+
+
+def run_wrk(port, seconds, close, outfile, scheme="https"):
+    cmd = wrk_cmd(port, seconds, close, scheme)
+    cp = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                        timeout=seconds + 60)
+    if outfile:
+        write(outfile, " ".join(cmd) + "\n" + cp.stdout)
+    return cp.stdout
+
+
+def sluice_tls_failures(text):
+    """sluice logs handshake failures and TLS errors at info level."""
+    return [ln for ln in text.splitlines()
+            if re.search(r"TLS (handshake failed|error|handshake timeout)", ln)]
+
+
+def measure(tgt, case, rnd, d, port, proxy, backend):
+    close = case["mode"] != "keepalive"
+    scheme = "http" if case["mode"] == "plain" else "https"
+    if WARMUP:
+        run_wrk(port, WARMUP, close, None, scheme)
+    raw = os.path.join(d, "raw", f"r{rnd + 1}-{case['key']}-{tgt}.txt")
+    pids_before = sorted(tree_ticks(proxy.pid))
+    b0, c0 = tree_ticks(backend.pid), tree_ticks(proxy.pid)
+    w0, s0, t0 = children_cpu(), system_busy_ticks(), time.monotonic()
+    out = run_wrk(port, DURATION, close, raw, scheme)
+    wall = time.monotonic() - t0
+    s1, c1, b1 = system_busy_ticks(), tree_ticks(proxy.pid), tree_ticks(backend.pid)
+    wrk_s = children_cpu() - w0
+    r = parse_wrk(out)
+    r.update(label=tgt, case=case["key"], round=rnd + 1, wall=wall, raw=os.path.relpath(raw, d))
+    dt = sum(c1[q] - c0[q] for q in c1 if q in c0)
+    db = sum(b1[q] - b0[q] for q in b1 if q in b0)
+    req = max(r["requests"], 1)
+    r["cpu_us"] = dt / CLK_TCK * 1e6 / req
+    r["cpu_pct"] = dt / CLK_TCK / wall * 100
+    r["backend_cpu_us"] = db / CLK_TCK * 1e6 / req
+    r["wrk_cpu_pct"] = wrk_s / wall * 100
+    r["other_pct"] = ((s1 - s0) - dt - db) / CLK_TCK / wall * 100 - wrk_s / wall * 100
+    problems = []
+    if proxy.poll() is not None:
+        problems.append(f"proxy exited during the run (status {proxy.returncode})")
+    elif sorted(tree_ticks(proxy.pid)) != pids_before:
+        problems.append(f"proxy processes changed during the run: {pids_before} -> "
+                        f"{sorted(tree_ticks(proxy.pid))}")
+    if r["requests"] == 0:
+        problems.append("wrk completed no request")
+    if r["sock_errors"]:
+        problems.append(r["sock_detail"])
+    if r["non2xx"]:
+        problems.append(f"Non-2xx or 3xx responses: {r['non2xx']}")
+    r["problems"] = problems
+    return r
+
+
+def sample_resumption(tgt, case, d, bport, certs, notes):
+    """A short wrk run against a proxy started with a request log that
+    records whether each TLS session was resumed. Returns (resumed, total)."""
+    logf = os.path.join(d, "samples", f"{tgt}-{case['key']}.log")
+    os.makedirs(os.path.dirname(logf), exist_ok=True)
+    proxy, port, _, _ = start_proxy(tgt, d, bport, case, certs, access_log=logf)
+    if proxy is None:
+        notes.append(f"{tgt}, {case['key']}: the sample proxy (with a request log) did not start")
+        return None
+    run_wrk(port, 1, case["mode"] != "keepalive",
+            os.path.join(d, "samples", f"{tgt}-{case['key']}.wrk.txt"))
+    stop(proxy)
+    time.sleep(0.1)
+    text = read_tail(logf, 0)
+    flags = re.findall(r"resumed=(\S+)", text)
+    yes = sum(1 for f in flags if f in ("1", "r"))
+    return yes, len(flags)
+
+
+# ---------------------------------------------------------------- memory
+
+MEM_CLIENT = r'''
+import asyncio, resource, ssl, sys
+port, n, conc = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+ctx.check_hostname = False
+ctx.verify_mode = ssl.CERT_NONE
+ctx.minimum_version = ctx.maximum_version = ssl.TLSVersion.TLSv1_3
+conns, errors = [], []
+async def one(sem):
+    async with sem:
+        try:
+            r, w = await asyncio.open_connection("127.0.0.1", port, ssl=ctx, server_hostname="localhost")
+            w.write(b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n")
+            head = await r.readuntil(b"\r\n\r\n")
+            cl = 0
+            for line in head.split(b"\r\n"):
+                if line.lower().startswith(b"content-length:"):
+                    cl = int(line.split(b":")[1])
+            await r.readexactly(cl)
+            if not head.startswith(b"HTTP/1.1 200"):
+                errors.append(head[:40])
+            conns.append((r, w))
+        except Exception as e:
+            errors.append(repr(e)[:100])
+async def main():
+    sem = asyncio.Semaphore(conc)
+    await asyncio.gather(*(one(sem) for _ in range(n)))
+    print(f"open {len(conns)} errors {len(errors)} {errors[:3]}", flush=True)
+    await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
+    for r, w in conns:
+        w.close()
+    await asyncio.sleep(0.5)
+    print("closed", flush=True)
+asyncio.run(main())
+'''
+
+
+def measure_memory(tgt, rnd, d, port, proxy):
+    """RSS of the proxy's processes before, with IDLE_CONNS idle TLS
+    connections open, and after they closed."""
+    before = tree_rss_kb(proxy.pid)
+    cmd = LOAD_PIN + [sys.executable, "-c", MEM_CLIENT, str(port), str(IDLE_CONNS), str(MEM_CONCURRENCY)]
+    t0 = time.monotonic()
+    cl = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True)
+    STARTED.append(cl)
+    r = {"label": tgt, "round": rnd + 1, "problems": []}
+    line = cl.stdout.readline().strip()
+    r["open_secs"] = time.monotonic() - t0
+    m = re.match(r"open (\d+) errors (\d+)(.*)", line)
+    if not m:
+        r["problems"].append(f"memory client: {line!r} {cl.stdout.read()[:300]!r}")
+        stop(cl)
+        return r
+    r["open"], r["client_errors"] = int(m.group(1)), int(m.group(2))
+    if r["client_errors"]:
+        r["problems"].append(f"memory client: {r['client_errors']} connections failed: {m.group(3).strip()}")
+    time.sleep(1.0)
+    during = tree_rss_kb(proxy.pid)
+    cl.stdin.write("\n")
+    cl.stdin.flush()
+    cl.stdout.readline()
+    try:
+        cl.wait(10)
+    except subprocess.TimeoutExpired:
+        pass
+    stop(cl)
+    time.sleep(0.5)
+    after = tree_rss_kb(proxy.pid)
+    r["rss_before"], r["rss_during"], r["rss_after"] = (sum(before.values()), sum(during.values()),
+                                                        sum(after.values()))
+    r["per_proc"] = {q: (before.get(q), during.get(q)) for q in sorted(set(before) | set(during))}
+    r["kib_per_conn"] = (r["rss_during"] - r["rss_before"]) / max(1, r["open"])
+    if proxy.poll() is not None:
+        r["problems"].append(f"proxy exited during the memory run (status {proxy.returncode})")
+    return r
+
+
+# ---------------------------------------------------------------- signing limits
+
+def speed_tests(d):
+    """Sign/s for one core (pinned like the proxy): OpenSSL and BoringSSL."""
+    out = {"openssl": {}, "boringssl": {}, "commands": [], "notes": []}
+    cmd = PROXY_PIN + ["openssl", "speed", "-seconds", str(SPEED_SECONDS), "ecdsap256", "rsa2048"]
+    log("signing limits: " + " ".join(cmd))
+    text = cmd_out(cmd, timeout=SPEED_SECONDS * 8 + 60)
+    write(os.path.join(d, "raw", "openssl-speed.txt"), " ".join(cmd) + "\n" + text)
+    out["commands"].append(" ".join(cmd))
+    m = re.search(r"^rsa 2048 bits\s+\S+\s+\S+\s+([\d.]+)\s+([\d.]+)", text, re.M)
+    if m:
+        out["openssl"]["rsa"] = float(m.group(1))
+    m = re.search(r"256 bits ecdsa \(nistp256\)\s+\S+\s+\S+\s+([\d.]+)\s+([\d.]+)", text)
+    if m:
+        out["openssl"]["ecdsa"] = float(m.group(1))
+    out["openssl_version"] = cmd_out(["openssl", "version"])
+    bssl = shutil.which("bssl-tool") or shutil.which("bssl")
+    if not bssl:
+        out["notes"].append("bssl-tool not found (Debian package android-boringssl): no BoringSSL "
+                            "signing limit")
+        return out
+    for filt, key in (("ECDSA P-256", "ecdsa"), ("RSA 2048", "rsa")):
+        cmd = PROXY_PIN + [bssl, "speed", "-filter", filt, "-timeout", str(SPEED_SECONDS)]
+        log("signing limits: " + " ".join(cmd))
+        text = cmd_out(cmd, timeout=SPEED_SECONDS * 12 + 60)
+        write(os.path.join(d, "raw", f"bssl-speed-{key}.txt"), " ".join(cmd) + "\n" + text)
+        out["commands"].append(" ".join(f"'{c}'" if " " in c else c for c in cmd))
+        m = re.search(rf"Did \d+ {filt} signing operations in \d+us \(([\d.]+) ops/sec\)", text)
+        if m:
+            out["boringssl"][key] = float(m.group(1))
+    out["bssl_path"] = bssl
+    return out
+
+
+def sign_limit(speed, tgt, cert):
+    lib = "boringssl" if tgt == "sluice-boringssl" else "openssl"
+    return (speed or {}).get(lib, {}).get(cert)
+
+
+# ---------------------------------------------------------------- report
+
+def summarize(runs, tgt, key):
+    allr = [r for r in runs if r["label"] == tgt and r["case"] == key]
+    if not allr:
+        return None
+    rs = [r for r in allr if not r["noisy"]] or allr
+    return {"n": len(rs), "total": len(allr),
+            **{k: mmm([r[k] for r in rs]) for k in ("rps", "cpu_us", "cpu_pct", "p50", "p99",
+                                                     "backend_cpu_us", "wrk_cpu_pct")},
+            "errors": sum(r["sock_errors"] + r["non2xx"] for r in allr),
+            "tls_fail": sum(r.get("tls_fail", 0) for r in allr)}
+
+
+def chart(path, summ, mem, targets):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    colors = {"sluice-openssl": "#2b7bba", "sluice-boringssl": "#7fb8e6", "haproxy": "#e07b39",
+              "nginx": "#3a9e4f"}
+    panels = []
+    for title, keys, metric in (
+            ("Full handshakes, ECDSA P-256: proxy CPU µs/handshake",
+             ["plain-close", "full-ecdsa-1.2", "full-ecdsa-1.3"], "cpu_us"),
+            ("Full handshakes, RSA-2048: proxy CPU µs/handshake", ["full-rsa-1.2", "full-rsa-1.3"], "cpu_us"),
+            ("Full handshakes/s (Connection: close)", ["full-ecdsa-1.2", "full-ecdsa-1.3",
+                                                       "full-rsa-1.2", "full-rsa-1.3"], "rps"),
+            ("Resumed (tickets on): proxy CPU µs/handshake", ["resumed-ecdsa-1.2", "resumed-ecdsa-1.3"], "cpu_us"),
+            ("Keepalive TLS 1.3: req/s", ["keepalive-ecdsa-1.3"], "rps"),
+            ("Keepalive TLS 1.3: proxy CPU µs/request", ["keepalive-ecdsa-1.3"], "cpu_us")):
+        keys = [k for k in keys if any(summ.get((t, k)) for t in targets)]
+        if keys:
+            panels.append((title, keys, metric))
+    if mem:
+        panels.append(("Memory per idle TLS connection (KiB)", ["memory"], "mem"))
+    if not panels:
+        return False
+    ncol = 4
+    nrow = (len(panels) + ncol - 1) // ncol
+    fig, axes = plt.subplots(nrow, ncol, figsize=(19, 4.5 * nrow), squeeze=False)
+    width = 0.8 / max(1, len(targets))
+    for ax, (title, keys, metric) in zip(axes.flat, panels):
+        for i, t in enumerate(targets):
+            xs, med, lo, hi = [], [], [], []
+            for j, k in enumerate(keys):
+                if metric == "mem":
+                    v = mmm([r["kib_per_conn"] for r in mem if r["label"] == t and "kib_per_conn" in r])
+                else:
+                    s = summ.get((t, k))
+                    v = s[metric] if s else (None, None, None)
+                if v[0] is None:
+                    continue
+                xs.append(j + (i - (len(targets) - 1) / 2) * width)
+                med.append(v[0])
+                lo.append(v[0] - v[1])
+                hi.append(v[2] - v[0])
+            if not xs:
+                continue
+            bars = ax.bar(xs, med, width, yerr=[lo, hi], capsize=3, color=colors.get(t, "#777"),
+                          label=t)
+            for b, v in zip(bars, med):
+                ax.annotate(f"{v:,.0f}" if v >= 100 else f"{v:.1f}",
+                            (b.get_x() + b.get_width() / 2, b.get_height()), xytext=(0, 2),
+                            textcoords="offset points", ha="center", va="bottom", fontsize=6)
+        ax.set_xticks(range(len(keys)))
+        ax.set_xticklabels([f"{IDLE_CONNS} idle connections" if k == "memory" else
+                            "no TLS (plain)" if k == "plain-close" else
+                            f"{CERT_NAME[k.split('-')[1]]}\nTLS {k.split('-')[2]}" for k in keys], fontsize=9)
+        ax.set_title(title, fontsize=10)
+        ax.grid(axis="y", alpha=0.3)
+        ax.set_axisbelow(True)
+    for ax in list(axes.flat)[len(panels):]:
+        ax.axis("off")
+    axes.flat[0].legend(fontsize=8)
+    fig.suptitle(f"sluice TLS: one proxy worker, wrk -t1 -c{CONNECTIONS} -d{DURATION}s, "
+                 f"{ROUNDS} rounds, medians (bars: min–max)", fontsize=11)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def paired(runs, a, b, key, metric):
+    """(median, min, max) over rounds of a's metric ÷ b's in the same round."""
+    by = {}
+    for r in runs:
+        if r["case"] == key and r["label"] in (a, b) and r.get(metric):
+            by.setdefault(r["round"], {})[r["label"]] = r[metric]
+    return mmm([v[a] / v[b] for v in by.values() if a in v and b in v])
+
+
+def fmt_mmm(t, nd=2):
+    if t[0] is None:
+        return "—"
+    if t[1] == t[2]:
+        return f"{t[0]:.{nd}f}"
+    return f"{t[0]:.{nd}f} ({t[1]:.{nd}f}–{t[2]:.{nd}f})"
+
+
+def geomean(xs):
+    return statistics.geometric_mean(xs) if xs else float("nan")
+
+
+def ratio(a, b, nd=2):
+    if a is None or b is None or not b:
+        return "—"
+    return f"{a / b:.{nd}f}"
+
+
+def write_report(outdir, d, runs, mem, speed, samples, probes, targets, facts, commands, confs,
+                 cert_cmds, backend_cmd, notes, loglines, started_at, elapsed):
+    summ = {}
+    for c in CASES:
+        for t in targets:
+            s = summarize(runs, t, c["key"])
+            if s:
+                summ[(t, c["key"])] = s
+    try:
+        drawn = chart(os.path.join(outdir, "tls.png"), summ, mem, targets)
+        chart_line = "![tls chart](tls.png)" if drawn else ""
+    except Exception as e:  # noqa: BLE001 — a missing chart must not lose the tables
+        chart_line = f"(chart not drawn: {e!r})"
+
+    def us(s):
+        return (f"**{fmt(s['cpu_us'][0], 1)}** ({fmt(s['cpu_us'][1], 1)}–{fmt(s['cpu_us'][2], 1)})"
+                if s else "—")
+
+    def rps(s):
+        return f"{fmt(s['rps'][0])} ({fmt(s['rps'][1])}–{fmt(s['rps'][2])})" if s else "—"
+
+    L = []
+    L.append("# TLS benchmark — TLS termination through one proxy worker")
+    L.append("")
+    L.append(f"Run {started_at} UTC, {elapsed:.0f} s in all. {'QUICK mode. ' if QUICK else ''}"
+             f"{ROUNDS} round(s) × {DURATION} s measured wrk runs (after {WARMUP} s of unmeasured "
+             f"warm-up each), wrk `-t1 -c{CONNECTIONS}` over https, {BODY_SIZE}-byte responses from "
+             f"one nginx origin (static `return 200`) behind every proxy. Pinning: {PIN_TEXT}. "
+             f"Targets: {', '.join(targets)}; sluice with `workers: 1`, HAProxy `nbthread 1`, "
+             "nginx `worker_processes 1`, all on the same certificate files.")
+    L.append("")
+    # ------------------------------------------------ verdict
+    so, sb = "sluice-openssl", "sluice-boringssl"
+    if so in targets and sb in targets:
+        L.append("## sluice: BoringSSL build vs OpenSSL build")
+        L.append("")
+        L.append("BoringSSL ÷ OpenSSL: handshakes/s or req/s above 1 means the BoringSSL build is "
+                 "faster; proxy CPU µs per handshake/request below 1 means it is cheaper. *per "
+                 "round* is the median (min–max) of the ratios of the two runs of the same round, "
+                 "which ran seconds apart: it is immune to the machine getting faster or slower "
+                 "between rounds, which the ratio of the overall medians is not.")
+        L.append("")
+        L.append("| case | OpenSSL hs/s or req/s | BoringSSL | ratio of medians | per round | "
+                 "OpenSSL proxy CPU µs | BoringSSL | ratio of medians | per round |")
+        L.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+        wins = {"openssl": 0, "boringssl": 0}
+        for c in CASES:
+            a, b = summ.get((so, c["key"])), summ.get((sb, c["key"]))
+            if not a or not b:
+                continue
+            pr_rps, pr_cpu = paired(runs, sb, so, c["key"], "rps"), paired(runs, sb, so, c["key"], "cpu_us")
+            L.append(f"| {case_title(c)} | {fmt(a['rps'][0])} | {fmt(b['rps'][0])} | "
+                     f"{ratio(b['rps'][0], a['rps'][0])} | {fmt_mmm(pr_rps)} | {fmt(a['cpu_us'][0], 1)} | "
+                     f"{fmt(b['cpu_us'][0], 1)} | {ratio(b['cpu_us'][0], a['cpu_us'][0])} | {fmt_mmm(pr_cpu)} |")
+            if c["mode"] in ("full", "keepalive") and pr_cpu[0] is not None:
+                wins["boringssl" if pr_cpu[0] < 1 else "openssl"] += 1
+        L.append("")
+        L.append(f"Cheaper in proxy CPU (per-round median) in {wins['openssl']} of the "
+                 f"full-handshake/keepalive cases: OpenSSL; in {wins['boringssl']}: BoringSSL.")
+        L.append("")
+        for title, keys in (("full handshakes, ECDSA (TLS 1.2 and 1.3)",
+                             [c["key"] for c in CASES if c["mode"] == "full" and c["cert"] == "ecdsa"]),
+                            ("full handshakes, RSA (TLS 1.2 and 1.3)",
+                             [c["key"] for c in CASES if c["mode"] == "full" and c["cert"] == "rsa"]),
+                            ("full handshakes, all four", [c["key"] for c in CASES if c["mode"] == "full"]),
+                            ("keepalive", [c["key"] for c in CASES if c["mode"] == "keepalive"])):
+            rr = [paired(runs, sb, so, k, "rps")[0] for k in keys]
+            cc = [paired(runs, sb, so, k, "cpu_us")[0] for k in keys]
+            rr, cc = [x for x in rr if x], [x for x in cc if x]
+            if rr and cc:
+                L.append(f"- **{title}**: BoringSSL ÷ OpenSSL = {geomean(rr):.2f} in "
+                         f"{'req/s' if title == 'keepalive' else 'handshakes/s'}, {geomean(cc):.2f} in "
+                         "proxy CPU µs each (geometric mean of the per-round medians).")
+        L.append("")
+    # ------------------------------------------------ full handshakes
+    sp = speed or {}
+    plain_us = {t: summ[(t, "plain-close")]["cpu_us"][0] for t in targets if (t, "plain-close") in summ}
+    for mode in ("full", "resumed", "keepalive"):
+        cs = [c for c in CASES if c["mode"] == mode or (mode == "full" and c["mode"] == "plain")]
+        if not cs:
+            continue
+        if mode == "full":
+            L.append("## Full handshakes (Connection: close; tickets and session caches off)")
+            L.append("")
+            L.append("Every request is a new TCP connection and a full TLS handshake "
+                     "(`wrk -H \"Connection: close\"`); no server can resume (checked below). "
+                     "**Proxy CPU µs per handshake** is the headline: utime+stime of the proxy's "
+                     "processes ÷ handshakes completed. *TLS part* subtracts the same proxy's CPU "
+                     "per connection for the same load over plain HTTP (the *no TLS* rows: TCP "
+                     "accept and close, the HTTP request, the backend exchange), leaving what TLS "
+                     "adds. *at 100% CPU* = 10⁶ ÷ µs/handshake, the rate one core would reach if "
+                     "the proxy were the bottleneck; *÷ sign/s* divides handshakes/s (and, in "
+                     "brackets, the at-100% rate) by the signing limit of the proxy's TLS library "
+                     "on one core (see [Signing limits](#signing-limits)). wrk CPU % near 100 "
+                     "means the client was the limit.")
+        elif mode == "resumed":
+            L.append("## Resumed handshakes (Connection: close; tickets on)")
+            L.append("")
+            L.append("Same load, with session tickets on (HAProxy and nginx defaults, sluice "
+                     "`tickets: on`). wrk keeps the session of a connection for its next one; "
+                     "the share of handshakes that were really resumed is in the "
+                     "[resumption check](#resumption-check).")
+        else:
+            L.append("## Keepalive TLS (no Connection: close)")
+            L.append("")
+            L.append("wrk keeps its connections: 50 handshakes, then requests only.")
+        L.append("")
+        unit = "req" if mode == "keepalive" else "hs"
+        L.append(f"| case | target | runs | {unit}/s median (min–max) | proxy CPU µs/{unit} median "
+                 f"(min–max) | proxy CPU % of a core | p50 ms | p99 ms | "
+                 + ("TLS part µs/hs | at 100% CPU | ÷ sign/s | " if mode == "full" else "")
+                 + ("resumed (wrk sample) | " if mode == "resumed" else "")
+                 + "wrk CPU % | errors |")
+        L.append("|---|---|---:|---:|---:|---:|---:|---:|" + ("---:|---:|---:|" if mode == "full" else "")
+                 + ("---:|" if mode == "resumed" else "") + "---:|---:|")
+        for c in cs:
+            for t in targets:
+                s = summ.get((t, c["key"]))
+                if not s:
+                    continue
+                extra = ""
+                if mode == "full" and c["mode"] == "plain":
+                    extra = "— | — | — | "
+                elif mode == "full":
+                    lim = sign_limit(sp, t, c["cert"])
+                    cap = 1e6 / s["cpu_us"][0] if s["cpu_us"][0] else None
+                    tlsp = s["cpu_us"][0] - plain_us[t] if t in plain_us else None
+                    extra = (f"{fmt(tlsp, 1)} | {fmt(cap)} | "
+                             + (f"{s['rps'][0] / lim:.2f} ({cap / lim:.2f})" if lim and cap else "—")
+                             + " | ")
+                if mode == "resumed":
+                    sm = samples.get((t, c["key"]))
+                    extra = (f"{sm[0] / sm[1] * 100:.0f}% | " if sm and sm[1] else "— | ")
+                err = s["errors"] + s["tls_fail"]
+                L.append(f"| {case_short(c)} | **{t}** | {s['n']}/{s['total']} | "
+                         f"{rps(s)} | {us(s)} | {fmt(s['cpu_pct'][0])} | {fmt(s['p50'][0], 2)} | "
+                         f"{fmt(s['p99'][0], 2)} | {extra}{fmt(s['wrk_cpu_pct'][0])} | {err} |")
+        L.append("")
+        # ratios sluice / peers
+        peers = [p for p in ("haproxy", "nginx") if p in targets]
+        sl = [t for t in targets if t.startswith("sluice")]
+        if peers and sl:
+            L.append(f"Ratios sluice ÷ peer, median (min–max) of the per-round ratios ({unit}/s: "
+                     "above 1 = sluice faster; CPU µs: below 1 = sluice cheaper):")
+            L.append("")
+            hdr = "| case | " + " | ".join(f"{a} ÷ {p} {unit}/s | {a} ÷ {p} CPU µs" for a in sl for p in peers) + " |"
+            L.append(hdr)
+            L.append("|---|" + "---:|" * (2 * len(sl) * len(peers)))
+            for c in cs:
+                cells = []
+                for a in sl:
+                    for p in peers:
+                        cells.append(fmt_mmm(paired(runs, a, p, c["key"], "rps")))
+                        cells.append(fmt_mmm(paired(runs, a, p, c["key"], "cpu_us")))
+                L.append(f"| {case_short(c)} | " + " | ".join(cells) + " |")
+            L.append("")
+    # ------------------------------------------------ resumption check
+    if samples or probes:
+        L.append("## Resumption check")
+        L.append("")
+        L.append("*Python probe*: three HTTPS requests on three connections, each offering the "
+                 "previous connection's session (Python `ssl`, `session=`); how many of the last "
+                 "two resumed. *wrk sample*: a separate 1 s wrk run (same command) against the "
+                 "same configuration plus a request log of the TLS resumed flag (sluice access "
+                 "log `resumed=`, HAProxy `%[ssl_fc_is_resumed]`, nginx `$ssl_session_reused`), "
+                 "run once per case in round 1: resumed / logged requests.")
+        L.append("")
+        L.append("| case | target | negotiated | Python probe: resumed | wrk sample: resumed |")
+        L.append("|---|---|---|---:|---:|")
+        for c in CASES:
+            if c["mode"] == "plain":
+                continue
+            for t in targets:
+                pr = probes.get((t, c["key"]))
+                sm = samples.get((t, c["key"]))
+                if not pr and not sm:
+                    continue
+                neg = f"{pr.get('version', '?')} {pr.get('cipher', '')}" if pr else "—"
+                pcell = f"{pr['reused']}/{pr['reuse_tries']}" if pr and "reused" in pr else "—"
+                scell = (f"{sm[0]:,}/{sm[1]:,} ({sm[0] / sm[1] * 100:.0f}%)" if sm and sm[1] else
+                         ("no line logged" if sm else "—"))
+                L.append(f"| {case_title(c)} | {t} | {neg} | {pcell} | {scell} |")
+        L.append("")
+    # ------------------------------------------------ memory
+    if mem:
+        L.append("## Memory per idle TLS connection")
+        L.append("")
+        L.append(f"{IDLE_CONNS} connections opened by a Python asyncio client ({MEM_CONCURRENCY} "
+                 "handshakes in flight, ECDSA P-256, TLS 1.3, tickets on), one `GET /` each "
+                 "(answer read in full), then left idle. RSS = VmRSS from `/proc/PID/status` summed "
+                 "over the proxy's processes (sluice and nginx: master + worker; HAProxy: one "
+                 "process), read after the proxy's first few connections (the checks), 1 s after "
+                 f"all {IDLE_CONNS} were open, and 0.5 s after the client closed them. Kernel socket "
+                 "buffers are not in RSS.")
+        L.append("")
+        L.append("| target | runs | KiB per idle connection median (min–max) | RSS before MiB | "
+                 f"RSS with {IDLE_CONNS} idle MiB | RSS after close MiB | open s | problems |")
+        L.append("|---|---:|---:|---:|---:|---:|---:|---|")
+        for t in targets:
+            rs = [r for r in mem if r["label"] == t and "kib_per_conn" in r]
+            if not rs:
+                continue
+            k = mmm([r["kib_per_conn"] for r in rs])
+            L.append(f"| **{t}** | {len(rs)} | **{fmt(k[0], 1)}** ({fmt(k[1], 1)}–{fmt(k[2], 1)}) | "
+                     f"{fmt(statistics.median([r['rss_before'] for r in rs]) / 1024, 1)} | "
+                     f"{fmt(statistics.median([r['rss_during'] for r in rs]) / 1024, 1)} | "
+                     f"{fmt(statistics.median([r['rss_after'] for r in rs]) / 1024, 1)} | "
+                     f"{fmt(statistics.median([r['open_secs'] for r in rs]), 1)} | "
+                     f"{sum(len(r['problems']) for r in mem if r['label'] == t)} |")
+        L.append("")
+        peers = [p for p in ("haproxy", "nginx") if p in targets]
+        for a in [t for t in targets if t.startswith("sluice")]:
+            ka = mmm([r["kib_per_conn"] for r in mem if r["label"] == a and "kib_per_conn" in r])[0]
+            for p in peers:
+                kp = mmm([r["kib_per_conn"] for r in mem if r["label"] == p and "kib_per_conn" in r])[0]
+                L.append(f"- {a} ÷ {p}: {ratio(ka, kp)} (below 1 = sluice holds less per connection)")
+        L.append("")
+    # ------------------------------------------------ signing limits
+    if speed:
+        L.append("## Signing limits")
+        L.append("")
+        L.append("Private-key signatures per second on one core (the proxy's CPU), the ceiling of "
+                 "full handshakes/s for a server that does nothing else. A full handshake also "
+                 "costs a key exchange (X25519), hashing, the record layer, two TCP connections' "
+                 "worth of syscalls and the HTTP request.")
+        L.append("")
+        L.append("| library | ECDSA P-256 sign/s | RSA-2048 sign/s | used by |")
+        L.append("|---|---:|---:|---|")
+        L.append(f"| {speed.get('openssl_version', 'OpenSSL')} (`openssl speed`) | "
+                 f"{fmt(speed['openssl'].get('ecdsa'))} | {fmt(speed['openssl'].get('rsa'))} | "
+                 "sluice-openssl, HAProxy, nginx |")
+        if speed.get("boringssl"):
+            L.append(f"| BoringSSL, Debian android-boringssl (`{os.path.basename(speed.get('bssl_path', 'bssl-tool'))} "
+                     f"speed`) | {fmt(speed['boringssl'].get('ecdsa'))} | {fmt(speed['boringssl'].get('rsa'))} "
+                     "| sluice-boringssl |")
+        L.append("")
+        for n in speed.get("notes", []):
+            L.append(f"- {n}")
+        L.append("```sh")
+        L.extend(speed.get("commands", []))
+        L.append("```")
+        L.append("")
+    L.append(chart_line)
+    L.append("")
+    # ------------------------------------------------ problems, logs
+    L.append("## Problems seen")
+    L.append("")
+    for n in notes or ["none"]:
+        L.append(f"- {n}")
+    L.append("")
+    L.append("## Proxy log lines above info level (and sluice's TLS failures)")
+    L.append("")
+    for ln in loglines or ["none"]:
+        L.append(f"- {ln}")
+    L.append("")
+    # ------------------------------------------------ every run
+    L.append("## Every run (in the order they ran)")
+    L.append("")
+    L.append("| round | case | target | req/s | requests | p50 ms | p99 ms | proxy CPU µs/req | "
+             "proxy CPU % | wrk CPU % | others' CPU % | socket errors | non-2xx | raw |")
+    L.append("|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    for r in runs:
+        L.append(f"| {r['round']} | {r['case']} | {r['label']} | {fmt(r['rps'])} | {r['requests']} | "
+                 f"{fmt(r['p50'], 2)} | {fmt(r['p99'], 2)} | {fmt(r['cpu_us'], 1)} | {fmt(r['cpu_pct'])} | "
+                 f"{fmt(r['wrk_cpu_pct'])} | {fmt(r['other_pct'])}{' ⚠' if r['noisy'] else ''} | "
+                 f"{r['sock_errors']} | {r['non2xx']} | [{os.path.basename(r['raw'])}](tls/{r['raw']}) |")
+    L.append("")
+    if mem:
+        L.append("Memory runs:")
+        L.append("")
+        L.append("| round | target | open | KiB/conn | RSS before KiB | RSS idle KiB | RSS after KiB | per process (before → idle KiB) |")
+        L.append("|---:|---|---:|---:|---:|---:|---:|---|")
+        for r in mem:
+            if "kib_per_conn" not in r:
+                L.append(f"| {r['round']} | {r['label']} | — | — | — | — | — | {'; '.join(r['problems'])} |")
+                continue
+            pp = ", ".join(f"{q}: {a} → {b}" for q, (a, b) in r["per_proc"].items())
+            L.append(f"| {r['round']} | {r['label']} | {r['open']} | {r['kib_per_conn']:.1f} | "
+                     f"{r['rss_before']} | {r['rss_during']} | {r['rss_after']} | {pp} |")
+        L.append("")
+    # ------------------------------------------------ method
+    L.append("## What was measured")
+    L.append("")
+    L.append("- Each round runs every case (full: ECDSA/RSA × TLS 1.2/1.3; resumed: TLS 1.2/1.3; "
+             "keepalive), and within a case every target once, the target order rotating by one "
+             "each round. Each target is started fresh for its run with only that case's "
+             "certificate and `min_version = max_version`, checked with the Python probe (must "
+             f"answer 200 with {BODY_SIZE} bytes), warmed up with an unmeasured wrk run, measured, "
+             "stopped (SIGTERM). The origin stays up throughout.")
+    L.append("- Proxy CPU: utime+stime from `/proc/PID/stat` over the proxy's process tree, read "
+             "just before and after the measured run, ÷ requests wrk completed (with "
+             "`Connection: close`, one request = one handshake). Clock tick = "
+             f"1/{CLK_TCK} s. wrk CPU % is wrk's own CPU (of one core): near 100% means the client "
+             "was the limit, not the proxy; proxy CPU % near 100% means the proxy was.")
+    L.append(f"- Noise: others' CPU (all CPUs' busy time minus proxy, origin and wrk) at or above "
+             f"{NOISE_PCT}% of a CPU, or a wrk run lasting over 10% longer than asked, makes a run "
+             f"noisy; the script waits for quiet before each run and re-runs a noisy one up to "
+             f"{ATTEMPTS - 1} times within {QUIET_BUDGET} s in all; medians use clean runs only.")
+    drift = []
+    for rnd in sorted({r["round"] for r in runs}):
+        v = [r["cpu_us"] for r in runs if r["round"] == rnd and r["case"] == "plain-close"]
+        if v:
+            drift.append(f"round {rnd}: {statistics.median(v):.1f}")
+    if drift:
+        L.append("- Machine drift: median proxy CPU µs per connection of the no-TLS runs, per round — "
+                 + ", ".join(drift) + ". The same work costing more in one round than in another "
+                 "means the machine (shared caches, SMT siblings, the hypervisor) slowed down for "
+                 "everyone; the per-round ratios are immune to it.")
+    L.append("- errors = wrk socket errors + non-2xx responses + (sluice only) TLS handshake "
+             "failures/errors sluice logged at info level.")
+    L.append("")
+    L.append("## Commands (exact)")
+    L.append("")
+    L.append("```sh")
+    L.append("# certificates (in tls/certs/)")
+    L.extend(cert_cmds)
+    L.append(f"# origin (started once)\n{backend_cmd}")
+    for k, v in commands.items():
+        L.append(f"# {k}\n{v}")
+    L.append("# load, full/resumed (warm-up uses -d" + str(WARMUP) + "s)")
+    L.append(" ".join(wrk_cmd("PORT", DURATION, True)))
+    L.append("# load, no TLS baseline")
+    L.append(" ".join(wrk_cmd("PORT", DURATION, True, "http")))
+    L.append("# load, keepalive")
+    L.append(" ".join(wrk_cmd("PORT", DURATION, False)))
+    L.append("# memory: Python asyncio client, source in bench/tls.py (MEM_CLIENT)")
+    L.append(" ".join(LOAD_PIN + ["/usr/bin/python3", "-c", "MEM_CLIENT", "PORT", str(IDLE_CONNS),
+                                  str(MEM_CONCURRENCY)]))
+    L.append("```")
+    L.append("")
+    L.append("Ports are picked free at run time. Configs: every one used is in "
+             "[tls/configs/](tls/configs/); the full-handshake ECDSA TLS 1.3 ones and the "
+             "resumed ECDSA TLS 1.3 ones (the other cases change only the certificate, the "
+             "versions and the ticket/cache lines) are:")
+    L.append("")
+    for name, path in confs.items():
+        lang = "yaml" if path.endswith(".yaml") else "nginx" if path.endswith(".conf") else ""
+        L.append(f"`{os.path.basename(path)}` ({name}):")
+        L.append("")
+        L.append(f"```{lang}")
+        L.append(open(path).read().rstrip())
+        L.append("```")
+        L.append("")
+    L.append("## Machine")
+    L.append("")
+    L.append("| | |")
+    L.append("|---|---|")
+    for k, v in facts:
+        L.append(f"| {k} | {v.replace('|', '/')} |")
+    L.append("")
+    L.append("Reproduce: `make bench-tls` (or `QUICK=1 make bench-tls`); see docs/benchmarking.md, "
+             "section tls.")
+    L.append("")
+    write(os.path.join(outdir, "tls.md"), "\n".join(L))
+    return summ
+
+
+def facts_software():
+    wrk_v = cmd_out(["wrk", "--version"]).splitlines()
+    hv = cmd_out(["haproxy", "-vv"])
+    hssl = re.search(r"Running on OpenSSL version : (.*)", hv)
+    wrk_ssl = re.search(r"libssl\.so\S*", cmd_out(["ldd", shutil.which("wrk") or "wrk"]))
+    sw = []
+    for lib in ("openssl", "boringssl"):
+        if lib in SLUICE:
+            path, tlsv = SLUICE[lib]
+            src = SLUICE_SRC.get(lib, path)
+            built = datetime.datetime.fromtimestamp(os.path.getmtime(src), datetime.timezone.utc)
+            sw.append((f"sluice-{lib}", f"{os.path.relpath(src, ROOT)} (built {built:%H:%M:%S} UTC, "
+                       f"run as a copy in tls/bin/): "
+                       f"{cmd_out([path, '-V']).splitlines()[0]}, TLS {tlsv} ({git_describe()}; -O2, jemalloc)"))
+    sw += [("haproxy", cmd_out(["haproxy", "-v"]).splitlines()[0]
+            + (f", running on {hssl.group(1).strip()}" if hssl else "")),
+           ("nginx", cmd_out(["nginx", "-V"]).splitlines()[0].replace("nginx version: ", "")
+            + ", " + next((ln for ln in cmd_out(["nginx", "-V"]).splitlines() if "OpenSSL" in ln), "")),
+           ("wrk", (wrk_v[0] if wrk_v else "?") + f" (linked to {wrk_ssl.group(0) if wrk_ssl else '?'})"),
+           ("openssl", cmd_out(["openssl", "version"])),
+           ("python3 ssl", f"{sys.version.split()[0]}, {ssl.OPENSSL_VERSION}"),
+           ("RLIMIT_NOFILE", " ".join(str(x) for x in resource.getrlimit(resource.RLIMIT_NOFILE)))]
+    return sw
+
+
+# ---------------------------------------------------------------- main
+
+def main():
+    for tool in ("wrk", "haproxy", "nginx", "openssl") + (("taskset",) if PROXY_PIN else ()):
+        if not shutil.which(tool):
+            sys.exit(f"{PROG}: {tool} not found (bench/tls.sh installs it)")
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    if hard < IDLE_CONNS * 2 + 200 and "memory" in PARTS:
+        sys.exit(f"{PROG}: RLIMIT_NOFILE hard limit {hard} is too low for IDLE_CONNS={IDLE_CONNS}")
+
+    started = datetime.datetime.now(datetime.timezone.utc)
+    ts = started.strftime("%Y%m%dT%H%M%SZ")
+    outdir = os.path.join(RESULTS, ts)
+    d = os.path.join(outdir, "tls")
+    os.makedirs(os.path.join(d, "raw"), exist_ok=True)
+    t_start = time.monotonic()
+    notes, loglines, commands, confs = [], [], {}, {}
+    targets = []
+    for t in TARGETS:
+        if t.startswith("sluice") and t.split("-", 1)[1] not in SLUICE:
+            notes.append(f"{t}: no sluice binary built with that library was found "
+                         "(make all; make TLS=boringssl all) — left out")
+            log(notes[-1])
+            continue
+        targets.append(t)
+    if not targets:
+        sys.exit(f"{PROG}: nothing to measure")
+    # Run copies: others may rebuild build*/ while the benchmark runs.
+    os.makedirs(os.path.join(d, "bin"), exist_ok=True)
+    for t in targets:
+        if t.startswith("sluice"):
+            lib = t.split("-", 1)[1]
+            src, tls_line = SLUICE[lib]
+            dst = os.path.join(d, "bin", t)
+            shutil.copy2(src, dst)
+            SLUICE_SRC[lib] = src
+            SLUICE[lib] = (dst, tls_line)
+    log(f"results in {outdir}")
+    wrk_runs = ROUNDS * len(CASES) * len(targets)
+    log(f"{wrk_runs} wrk runs of ~{DURATION + WARMUP + 1.5:.0f} s, "
+        f"{ROUNDS * len(targets) if 'memory' in PARTS else 0} memory runs; {PIN_TEXT}")
+    facts = machine_facts(facts_software())
+    certs, cert_cmds = make_certs(d)
+
+    speed = speed_tests(d) if "speed" in PARTS else None
+    if speed:
+        log(f"sign/s: openssl {speed['openssl']}  boringssl {speed.get('boringssl')}")
+
+    backend, bport, backend_cmd = start_backend_nginx(d, LOAD_PIN, prog=PROG)
+    quiet = Quiet(NOISE_PCT, QUIET_BUDGET, ATTEMPTS, log=log)
+    runs, mem, samples, probes = [], [], {}, {}
+
+    def one_run(tgt, case, rnd):
+        errlog = proxy_errlog(tgt, d)
+        pos = fsize(errlog)
+        proxy, port, cmd, conf = start_proxy(tgt, d, bport, case, certs)
+        commands.setdefault(tgt, cmd.replace(conf, "CONFIG"))
+        if case["key"] in ("full-ecdsa-1.3", "resumed-ecdsa-1.3") and tgt != "sluice-boringssl":
+            confs.setdefault(f"{tgt}, {case['key']}", conf)
+        if proxy is None:
+            notes.append(f"round {rnd + 1}, {case['key']}, {tgt}: did not start; log: "
+                         f"{read_tail(errlog, pos).strip()[-500:]!r}")
+            log(notes[-1])
+            return
+        err, facts_ = probe(port, case["ver"])
+        if err:
+            notes.append(f"round {rnd + 1}, {case['key']}, {tgt}: probe failed: {err}")
+            log(notes[-1])
+        elif (tgt, case["key"]) not in probes:
+            probes[(tgt, case["key"])] = facts_
+            if case["mode"] == "full" and facts_.get("reused"):
+                notes.append(f"{case['key']}, {tgt}: the Python probe RESUMED a session although "
+                             "tickets and caches are off")
+        r = quiet.run(lambda: measure(tgt, case, rnd, d, port, proxy, backend),
+                      f"round {rnd + 1}, {case['key']}, {tgt}", DURATION, notes,
+                      lambda x: f"{fmt(x['rps'])} req/s, {fmt(x['cpu_us'], 1)} µs/req")
+        rc = stop(proxy)
+        if rc not in (0, None) and not (tgt == "haproxy" and rc in (143, -15)):
+            r["problems"].append(f"exit status {rc} after SIGTERM")
+        new = read_tail(errlog, pos)
+        fails = sluice_tls_failures(new) if tgt.startswith("sluice") else []
+        r["tls_fail"] = len(fails)
+        if fails:
+            r["problems"].append(f"{len(fails)} TLS failures in sluice's log, first: {fails[0].strip()}")
+        bad = [ln for ln in new.splitlines()
+               if ln.strip() and "[info]" not in ln and "[notice]" not in ln and "[NOTICE]" not in ln
+               and not re.search(r"Proxy (fe|be) started", ln)]
+        for ln in (bad + fails)[:10]:
+            loglines.append(f"round {rnd + 1}, {case['key']}, {tgt}, {os.path.basename(errlog)}: {ln.strip()}")
+        for pr in r["problems"]:
+            notes.append(f"round {rnd + 1}, {case['key']}, {tgt}: {pr}")
+        runs.append(r)
+        log(f"r{rnd + 1} {case['key']:19} {tgt:16} {r['rps']:>9,.0f} req/s  cpu {fmt(r['cpu_us'], 1):>7} "
+            f"us/req ({fmt(r['cpu_pct'])}%)  wrk {fmt(r['wrk_cpu_pct'])}%  p99 {fmt(r['p99'], 2)} ms"
+            + (f"  PROBLEMS: {r['problems']}" if r["problems"] else ""))
+
+    for rnd in range(ROUNDS):
+        k = rnd % len(targets)
+        order = targets[k:] + targets[:k]
+        for case in CASES:
+            for tgt in order:
+                one_run(tgt, case, rnd)
+            # Resumption sample (round 1): does wrk resume against this config?
+            if rnd == 0 and case["cert"] == "ecdsa" and case["mode"] != "keepalive" and \
+                    (case["mode"] == "resumed" or not QUICK):
+                for tgt in order:
+                    sm = sample_resumption(tgt, case, d, bport, certs, notes)
+                    if sm:
+                        samples[(tgt, case["key"])] = sm
+                        log(f"   sample {case['key']} {tgt}: wrk resumed {sm[0]}/{sm[1]}")
+        if "memory" in PARTS:
+            mcase = {"mode": "memory", "cert": "ecdsa", "ver": "1.3", "key": "memory-ecdsa-1.3"}
+            for tgt in order:
+                errlog = proxy_errlog(tgt, d)
+                pos = fsize(errlog)
+                proxy, port, cmd, conf = start_proxy(tgt, d, bport, mcase, certs)
+                if proxy is None:
+                    notes.append(f"round {rnd + 1}, memory, {tgt}: did not start")
+                    continue
+                err, _ = probe(port, "1.3")
+                if err:
+                    notes.append(f"round {rnd + 1}, memory, {tgt}: probe failed: {err}")
+                time.sleep(0.3)
+                r = measure_memory(tgt, rnd, d, port, proxy)
+                stop(proxy)
+                new = read_tail(errlog, pos)
+                fails = sluice_tls_failures(new) if tgt.startswith("sluice") else []
+                if fails:
+                    r["problems"].append(f"{len(fails)} TLS failures in sluice's log, first: "
+                                         f"{fails[0].strip()}")
+                for pr in r["problems"]:
+                    notes.append(f"round {rnd + 1}, memory, {tgt}: {pr}")
+                mem.append(r)
+                log(f"r{rnd + 1} memory {tgt:16} "
+                    + (f"{r['kib_per_conn']:.1f} KiB/conn ({r['rss_before']} -> {r['rss_during']} KiB, "
+                       f"after close {r['rss_after']} KiB, {r['open']} open in {r['open_secs']:.1f} s)"
+                       if "kib_per_conn" in r else f"FAILED {r['problems']}"))
+    if backend.poll() is not None:
+        notes.append(f"the origin exited during the benchmark (status {backend.returncode})")
+    stop(backend)
+    elapsed = time.monotonic() - t_start
+    with open(os.path.join(d, "runs.json"), "w") as f:
+        json.dump({"runs": runs, "memory": mem, "speed": speed,
+                   "samples": {f"{t}|{k}": v for (t, k), v in samples.items()},
+                   "probes": {f"{t}|{k}": v for (t, k), v in probes.items()}}, f, indent=1, default=str)
+    write_report(outdir, d, runs, mem, speed, samples, probes, targets, facts, commands, confs,
+                 cert_cmds, backend_cmd, notes, loglines, started.strftime("%Y-%m-%d %H:%M:%S"), elapsed)
+    refresh_latest(RESULTS, outdir, "tls")
+    print()
+    with open(os.path.join(outdir, "tls.md")) as f:
+        text = f.read()
+    print(text.split("![tls chart]")[0].split("## Problems seen")[0].rstrip())
+    print()
+    log(f"report: {os.path.join(outdir, 'tls.md')}  (latest: {os.path.join(RESULTS, 'latest', 'report.md')})")
+    return 0 if runs or mem else 1
+
+
+if __name__ == "__main__":
+    def _term(signum, _frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+    signal.signal(signal.SIGTERM, _term)
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted, stopping everything", file=sys.stderr)
+        sys.exit(130)
+    finally:
+        stop_all()
