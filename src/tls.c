@@ -176,7 +176,11 @@ static int ticket_key_cb(SSL *ssl, uint8_t key_name[16], uint8_t *iv, EVP_CIPHER
 		if (!HMAC_Init_ex(hctx, keys->k[i].hmac, 16, EVP_sha256(), NULL) ||
 		    !EVP_DecryptInit_ex(ectx, EVP_aes_128_cbc(), NULL, keys->k[i].aes, iv))
 			return -1;
-		return i == 0 ? 1 : 2;  /* 2: valid, but re-issue under the current key */
+		/* 2: valid, issue a fresh ticket. Always under TLS 1.3: OpenSSL
+		 * sends no new ticket after a resumption otherwise, and clients
+		 * do not reuse a TLS 1.3 ticket, so every other handshake would
+		 * be a full one. */
+		return i == 0 && SSL_version(ssl) < TLS1_3_VERSION ? 1 : 2;
 	}
 	return 0;  /* unknown key: full handshake */
 }

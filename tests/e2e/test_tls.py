@@ -1021,3 +1021,19 @@ def test_handshake_flood_completes_and_established_client_keeps_being_served(slu
         assert served >= 1
     finally:
         established.close()
+
+
+def test_tls13_resumption_chains_with_fresh_tickets(https, tmp_path):
+    """A client that uses each TLS 1.3 ticket once (as OpenSSL clients and
+    wrk do) must get a new ticket on every resumption; the OpenSSL build once
+    sent none after a resumption, so every other handshake was a full one."""
+    s = https()
+    sess = str(tmp_path / "sess.pem")
+    seen = []
+    for i in range(4):
+        args = ["-tls1_3", "-msg", "-sess_out", sess] + (["-sess_in", sess] if i else [])
+        rc, out = s_client(s.port, *args)
+        assert rc == 0, out
+        kind = "Reused" if "\nReused, TLSv1.3" in out else "New" if "\nNew, TLSv1.3" in out else "?"
+        seen.append((kind, "NewSessionTicket" in out))
+    assert seen == [("New", True)] + [("Reused", True)] * 3, seen
