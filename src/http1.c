@@ -122,12 +122,12 @@ static void client_out(struct client *cl, const void *data, size_t len)
 /* The queue whose bytes go to the socket: ciphertext under TLS. */
 static struct outq *client_wire(struct client *cl)
 {
-	return cl->tls ? &cl->wire : &cl->out;
+	return outq_wire(&cl->out, &cl->wire, cl->tls);
 }
 
 static size_t client_queued(const struct client *cl)
 {
-	return cl->tls ? cl->out.pending.len + outq_queued(&cl->wire) : outq_queued(&cl->out);
+	return outq_queued_via(&cl->out, &cl->wire, cl->tls);
 }
 
 static void client_shutdown_cb(uv_shutdown_t *req, int status)
@@ -216,17 +216,10 @@ static void client_flush(struct client *cl)
 {
 	if (cl->state == CL_CLOSING)
 		return;
-	if (cl->tls && cl->out.pending.len) {
-		int rc = tls_conn_encrypt(cl->tls, cl->out.pending.data, cl->out.pending.len,
-					  &cl->wire.pending);
-		cl->out.pending.len = 0;
-		if (rc < 0) {
-			log_info("%s TLS write failed: %s", cl->peer, tls_conn_error(cl->tls));
-			client_close(cl);
-			return;
-		}
-	}
-	if (outq_flush(client_wire(cl), (uv_stream_t *)&cl->tcp, client_write_cb, cl) < 0)
+	int rc = outq_flush_via(&cl->out, &cl->wire, cl->tls, (uv_stream_t *)&cl->tcp, client_write_cb, cl);
+	if (rc == OUTQ_ERR_TLS)
+		log_info("%s TLS write failed: %s", cl->peer, tls_conn_error(cl->tls));
+	if (rc < 0)
 		client_close(cl);
 }
 

@@ -30,4 +30,23 @@ static inline size_t outq_queued(const struct outq *q)
 	return q->pending.len + q->inflight.len;
 }
 
+/* A connection's two queues: PLAIN gets the protocol bytes; under TLS
+ * (TLS non-NULL) they are encrypted onto WIRE, which goes to the socket,
+ * and without TLS PLAIN is itself the wire. Both sides of the proxy use
+ * these three, so TLS and plain TCP share one write path. */
+struct tls_conn;
+#define OUTQ_ERR_TLS (-10000)
+static inline struct outq *outq_wire(struct outq *plain, struct outq *wire, const struct tls_conn *tls)
+{
+	return tls ? wire : plain;
+}
+static inline size_t outq_queued_via(const struct outq *plain, const struct outq *wire,
+				     const struct tls_conn *tls)
+{
+	return tls ? plain->pending.len + outq_queued(wire) : outq_queued(plain);
+}
+/* Returns 0, OUTQ_ERR_TLS when encryption failed, or uv_write's error. */
+int outq_flush_via(struct outq *plain, struct outq *wire, struct tls_conn *tls, uv_stream_t *s,
+		   uv_write_cb cb, void *data);
+
 #endif

@@ -31,7 +31,7 @@ static void bconn_write_cb(uv_write_t *req, int status);
 /* The queue whose bytes go to the socket: ciphertext under TLS. */
 static struct outq *bconn_wire(struct bconn *bc)
 {
-	return bc->tls ? &bc->wire : &bc->out;
+	return outq_wire(&bc->out, &bc->wire, bc->tls);
 }
 static void queue_timer_cb(uv_timer_t *t);
 static void bconn_timer_cb(uv_timer_t *t);
@@ -428,15 +428,7 @@ void bconn_flush(struct bconn *bc)
 {
 	if (bc->state != BC_BUSY)
 		return;
-	if (bc->tls && bc->out.pending.len) {
-		int rc = tls_conn_encrypt(bc->tls, bc->out.pending.data, bc->out.pending.len, &bc->wire.pending);
-		bc->out.pending.len = 0;
-		if (rc < 0) {
-			uv_timer_start(&bc->timer, bconn_timer_cb, 0, 0);
-			return;
-		}
-	}
-	if (outq_flush(bconn_wire(bc), (uv_stream_t *)&bc->tcp, bconn_write_cb, bc) < 0) {
+	if (outq_flush_via(&bc->out, &bc->wire, bc->tls, (uv_stream_t *)&bc->tcp, bconn_write_cb, bc) < 0) {
 		/* Report asynchronously through the read side: the caller may be
 		 * in the middle of building the request. */
 		uv_timer_start(&bc->timer, bconn_timer_cb, 0, 0);
@@ -461,7 +453,7 @@ void bconn_shutdown_write(struct bconn *bc)
 
 size_t bconn_queued(const struct bconn *bc)
 {
-	return bc->tls ? bc->out.pending.len + outq_queued(&bc->wire) : outq_queued(&bc->out);
+	return outq_queued_via(&bc->out, &bc->wire, bc->tls);
 }
 
 void bconn_read_pause(struct bconn *bc, int pause)
