@@ -457,3 +457,15 @@ def refresh_latest(results, outdir, name, files=None):
             L.append(f"![{png[:-4]}]({png})")
             L.append("")
     write(os.path.join(latest, "report.md"), "\n".join(L))
+
+
+def report_configs_and_machine(lines, confs, facts):
+    """Append to a report's LINES every config file used (CONFS: name ->
+    path, shown verbatim) and the machine facts table (FACTS: (key, value))."""
+    for name, path in confs.items():
+        lang = "yaml" if path.endswith(".yaml") else "nginx" if path.endswith(".conf") else ""
+        lines += [f"`{os.path.basename(path)}` ({name}):", "", f"```{lang}",
+                  open(path).read().rstrip(), "```", ""]
+    lines += ["## Machine", "", "| | |", "|---|---|"]
+    lines += [f"| {k} | {v.replace('|', '/')} |" for k, v in facts]
+    lines.append("")

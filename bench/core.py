@@ -41,7 +41,7 @@ import subprocess
 import sys
 import time
 
-from benchlib import (BODY_SIZE, CLK_TCK, ROOT, Quiet, children_cpu, cmd_out, fmt, free_port,
+from benchlib import (report_configs_and_machine, BODY_SIZE, CLK_TCK, ROOT, Quiet, children_cpu, cmd_out, fmt, free_port,
                       fsize, git_describe, machine_facts as base_facts, parse_wrk, pinning,
                       read_tail, refresh_latest as base_refresh_latest, start, start_backend_nginx,
                       stop, stop_all, system_busy_ticks, tree_ticks, wait_children, wait_port, write)
@@ -524,21 +524,7 @@ def write_report(outdir, d, runs, labels, facts, commands, confs, backend_cmd, n
     L.append("Ports are picked free at run time (bind to port 0). Configs as used (also in "
              "[core/](core/)):")
     L.append("")
-    for name, path in confs.items():
-        lang = "yaml" if path.endswith(".yaml") else "nginx" if path.endswith(".conf") else ""
-        L.append(f"`{os.path.basename(path)}` ({name}):")
-        L.append("")
-        L.append(f"```{lang}")
-        L.append(open(path).read().rstrip())
-        L.append("```")
-        L.append("")
-    L.append("## Machine")
-    L.append("")
-    L.append("| | |")
-    L.append("|---|---|")
-    for k, v in facts:
-        L.append(f"| {k} | {v.replace('|', '/')} |")
-    L.append("")
+    report_configs_and_machine(L, confs, facts)
     L.append("Reproduce: `make bench-core` (or `QUICK=1 make bench-core`); see docs/benchmarking.md.")
     L.append("")
     write(os.path.join(outdir, "core.md"), "\n".join(L))

@@ -10,28 +10,8 @@
 set -eu
 cd "$(dirname "$0")/.."
 
-# Debian's python3 (where apt puts matplotlib), not a pyenv/venv shim first in PATH.
-py() { if [ -x /usr/bin/python3 ]; then echo /usr/bin/python3; else echo python3; fi; }
-
-missing=""
-command -v wrk >/dev/null 2>&1 || missing="$missing wrk"
-command -v haproxy >/dev/null 2>&1 || missing="$missing haproxy"
-command -v nginx >/dev/null 2>&1 || missing="$missing nginx"
-command -v taskset >/dev/null 2>&1 || missing="$missing util-linux"
-command -v "$(py)" >/dev/null 2>&1 || missing="$missing python3"
-if ! dpkg -s python3-matplotlib >/dev/null 2>&1 ||
-   ! "$(py)" -c 'import matplotlib' >/dev/null 2>&1; then
-	missing="$missing python3-matplotlib"
-fi
-if [ -n "$missing" ]; then
-	echo "bench/core.sh: installing:$missing" >&2
-	SUDO=
-	[ "$(id -u)" -eq 0 ] || SUDO=sudo
-	export DEBIAN_FRONTEND=noninteractive
-	# shellcheck disable=SC2086
-	$SUDO apt-get install -y $missing ||
-		{ $SUDO apt-get update && $SUDO apt-get install -y $missing; }
-fi
+. bench/deps.sh
+bench_install_deps bench/core.sh
 
 BUILD=${BUILD:-build}
 if [ ! -x "$BUILD/sluice" ] || [ ! -x "$BUILD/demo_backend" ]; then

@@ -60,7 +60,7 @@ import subprocess
 import sys
 import time
 
-from benchlib import (BODY_SIZE, CLK_TCK, ROOT, STARTED, Quiet, children_cpu, cmd_out, fmt, free_port,
+from benchlib import (report_configs_and_machine, BODY_SIZE, CLK_TCK, ROOT, STARTED, Quiet, children_cpu, cmd_out, fmt, free_port,
                       fsize, git_describe, machine_facts, mmm, parse_wrk, pinning, read_tail,
                       refresh_latest, start, start_backend_nginx, stop, stop_all, system_busy_ticks,
                       tree_rss_kb, tree_ticks, wait_children, wait_port, write)
@@ -1050,21 +1050,7 @@ def write_report(outdir, d, runs, mem, speed, samples, probes, targets, facts, c
              "resumed ECDSA TLS 1.3 ones (the other cases change only the certificate, the "
              "versions and the ticket/cache lines) are:")
     L.append("")
-    for name, path in confs.items():
-        lang = "yaml" if path.endswith(".yaml") else "nginx" if path.endswith(".conf") else ""
-        L.append(f"`{os.path.basename(path)}` ({name}):")
-        L.append("")
-        L.append(f"```{lang}")
-        L.append(open(path).read().rstrip())
-        L.append("```")
-        L.append("")
-    L.append("## Machine")
-    L.append("")
-    L.append("| | |")
-    L.append("|---|---|")
-    for k, v in facts:
-        L.append(f"| {k} | {v.replace('|', '/')} |")
-    L.append("")
+    report_configs_and_machine(L, confs, facts)
     L.append("Reproduce: `make bench-tls` (or `QUICK=1 make bench-tls`); see docs/benchmarking.md, "
              "section tls.")
     L.append("")

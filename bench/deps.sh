@@ -1,0 +1,27 @@
+# Sourced by the bench/*.sh wrappers: the tools every scenario needs, from
+# Debian's packages when missing (a fresh machine has none of them).
+# Callers may set EXTRA_TOOLS="cmd:package ..." for their own needs.
+
+# Debian's python3 (where apt puts matplotlib), not a pyenv/venv shim first in PATH.
+py() { if [ -x /usr/bin/python3 ]; then echo /usr/bin/python3; else echo python3; fi; }
+
+bench_install_deps() { # $1 = caller name, for messages
+	missing=""
+	for pair in wrk:wrk haproxy:haproxy nginx:nginx taskset:util-linux ${EXTRA_TOOLS:-}; do
+		command -v "${pair%%:*}" >/dev/null 2>&1 || missing="$missing ${pair#*:}"
+	done
+	command -v "$(py)" >/dev/null 2>&1 || missing="$missing python3"
+	if ! dpkg -s python3-matplotlib >/dev/null 2>&1 ||
+	   ! "$(py)" -c 'import matplotlib' >/dev/null 2>&1; then
+		missing="$missing python3-matplotlib"
+	fi
+	[ -n "$missing" ] || return 0
+	echo "$1: installing:$missing" >&2
+	SUDO=
+	[ "$(id -u)" -eq 0 ] || SUDO=sudo
+	export DEBIAN_FRONTEND=noninteractive
+	# shellcheck disable=SC2086
+	$SUDO apt-get install -y $missing ||
+		{ $SUDO apt-get update && $SUDO apt-get install -y $missing; } ||
+		echo "$1: could not install everything; the scenario says what is missing" >&2
+}
