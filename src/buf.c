@@ -69,3 +69,27 @@ void buf_free(struct buf *b)
 	b->data = NULL;
 	b->len = b->cap = 0;
 }
+
+void buf_append_base64(struct buf *b, const void *data, size_t len)
+{
+	static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+	const unsigned char *p = data;
+	buf_reserve(b, (len + 2) / 3 * 4);
+	char *o = b->data + b->len;
+	size_t i = 0;
+	for (; i + 2 < len; i += 3) {
+		unsigned v = (unsigned)p[i] << 16 | (unsigned)p[i + 1] << 8 | p[i + 2];
+		*o++ = tab[v >> 18];
+		*o++ = tab[(v >> 12) & 63];
+		*o++ = tab[(v >> 6) & 63];
+		*o++ = tab[v & 63];
+	}
+	if (i < len) {
+		unsigned v = (unsigned)p[i] << 16 | (i + 1 < len ? (unsigned)p[i + 1] << 8 : 0);
+		*o++ = tab[v >> 18];
+		*o++ = tab[(v >> 12) & 63];
+		*o++ = i + 1 < len ? tab[(v >> 6) & 63] : '=';
+		*o++ = '=';
+	}
+	b->len = (size_t)(o - b->data);
+}

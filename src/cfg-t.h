@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include "netaddr.h"
 
 #define CFG_NAME_MAX 64
 #define CFG_MAX_LISTENERS 32
@@ -52,11 +53,48 @@ struct cfg_backend_tls {
 	int line, col;             /* of the tls mapping */
 };
 
+enum cfg_proxy_protocol {
+	CFG_PP_OFF,  /* default */
+	CFG_PP_V1,   /* text header */
+	CFG_PP_V2,   /* binary header, optionally with TLVs */
+};
+
+/* PROXY v2 TLVs a server may be sent (cfg_server.proxy_tlvs bits). */
+#define CFG_PP_TLV_ALPN      (1u << 0)  /* ALPN of the client's TLS connection */
+#define CFG_PP_TLV_AUTHORITY (1u << 1)  /* SNI the client sent */
+#define CFG_PP_TLV_UNIQUE_ID (1u << 2)  /* sluice's id of the client connection */
+#define CFG_PP_TLV_CRC32C    (1u << 3)  /* checksum of the whole header */
+#define CFG_PP_TLV_SSL       (1u << 4)  /* TLS facts with VERSION, CN, CIPHER, SIG_ALG, KEY_ALG */
+
 struct cfg_server {
 	char name[CFG_NAME_MAX];
 	struct cfg_addr addr;
 	uint32_t max_connections; /* instance-wide cap on open conns, default 32 */
 	uint32_t weight;          /* reserved for weighted balancing, default 1 */
+	enum cfg_proxy_protocol proxy_protocol; /* PROXY header on each new connection */
+	unsigned proxy_tlvs;      /* CFG_PP_TLV_* (v2 only), default none */
+};
+
+enum cfg_xff {
+	CFG_XFF_OFF,
+	CFG_XFF_APPEND,   /* default: trusted chains keep theirs, then the client's IP */
+	CFG_XFF_REPLACE,  /* only the client's IP, even from trusted forwarders */
+};
+
+/* Headers that tell a backend's servers who the client was. Incoming
+ * identity headers are removed unless the client is a trusted forwarder
+ * (cfg_listener.trusted_forwarders), whatever is switched on here. */
+struct cfg_forward {
+	enum cfg_xff x_forwarded_for;  /* default append */
+	int x_forwarded_proto;         /* http|https, default on */
+	int x_forwarded_host;          /* the Host header, default off */
+	int x_forwarded_port;          /* port the client connected to, default off */
+	int forwarded;                 /* RFC 7239 for=;proto=;host=, default off */
+	int x_real_ip;                 /* default off */
+	int wl_proxy_ssl;              /* WL-Proxy-SSL: true|false, default off */
+	int wl_proxy_client_ip;        /* default off */
+	int wl_proxy_client_port;      /* default off */
+	int wl_proxy_client_cert;      /* base64 DER of the client certificate, default off */
 };
 
 struct cfg_backend {
@@ -70,6 +108,7 @@ struct cfg_backend {
 	uint32_t response_timeout_ms;   /* first byte and between reads, default 30000 */
 	struct cfg_health health;
 	struct cfg_backend_tls tls;
+	struct cfg_forward forward;
 	struct cfg_server *servers;
 	unsigned nservers;
 };
@@ -116,6 +155,14 @@ struct cfg_listener {
 	char backend_name[CFG_NAME_MAX];
 	struct cfg_backend *backend;    /* resolved by the loader, never NULL */
 	struct cfg_tls tls;
+	/* PROXY protocol in: peers in these networks must open with a v1 or v2
+	 * header; from anyone else a header closes the connection. */
+	struct cidr *proxy_from;
+	unsigned nproxy_from;           /* 0 = PROXY protocol not accepted */
+	/* Clients whose identity headers (X-Forwarded-*, Forwarded, WL-Proxy-*,
+	 * X-Real-IP, ...) are kept and appended to: a chain of proxies. */
+	struct cidr *trusted_forwarders;
+	unsigned ntrusted_forwarders;
 };
 
 struct cfg_timeouts {

@@ -1,6 +1,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "health.h"
+#include "forward.h"
 #include "upstream.h"
 #include "log.h"
 #include "shm.h"
@@ -182,6 +183,9 @@ static void check_connected(uv_connect_t *r, int status)
 		return;
 	}
 	struct backend *be = c->srv->be;
+	/* A server that expects the PROXY protocol gets it from checks too:
+	 * LOCAL, "this connection is the proxy's own". */
+	forward_proxy_local(c->srv->cfg, &c->out.pending);
 	if (be->tls) {
 		c->tls = tls_conn_new_client(be->tls, NULL);
 		if (tls_conn_feed(c->tls, NULL, 0, &c->plain, &c->out.pending) == TLS_ERROR) {

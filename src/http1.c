@@ -12,7 +12,9 @@
 #include <netinet/in.h>
 #include <arpa/inet.h>
 #include "http1.h"
+#include "forward.h"
 #include "log.h"
+#include "proxy_proto.h"
 #include "tls.h"
 #include "upstream.h"
 #include "worker.h"
@@ -84,9 +86,15 @@ static void txn_log(struct client *cl)
 	uint64_t queue = t->t_connect_start > t->t_queue && t->t_queue ? t->t_connect_start - t->t_queue : 0;
 	uint64_t conn = t->t_connected > t->t_connect_start && t->t_connect_start ? t->t_connected - t->t_connect_start : 0;
 	uint64_t be = t->t_first_byte > t->t_sent && t->t_sent ? t->t_first_byte - t->t_sent : 0;
-	buf_appendf(b, " total_us=%llu queue_us=%llu connect_us=%llu backend_us=%llu inspect_us=- reason=%s",
+	buf_appendf(b, " total_us=%llu queue_us=%llu connect_us=%llu backend_us=%llu",
 		    (unsigned long long)(t->t_start ? now - t->t_start : 0), (unsigned long long)queue,
-		    (unsigned long long)conn, (unsigned long long)be, reason_name(t->reason));
+		    (unsigned long long)conn, (unsigned long long)be);
+	/* Which request this was on its backend connection: 1 = a new one. */
+	if (t->bconn_req)
+		buf_appendf(b, " be_conn_req=%u", t->bconn_req);
+	else
+		buf_append_str(b, " be_conn_req=-");
+	buf_appendf(b, " inspect_us=- reason=%s", reason_name(t->reason));
 	if (cl->tls)
 		tls_conn_describe(cl->tls, b);
 	log_access_commit();
@@ -257,6 +265,7 @@ static void client_close(struct client *cl)
 			upstream_abort(t->bc);
 	}
 	upstream_cancel(cl);
+	upstream_client_gone(cl);
 	/* A request that never got its answer still gets its log line. */
 	if (cl->state != CL_IDLE && cl->state != CL_ERROR && (t->req.url_len || t->t_start) &&
 	    !t->resp_done) {
@@ -510,6 +519,8 @@ static enum reason txn_prepare(struct client *cl)
 	if (limits()->max_body_size && clen > limits()->max_body_size)
 		return REASON_BODY_TOO_LARGE;
 	unsigned conn = msg_apply_connection(m);
+	const struct cfg_forward *fwd = &t->be->cfg->forward;
+	forward_filter(cl, m, fwd);
 	cl->keepalive = t->http_minor >= 1 ? !(conn & CONN_CLOSE) : !!(conn & CONN_KEEPALIVE);
 	if (W->draining)
 		cl->keepalive = 0;
@@ -537,6 +548,7 @@ static enum reason txn_prepare(struct client *cl)
 		buf_append_str(h, cl->li->cfg->addr.text);
 		buf_append(h, "\r\n", 2);
 	}
+	forward_write(cl, m, fwd, h);
 	if (t->req_chunked)
 		buf_append_str(h, "Transfer-Encoding: chunked\r\n");
 	if (t->upgrade)
@@ -552,12 +564,12 @@ static enum reason txn_prepare(struct client *cl)
 
 static enum reason txn_dispatch(struct client *cl)
 {
+	cl->txn.be = cl->li->be;
 	enum reason r = txn_prepare(cl);
 	if (r != REASON_OK)
 		return r;
 	if (cl->state == CL_CLOSING)  /* the 100 Continue could not be written */
 		return REASON_CLIENT_WRITE_ERROR;
-	cl->txn.be = cl->li->be;
 	cl->state = CL_WAIT;
 	client_timer(cl, 0);
 	r = upstream_request(cl);
@@ -674,6 +686,7 @@ static void client_on_eof(struct client *cl)
 
 static void client_on_plain(struct client *cl, const char *data, size_t len);
 static void client_on_tls(struct client *cl, const char *data, size_t len);
+static void client_on_proxy(struct client *cl, const char *data, size_t len);
 
 static void client_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 {
@@ -685,7 +698,9 @@ static void client_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 		client_on_eof(cl);
 		return;
 	}
-	if (cl->tls)
+	if (cl->state == CL_PROXY)
+		client_on_proxy(cl, buf->base, (size_t)nread);
+	else if (cl->tls)
 		client_on_tls(cl, buf->base, (size_t)nread);
 	else
 		client_on_plain(cl, buf->base, (size_t)nread);
@@ -814,6 +829,12 @@ static void client_timer_cb(uv_timer_t *timer)
 {
 	struct client *cl = timer->data;
 	switch (cl->state) {
+	case CL_PROXY:
+		log_info("%s closed: no %s within client_header", cl->peer,
+			 cl->proxy_required ? "complete PROXY header" : "request bytes");
+		cl->txn.reason = REASON_PROXY_TIMEOUT;
+		client_close(cl);
+		break;
 	case CL_IDLE:
 		if (cl->tls && !tls_conn_handshake_done(cl->tls))
 			log_info("%s TLS handshake timeout", cl->peer);
@@ -845,22 +866,104 @@ static void client_timer_cb(uv_timer_t *timer)
 
 static void format_peer(struct client *cl)
 {
+	char ip[NETADDR_IP_MAX];
+	netaddr_ip_text(&cl->src, ip, sizeof(ip));
+	snprintf(cl->peer, sizeof(cl->peer), "%s:%u", cl->src.family ? ip : "?", netaddr_port(&cl->src));
+}
+
+static void client_read_addrs(struct client *cl)
+{
 	struct sockaddr_storage ss;
 	int len = sizeof(ss);
-	char ip[INET6_ADDRSTRLEN] = "?";
-	int port = 0;
-	if (uv_tcp_getpeername(&cl->tcp, (struct sockaddr *)&ss, &len) == 0) {
-		if (ss.ss_family == AF_INET) {
-			struct sockaddr_in *a = (struct sockaddr_in *)&ss;
-			inet_ntop(AF_INET, &a->sin_addr, ip, sizeof(ip));
-			port = ntohs(a->sin_port);
-		} else if (ss.ss_family == AF_INET6) {
-			struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
-			inet_ntop(AF_INET6, &a->sin6_addr, ip, sizeof(ip));
-			port = ntohs(a->sin6_port);
+	memset(&cl->src, 0, sizeof(cl->src));
+	memset(&cl->dst, 0, sizeof(cl->dst));
+	if (uv_tcp_getpeername(&cl->tcp, (struct sockaddr *)&ss, &len) == 0)
+		netaddr_from_sockaddr(&cl->src, (struct sockaddr *)&ss);
+	len = sizeof(ss);
+	if (uv_tcp_getsockname(&cl->tcp, (struct sockaddr *)&ss, &len) == 0)
+		netaddr_from_sockaddr(&cl->dst, (struct sockaddr *)&ss);
+	format_peer(cl);
+}
+
+/* The client's address is final (socket peer, or a PROXY header's): what
+ * it may assert in headers follows, and the HTTP (or TLS) phase begins. */
+static void client_identity_known(struct client *cl)
+{
+	const struct cfg_listener *l = cl->li->cfg;
+	cl->trusted_fwd = l->ntrusted_forwarders && cidr_list_match(l->trusted_forwarders, l->ntrusted_forwarders, &cl->src);
+	cl->state = CL_IDLE;
+	if (cl->tls)
+		client_timer(cl, l->tls.handshake_timeout_ms);
+	else
+		client_timer(cl, timeouts()->client_keepalive_ms);
+}
+
+/* CL_PROXY: a trusted peer's first bytes must be a valid PROXY header; an
+ * untrusted peer's must not look like one. Partial input waits in cl->in. */
+static void client_on_proxy(struct client *cl, const char *data, size_t len)
+{
+	if (cl->in.len || len == 0) {
+		buf_append(&cl->in, data, len);
+		data = cl->in.data;
+		len = cl->in.len;
+	}
+	const uint8_t *p = (const uint8_t *)data;
+	size_t used = 0;
+	if (cl->proxy_required) {
+		struct pp_decoded d;
+		const char *why = "";
+		ssize_t n = pp_decode(p, len, &d, &why);
+		if (n < 0) {
+			log_warn("%s closed: invalid PROXY header: %s", cl->peer, why);
+			cl->txn.reason = REASON_PROXY_BAD;
+			client_close(cl);
+			return;
+		}
+		if (n == 0)
+			goto more;
+		if (!d.local) {
+			cl->src = d.src;
+			cl->dst = d.dst;
+			format_peer(cl);
+		}
+		used = (size_t)n;
+	} else {
+		int d = pp_detect(p, len);
+		if (d > 0) {
+			log_warn("%s closed: PROXY header from a peer outside accept_proxy_from", cl->peer);
+			cl->txn.reason = REASON_PROXY_UNTRUSTED;
+			client_close(cl);
+			return;
+		}
+		if (d == 0)
+			goto more;
+	}
+	client_identity_known(cl);
+	/* Hand the bytes after the header on as if they had just been read. */
+	struct buf rest = cl->in;
+	int from_in = cl->in.len > 0;
+	if (from_in) {
+		cl->in = (struct buf){ 0 };
+		data = rest.data;
+	}
+	if (len > used) {
+		if (cl->tls)
+			client_on_tls(cl, data + used, len - used);
+		else
+			client_on_plain(cl, data + used, len - used);
+	}
+	if (from_in) {
+		if (cl->in.data == NULL) {  /* keep the capacity */
+			rest.len = 0;
+			cl->in = rest;
+		} else {
+			buf_free(&rest);
 		}
 	}
-	snprintf(cl->peer, sizeof(cl->peer), "%s:%d", ip, port);
+	return;
+more:
+	if (cl->in.len == 0)
+		buf_append(&cl->in, data, len);
 }
 
 void client_accept(struct worker_listener *li)
@@ -892,6 +995,7 @@ void client_accept(struct worker_listener *li)
 	cl->tcp.data = cl->timer.data = cl;
 	cl->li = li;
 	list_init(&cl->hs_link);
+	list_init(&cl->parked);
 	cl->hs_in.len = 0;
 	list_add_tail(&W->clients, &cl->link);
 	W->nclients++;
@@ -906,15 +1010,18 @@ void client_accept(struct worker_listener *li)
 		return;
 	}
 	uv_tcp_nodelay(&cl->tcp, 1);
-	format_peer(cl);
+	cl->serial = ++W->conn_serial;
+	client_read_addrs(cl);
 	llhttp_init(&cl->parser, HTTP_REQUEST, &req_settings);
 	cl->parser.data = cl;
-	cl->state = CL_IDLE;
-	if (li->tls) {
+	if (li->tls)
 		cl->tls = tls_conn_new(li->tls);
-		client_timer(cl, li->cfg->tls.handshake_timeout_ms);
+	if (li->cfg->nproxy_from) {
+		cl->state = CL_PROXY;
+		cl->proxy_required = (uint8_t)cidr_list_match(li->cfg->proxy_from, li->cfg->nproxy_from, &cl->src);
+		client_timer(cl, timeouts()->client_header_ms);
 	} else {
-		client_timer(cl, timeouts()->client_keepalive_ms);
+		client_identity_known(cl);
 	}
 	client_read_start(cl);
 }

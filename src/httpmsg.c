@@ -15,7 +15,20 @@ static const struct { const char *name; enum hdr_kind kind; uint8_t hop; } known
 	{ "trailer",           HDR_TRAILER,           1 },
 	{ "upgrade",           HDR_UPGRADE,           1 },
 	{ "expect",            HDR_EXPECT,            1 },
+	{ "x-forwarded-for",   HDR_X_FORWARDED_FOR,   0 },
+	{ "forwarded",         HDR_FORWARDED,         0 },
+	{ "x-real-ip",         HDR_IDENTITY,          0 },
+	{ "proxy-client-ip",   HDR_IDENTITY,          0 },
 };
+
+/* Families of headers an app server reads the client's identity from. */
+static const char *const identity_prefixes[] = { "x-forwarded-", "wl-proxy-", "x-weblogic-" };
+
+static int has_prefix(const char *s, size_t n, const char *prefix)
+{
+	size_t pl = strlen(prefix);
+	return n > pl && strncasecmp(s, prefix, pl) == 0;
+}
 
 void msg_reset(struct msg *m, uint32_t max_hdrs)
 {
@@ -103,9 +116,12 @@ struct hdr *msg_finish_header(struct msg *m)
 		if (tok_eq(n, h->name_len, known[i].name)) {
 			h->kind = (uint8_t)known[i].kind;
 			h->drop = known[i].hop;
-			break;
+			return h;
 		}
 	}
+	for (size_t i = 0; i < ARRAY_SIZE(identity_prefixes); i++)
+		if (has_prefix(n, h->name_len, identity_prefixes[i]))
+			h->kind = HDR_IDENTITY;
 	return h;
 }
 

@@ -22,6 +22,10 @@ enum hdr_kind {
 	HDR_TRAILER,
 	HDR_UPGRADE,
 	HDR_EXPECT,
+	HDR_X_FORWARDED_FOR,
+	HDR_FORWARDED,
+	HDR_IDENTITY,   /* other client-identity headers: X-Forwarded-*, X-Real-IP,
+			 * Proxy-Client-IP, WL-Proxy-*, X-WebLogic-* */
 };
 
 struct hdr {

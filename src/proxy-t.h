@@ -9,12 +9,14 @@
 #include "buf.h"
 #include "cfg-t.h"
 #include "httpmsg.h"
+#include "netaddr.h"
 #include "outq.h"
 #include "reason-t.h"
 #include "util.h"
 
 
 enum client_state {
+	CL_PROXY,     /* first bytes: a PROXY header (trusted peer) or proof there is none */
 	CL_IDLE,      /* keepalive: no byte of the next request yet */
 	CL_HEAD,      /* receiving a request head */
 	CL_WAIT,      /* head accepted; queued for, or connecting to, a backend */
@@ -38,6 +40,7 @@ struct txn {
 	uint64_t t_start, t_queue, t_connect_start, t_connected, t_sent, t_first_byte;
 	uint64_t req_body, resp_body_in, bytes_out;
 	uint64_t ticket;           /* instance-wide queue order while queued */
+	uint32_t bconn_req;        /* this request's ordinal on its backend connection */
 	uint8_t method;            /* llhttp_method_t */
 	uint8_t http_minor;        /* client's HTTP/1.x minor version */
 	uint8_t req_chunked, req_done, head_done, queued;
@@ -73,7 +76,13 @@ struct client {
 	uint8_t parse_error;       /* the parser callback reported txn.reason */
 	uint8_t head_scanned;      /* head_scan saw the end of this request's head */
 	struct head_scan hscan;
-	char peer[64];             /* "ip:port" */
+	char peer[64];             /* "ip:port" of SRC, for logs */
+	struct netaddr src;        /* the client: socket peer, or what a PROXY header said */
+	struct netaddr dst;        /* the address it connected to (likewise) */
+	uint64_t serial;           /* worker-unique connection number (PROXY UNIQUE_ID) */
+	uint8_t proxy_required;    /* CL_PROXY: the peer is trusted and must send a header */
+	uint8_t trusted_fwd;       /* SRC may send identity headers (trusted_forwarders) */
+	struct list parked;        /* idle bconns keyed to this client's PROXY header */
 	/* Bounds of the current and previous llhttp_execute input, and the end
 	 * of the last header value piece: only compared, never dereferenced
 	 * outside the current input (obs-fold detection). */
@@ -103,6 +112,8 @@ struct bconn {
 	struct outq wire;          /* TLS: ciphertext to the server */
 	struct list link;          /* server idle list or worker's bconn list */
 	uint32_t nreq;             /* requests started on this connection */
+	struct buf pp;             /* PROXY header it carried: its pool key; empty = none */
+	struct list park_link;     /* in the keying client's `parked` list while idle */
 	uint8_t closing_handles;
 	uint8_t read_stopped;
 	uint8_t got_bytes;         /* any response byte for the current request */
@@ -131,6 +142,9 @@ struct backend {
 	struct tls_client *tls;    /* TLS to the servers, or NULL */
 	struct list queue;         /* txns waiting for a connection, FIFO */
 	uint32_t rr;               /* round-robin cursor, per worker */
+	uint64_t nrequests;        /* requests sent by this worker */
+	uint64_t nreused;          /* ... of which on a connection that had carried one before */
+	uint64_t nconnects;        /* connections this worker opened */
 	uint32_t nqueued;
 };
 

@@ -18,6 +18,9 @@
 	X(EXPECT_FAILED,       417, "expectation_failed",      "unsupported Expect value") \
 	X(HEADERS_TOO_LARGE,   431, "headers_too_large",       "request header fields too large") \
 	X(TLS_PLAIN_HTTP,      400, "plain_http_on_tls_port",  "plain HTTP request sent to a TLS port; use https://") \
+	X(PROXY_BAD,             0, "proxy_header_invalid",    "") \
+	X(PROXY_UNTRUSTED,       0, "proxy_header_untrusted",  "") \
+	X(PROXY_TIMEOUT,         0, "proxy_header_timeout",    "") \
 	X(TLS_HANDSHAKE,         0, "tls_handshake_failed",    "") \
 	X(TLS_ERROR,             0, "tls_error",               "") \
 	X(TE_UNSUPPORTED,      501, "unsupported_transfer_encoding", "transfer coding not implemented") \

@@ -34,6 +34,8 @@ struct tls_cert {
 	SSL_CTX *ctx;
 	int ecdsa;                 /* 1: EC key, 0: RSA */
 	int curve_bits;            /* 256 / 384 for EC keys */
+	char sig_alg[40];          /* "ecdsa-with-SHA256": for the PROXY v2 SSL TLV */
+	char key_alg[16];          /* "EC256", "RSA2048" (HAProxy's spelling) */
 	char *names[MAX_NAMES];    /* DNS SANs, else the CN */
 	unsigned nnames;
 };
@@ -478,6 +480,10 @@ static int cert_load(struct tls_cert *c, const struct cfg_tls *tc, const struct 
 	int type = EVP_PKEY_id(pkey);
 	c->ecdsa = type == EVP_PKEY_EC;
 	c->curve_bits = c->ecdsa ? EVP_PKEY_bits(pkey) : 0;
+	snprintf(c->key_alg, sizeof(c->key_alg), "%s%d", c->ecdsa ? "EC" : "RSA", EVP_PKEY_bits(pkey));
+	X509 *leaf = SSL_CTX_get0_certificate(c->ctx);
+	const char *sig = leaf ? OBJ_nid2sn(X509_get_signature_nid(leaf)) : NULL;
+	snprintf(c->sig_alg, sizeof(c->sig_alg), "%s", sig ? sig : "");
 	EVP_PKEY_free(pkey);
 	if (!ok) {
 		ERR_clear_error();
@@ -817,6 +823,60 @@ void tls_conn_shutdown(struct tls_conn *t, struct buf *wire)
 	SSL_shutdown(t->ssl);
 	ERR_clear_error();
 	drain_wbio(t, wire);
+}
+
+void tls_conn_facts(const struct tls_conn *t, struct tls_facts *f)
+{
+	memset(f, 0, sizeof(*f));
+	f->verify = -1;
+	if (!t->done)
+		return;
+	const SSL_CIPHER *c = SSL_get_current_cipher(t->ssl);
+	f->version = SSL_get_version(t->ssl);
+	f->cipher = c ? SSL_CIPHER_get_name(c) : NULL;
+	f->sni = SSL_get_servername(t->ssl, TLSEXT_NAMETYPE_host_name);
+	SSL_get0_alpn_selected(t->ssl, &f->alpn, &f->alpn_len);
+	f->resumed = SSL_session_reused(t->ssl);
+	X509 *peer = SSL_get_peer_certificate(t->ssl);
+	if (peer) {
+		f->peer_cert = 1;
+		f->verify = SSL_get_verify_result(t->ssl);
+		X509_free(peer);
+	}
+	if (t->srv && t->cert >= 0) {
+		const struct tls_cert *tc = &t->srv->certs[t->cert];
+		f->sig_alg = tc->sig_alg[0] ? tc->sig_alg : NULL;
+		f->key_alg = tc->key_alg;
+	}
+}
+
+size_t tls_conn_peer_cn(const struct tls_conn *t, char *out, size_t cap)
+{
+	if (cap)
+		out[0] = '\0';
+	X509 *peer = t->done ? SSL_get_peer_certificate(t->ssl) : NULL;
+	if (peer == NULL)
+		return 0;
+	int n = X509_NAME_get_text_by_NID(X509_get_subject_name(peer), NID_commonName, out, (int)cap);
+	X509_free(peer);
+	return n > 0 ? (size_t)n : 0;
+}
+
+size_t tls_conn_peer_der(const struct tls_conn *t, struct buf *out)
+{
+	X509 *peer = t->done ? SSL_get_peer_certificate(t->ssl) : NULL;
+	if (peer == NULL)
+		return 0;
+	int n = i2d_X509(peer, NULL);
+	if (n > 0) {
+		buf_reserve(out, (size_t)n);
+		uint8_t *p = (uint8_t *)out->data + out->len;
+		n = i2d_X509(peer, &p);
+		if (n > 0)
+			out->len += (size_t)n;
+	}
+	X509_free(peer);
+	return n > 0 ? (size_t)n : 0;
 }
 
 void tls_conn_describe(const struct tls_conn *t, struct buf *out)

@@ -67,6 +67,27 @@ int tls_conn_encrypt(struct tls_conn *t, const char *plain, size_t len, struct b
 /* Queue a close_notify alert onto WIRE. */
 void tls_conn_shutdown(struct tls_conn *t, struct buf *wire);
 const char *tls_conn_error(const struct tls_conn *t);
+/* What the backend may be told about a client's TLS connection. Strings
+ * point into the connection (valid while it lives) or are NULL. */
+struct tls_facts {
+	const char *version;       /* "TLSv1.3" */
+	const char *cipher;
+	const char *sni;
+	const uint8_t *alpn;
+	unsigned alpn_len;
+	int resumed;
+	int peer_cert;             /* the client presented a certificate (in this session) */
+	long verify;               /* its X509 verify result, 0 = verified; -1 without one */
+	const char *sig_alg;       /* of the certificate sluice presented */
+	const char *key_alg;
+};
+/* All zero (verify -1) until the handshake is done. */
+void tls_conn_facts(const struct tls_conn *t, struct tls_facts *f);
+/* The client certificate's subject CN into OUT (NUL-terminated); its length, 0 if none. */
+size_t tls_conn_peer_cn(const struct tls_conn *t, char *out, size_t cap);
+/* Append the client certificate's DER to OUT; its length, 0 if none. */
+size_t tls_conn_peer_der(const struct tls_conn *t, struct buf *out);
+
 /* " tls=TLSv1.3 cipher=... sni=... alpn=... resumed=0|1 cert=ecdsa|rsa
  * ccert=\"subject\"|-" for the access log. */
 void tls_conn_describe(const struct tls_conn *t, struct buf *out);

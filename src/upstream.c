@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "upstream.h"
+#include "forward.h"
 #include "http1.h"
 #include "health.h"
 #include "log.h"
@@ -78,6 +79,9 @@ void upstream_destroy(void)
 		list_del(&bc->link);
 		buf_free(&bc->out.pending);
 		buf_free(&bc->out.inflight);
+		buf_free(&bc->wire.pending);
+		buf_free(&bc->wire.inflight);
+		buf_free(&bc->pp);
 		free(bc);
 	}
 }
@@ -129,6 +133,7 @@ static void bconn_close(struct bconn *bc)
 		busy_add(srv, -1);
 	}
 	list_del(&bc->link);
+	list_del(&bc->park_link);
 	bc->state = BC_CLOSING;
 	bc->cl = NULL;
 	bc->closing_handles = 2;
@@ -179,6 +184,7 @@ static void bconn_retire(struct bconn *bc)
 	else
 		busy_add(srv, -1);
 	list_del(&bc->link);
+	list_del(&bc->park_link);
 	list_add_tail(&W->bconns, &bc->link);
 	bc->state = BC_RETIRING;
 	bc->cl = NULL;
@@ -328,7 +334,10 @@ static struct bconn *bconn_new(struct server *srv)
 		bc = CONTAINER_OF(bc_free.next, struct bconn, link);
 		list_del(&bc->link);
 		struct outq keep = bc->out, keepw = bc->wire;
+		struct buf pp = bc->pp;
 		memset(bc, 0, sizeof(*bc));
+		bc->pp = pp;
+		bc->pp.len = 0;
 		bc->out.pending = keep.pending;
 		bc->out.inflight = keep.inflight;
 		bc->wire.pending = keepw.pending;
@@ -338,6 +347,7 @@ static struct bconn *bconn_new(struct server *srv)
 		AN(bc);
 	}
 	list_init(&bc->link);
+	list_init(&bc->park_link);
 	bc->srv = srv;
 	uv_tcp_init(&W->loop, &bc->tcp);
 	uv_timer_init(&W->loop, &bc->timer);
@@ -363,6 +373,10 @@ static void bconn_attach(struct bconn *bc, struct client *cl)
 	bc->cl = cl;
 	bc->got_bytes = 0;
 	bc->nreq++;
+	cl->txn.bconn_req = bc->nreq;
+	cl->txn.be->nrequests++;
+	if (bc->nreq > 1)
+		cl->txn.be->nreused++;
 	cl->txn.bc = bc;
 	cl->txn.srv = bc->srv;
 }
@@ -389,7 +403,9 @@ static void bconn_connect_cb(uv_connect_t *req, int status)
 	 * idle one to notice the backend closing it. */
 	uv_read_start((uv_stream_t *)&bc->tcp, worker_read_alloc, bconn_read_cb);
 	if (bc->srv->be->tls) {
-		/* Handshake under the connect timeout, which keeps running. */
+		/* Handshake under the connect timeout, which keeps running. The
+		 * PROXY header goes first, in clear, as the server expects. */
+		buf_append(&bc->wire.pending, bc->pp.data, bc->pp.len);
 		bc->tls = tls_conn_new_client(bc->srv->be->tls, &bc->srv->tls_session);
 		struct buf *plain = &W->tls_plain;
 		plain->len = 0;
@@ -400,6 +416,8 @@ static void bconn_connect_cb(uv_connect_t *req, int status)
 		outq_flush(&bc->wire, (uv_stream_t *)&bc->tcp, bconn_write_cb, bc);
 		return;
 	}
+	/* Plain: the header leaves in one write with the request head. */
+	buf_append(&bc->out.pending, bc->pp.data, bc->pp.len);
 	bconn_established(bc);
 }
 
@@ -475,30 +493,70 @@ void bconn_read_pause(struct bconn *bc, int pause)
 
 /* ---- acquiring ---- */
 
-static struct bconn *server_take_idle(struct server *srv)
+/* ---- acquiring ---- */
+
+/* With the PROXY protocol a connection speaks for the one client whose
+ * header it carried, so the pool is keyed on the header's bytes: only a
+ * byte-identical header (in practice, the same client connection) may
+ * reuse it. KEY is empty for servers without the PROXY protocol. */
+static struct buf pp_key;
+
+static const struct buf *key_for(struct client *cl, struct server *srv)
 {
-	while (!list_empty(&srv->idle)) {
-		struct bconn *bc = CONTAINER_OF(srv->idle.next, struct bconn, link);
-		list_del(&bc->link);
-		srv->nidle--;
-		uv_timer_stop(&bc->timer);
-		bc->state = BC_BUSY;
-		busy_add(srv, 1);
-		list_add_tail(&W->bconns, &bc->link);
-		return bc;
+	pp_key.len = 0;
+	forward_proxy_header(cl, srv->cfg, &pp_key);
+	return &pp_key;
+}
+
+static int key_matches(const struct bconn *bc, const struct buf *key)
+{
+	return bc->pp.len == key->len && (key->len == 0 || memcmp(bc->pp.data, key->data, key->len) == 0);
+}
+
+static struct bconn *server_find_idle(struct server *srv, struct client *cl)
+{
+	if (srv->nidle == 0)
+		return NULL;
+	const struct buf *key = key_for(cl, srv);
+	for (struct list *pos = srv->idle.next; pos != &srv->idle; pos = pos->next) {
+		struct bconn *bc = CONTAINER_OF(pos, struct bconn, link);
+		if (key_matches(bc, key))
+			return bc;
 	}
 	return NULL;
 }
 
-/* A server this request may use now: one with an idle connection here, or
- * one below its instance-wide cap (the slot is reserved on success). */
-static struct server *pick_server(struct backend *be, int *reserved, int *any_up)
+static void server_take_idle(struct bconn *bc)
+{
+	struct server *srv = bc->srv;
+	list_del(&bc->link);
+	list_del(&bc->park_link);
+	srv->nidle--;
+	uv_timer_stop(&bc->timer);
+	bc->state = BC_BUSY;
+	busy_add(srv, 1);
+	list_add_tail(&W->bconns, &bc->link);
+}
+
+/* Make room under a full cap: an idle connection here that CL cannot use
+ * (another client's PROXY header) gives its slot up. */
+static void server_evict_idle(struct server *srv)
+{
+	if (srv->nidle > 0 && srv->cfg->proxy_protocol != CFG_PP_OFF)
+		bconn_retire(CONTAINER_OF(srv->idle.prev, struct bconn, link));
+}
+
+/* A server this request may use now: one with a usable idle connection
+ * here (*IDLE set), or one below its instance-wide cap (the slot is
+ * reserved on success). */
+static struct server *pick_server(struct client *cl, struct backend *be, struct bconn **idle, int *any_up)
 {
 	unsigned n = be->nservers;
-	*reserved = 0;
+	*idle = NULL;
 	*any_up = 0;
 	if (be->cfg->balance == CFG_BALANCE_LEASTCONN) {
 		struct server *best = NULL;
+		struct bconn *best_idle = NULL;
 		uint32_t best_busy = UINT32_MAX;
 		for (unsigned i = 0; i < n; i++) {
 			struct server *srv = &be->servers[i];
@@ -508,16 +566,20 @@ static struct server *pick_server(struct backend *be, int *reserved, int *any_up
 			uint32_t busy = shm_get(srv->slot, SHM_BUSY);
 			if (busy >= best_busy)
 				continue;
-			if (srv->nidle == 0 && shm_get(srv->slot, SHM_CONNS) >= srv->cfg->max_connections)
+			struct bconn *bc = server_find_idle(srv, cl);
+			if (bc == NULL && shm_get(srv->slot, SHM_CONNS) >= srv->cfg->max_connections) {
+				server_evict_idle(srv);
 				continue;
+			}
 			best = srv;
+			best_idle = bc;
 			best_busy = busy;
 		}
-		if (best && best->nidle == 0) {
+		if (best && best_idle == NULL) {
 			if (!shm_conns_reserve(W->slot, best->slot, best->cfg->max_connections))
 				return NULL;
-			*reserved = 1;
 		}
+		*idle = best_idle;
 		return best;
 	}
 	/* Each worker rotates on its own: the sum over workers is still even,
@@ -528,12 +590,11 @@ static struct server *pick_server(struct backend *be, int *reserved, int *any_up
 		if (!server_up(srv))
 			continue;
 		*any_up = 1;
-		if (srv->nidle > 0)
+		if ((*idle = server_find_idle(srv, cl)) != NULL)
 			return srv;
-		if (shm_conns_reserve(W->slot, srv->slot, srv->cfg->max_connections)) {
-			*reserved = 1;
+		if (shm_conns_reserve(W->slot, srv->slot, srv->cfg->max_connections))
 			return srv;
-		}
+		server_evict_idle(srv);
 	}
 	return NULL;
 }
@@ -543,14 +604,13 @@ static struct server *pick_server(struct backend *be, int *reserved, int *any_up
 static int try_acquire(struct client *cl, int *any_up)
 {
 	struct backend *be = cl->txn.be;
-	int reserved;
-	struct server *srv = pick_server(be, &reserved, any_up);
+	struct bconn *idle;
+	struct server *srv = pick_server(cl, be, &idle, any_up);
 	if (srv == NULL)
 		return 0;
-	if (!reserved) {
-		struct bconn *bc = server_take_idle(srv);
-		AN(bc);
-		bconn_attach(bc, cl);
+	if (idle) {
+		server_take_idle(idle);
+		bconn_attach(idle, cl);
 		cl->txn.t_connect_start = cl->txn.t_connected = now_us();
 		return 1;
 	}
@@ -559,6 +619,9 @@ static int try_acquire(struct client *cl, int *any_up)
 	struct bconn *bc = bconn_new(srv);
 	if (bc == NULL)
 		return -1;
+	const struct buf *key = key_for(cl, srv);
+	buf_append(&bc->pp, key->data, key->len);
+	be->nconnects++;
 	bconn_attach(bc, cl);
 	return 1;
 }
@@ -709,6 +772,7 @@ void upstream_release(struct bconn *bc, int reusable)
 {
 	struct server *srv = bc->srv;
 	struct backend *be = srv->be;
+	struct client *owner = bc->cl;
 	if (bc->cl)
 		bc->cl->txn.bc = NULL;
 	bc->cl = NULL;
@@ -725,6 +789,10 @@ void upstream_release(struct bconn *bc, int reusable)
 	struct client *cl = queue_head(be);
 	if (cl && others_first(be, cl->txn.ticket)) {
 		bconn_retire(bc);
+		return;
+	}
+	if (cl && !key_matches(bc, key_for(cl, srv))) {
+		bconn_retire(bc);  /* speaks for another client: its slot goes instead */
 		return;
 	}
 	if (cl) {
@@ -744,12 +812,19 @@ void upstream_release(struct bconn *bc, int reusable)
 	bc->state = BC_IDLE;
 	list_add_head(&srv->idle, &bc->link);
 	srv->nidle++;
-	bc->state = BC_IDLE;
+	if (bc->pp.len && owner)  /* retired when its client goes */
+		list_add_tail(&owner->parked, &bc->park_link);
 	if (bc->read_stopped) {  /* idle connections always read, to see EOF */
 		bc->read_stopped = 0;
 		uv_read_start((uv_stream_t *)&bc->tcp, worker_read_alloc, bconn_read_cb);
 	}
 	uv_timer_start(&bc->timer, bconn_timer_cb, be->cfg->idle_timeout_ms, 0);
+}
+
+void upstream_client_gone(struct client *cl)
+{
+	while (!list_empty(&cl->parked))
+		bconn_retire(CONTAINER_OF(cl->parked.next, struct bconn, park_link));
 }
 
 void upstream_abort(struct bconn *bc)

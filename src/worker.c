@@ -60,10 +60,25 @@ static void flush_cb(uv_check_t *h)
 	W->hs_budget = WORKER_HS_BUDGET;  /* once per loop turn */
 }
 
+/* Until the stats module exports them, a worker's connection reuse per
+ * backend is reported in its last words. */
+static void log_reuse(void)
+{
+	for (unsigned b = 0; b < W->nbackends; b++) {
+		const struct backend *be = &W->backends[b];
+		if (be->nrequests == 0)
+			continue;
+		log_info("backend %s: %llu requests on %llu new connections, %.1f%% on reused ones",
+			 be->cfg->name, (unsigned long long)be->nrequests, (unsigned long long)be->nconnects,
+			 100.0 * (double)be->nreused / (double)be->nrequests);
+	}
+}
+
 void worker_maybe_exit(void)
 {
 	if (!W->draining || W->nclients > 0 || W->nbconns > 0)
 		return;
+	log_reuse();
 	log_info("drained, exiting");
 	log_flush();
 	exit(0);
@@ -76,6 +91,7 @@ static void drain_timeout_cb(uv_timer_t *t)
 		log_warn("drain timeout: closing %u client connection(s) still open", W->nclients);
 	else
 		log_info("drain timeout: closing %u backend connection(s) still open", W->nbconns);
+	log_reuse();
 	log_flush();
 	exit(0);
 }
@@ -131,6 +147,9 @@ void worker_run(struct cfg *cfg, int index, int slot, const struct worker_fd *fd
 	list_init(&w.hs_deferred);
 	w.hs_budget = WORKER_HS_BUDGET;
 	list_init(&w.bconns);
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	w.boot_us = (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 	char role[32];
 	snprintf(role, sizeof(role), "worker %d", index);
 	log_set_role(role);

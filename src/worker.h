@@ -36,6 +36,9 @@ struct worker {
 	/* Handshake fairness: at most WORKER_HS_BUDGET handshake steps per loop
 	 * turn; the rest wait here (reads stopped) so a flood of new TLS
 	 * connections cannot starve established ones of the loop. */
+	uint64_t boot_us;           /* wall clock at start: prefix of connection ids */
+	uint64_t conn_serial;       /* last client serial handed out */
+	struct buf scratch;         /* short-lived: PROXY headers, encodings (never held across calls) */
 	uint32_t hs_budget;
 	struct list hs_deferred;
 	uv_idle_t hs_idle;
