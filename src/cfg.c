@@ -37,6 +37,7 @@
 #include <yaml.h>
 
 #include "cfg.h"
+#include "netaddr.h"
 
 #define CFG_FILE_MAX (4u << 20) /* refuse larger files: surely not a config */
 #define CFG_ERRORS_MAX 30       /* report at most this many errors... */
@@ -242,7 +243,15 @@ struct y_health {
 };
 
 struct y_server {
-	char *name, *address, *max_connections, *weight;
+	char *name, *address, *max_connections, *weight, *proxy_protocol;
+	char **proxy_tlvs;
+	unsigned proxy_tlvs_count;
+};
+
+struct y_forward {
+	char *x_forwarded_for, *x_forwarded_proto, *x_forwarded_host, *x_forwarded_port;
+	char *forwarded, *x_real_ip, *wl_proxy_ssl, *wl_proxy_client_ip;
+	char *wl_proxy_client_port, *wl_proxy_client_cert;
 };
 
 struct y_backend {
@@ -250,6 +259,7 @@ struct y_backend {
 	char *idle_timeout, *connect_timeout, *response_timeout;
 	struct y_health *health_check;
 	struct y_backend_tls *tls;
+	struct y_forward *forward;
 	struct y_server *servers;
 	unsigned servers_count;
 };
@@ -273,6 +283,10 @@ struct y_tls {
 struct y_listener {
 	char *name, *address, *backlog, *backend;
 	struct y_tls *tls;
+	char **accept_proxy_from;
+	unsigned accept_proxy_from_count;
+	char **trusted_forwarders;
+	unsigned trusted_forwarders_count;
 };
 
 struct y_timeouts {
@@ -299,6 +313,15 @@ struct y_root {
 #define F_STR(key, flags, type, member) \
 	CYAML_FIELD_STRING_PTR(key, flags, type, member, 0, CYAML_UNLIMITED)
 
+/* An optional list of strings. Any length is accepted here, even 0, so that
+ * an empty list and bad entries get pass 3's messages. */
+static const cyaml_schema_value_t y_str_schema = {
+	CYAML_VALUE_STRING(CYAML_FLAG_POINTER, char, 0, CYAML_UNLIMITED),
+};
+#define F_STRS(key, type, member) \
+	CYAML_FIELD_SEQUENCE(key, CYAML_FLAG_POINTER | OPT, type, member, &y_str_schema, \
+			     0, CYAML_UNLIMITED)
+
 static const cyaml_schema_field_t y_health_fields[] = {
 	F_STR("path", OPT, struct y_health, path),
 	F_STR("interval", OPT, struct y_health, interval),
@@ -314,6 +337,8 @@ static const cyaml_schema_field_t y_server_fields[] = {
 	F_STR("address", REQ, struct y_server, address),
 	F_STR("max_connections", OPT, struct y_server, max_connections),
 	F_STR("weight", OPT, struct y_server, weight),
+	F_STR("proxy_protocol", OPT, struct y_server, proxy_protocol),
+	F_STRS("proxy_tlvs", struct y_server, proxy_tlvs),
 	CYAML_FIELD_END
 };
 
@@ -333,6 +358,20 @@ static const cyaml_schema_field_t y_backend_tls_fields[] = {
 	CYAML_FIELD_END
 };
 
+static const cyaml_schema_field_t y_forward_fields[] = {
+	F_STR("x_forwarded_for", OPT, struct y_forward, x_forwarded_for),
+	F_STR("x_forwarded_proto", OPT, struct y_forward, x_forwarded_proto),
+	F_STR("x_forwarded_host", OPT, struct y_forward, x_forwarded_host),
+	F_STR("x_forwarded_port", OPT, struct y_forward, x_forwarded_port),
+	F_STR("forwarded", OPT, struct y_forward, forwarded),
+	F_STR("x_real_ip", OPT, struct y_forward, x_real_ip),
+	F_STR("wl_proxy_ssl", OPT, struct y_forward, wl_proxy_ssl),
+	F_STR("wl_proxy_client_ip", OPT, struct y_forward, wl_proxy_client_ip),
+	F_STR("wl_proxy_client_port", OPT, struct y_forward, wl_proxy_client_port),
+	F_STR("wl_proxy_client_cert", OPT, struct y_forward, wl_proxy_client_cert),
+	CYAML_FIELD_END
+};
+
 static const cyaml_schema_field_t y_backend_fields[] = {
 	F_STR("name", REQ, struct y_backend, name),
 	F_STR("balance", OPT, struct y_backend, balance),
@@ -345,6 +384,7 @@ static const cyaml_schema_field_t y_backend_fields[] = {
 	CYAML_FIELD_MAPPING_PTR("health_check", OPT, struct y_backend, health_check,
 				y_health_fields),
 	CYAML_FIELD_MAPPING_PTR("tls", OPT, struct y_backend, tls, y_backend_tls_fields),
+	CYAML_FIELD_MAPPING_PTR("forward", OPT, struct y_backend, forward, y_forward_fields),
 	CYAML_FIELD_SEQUENCE("servers", CYAML_FLAG_POINTER, struct y_backend, servers,
 			     &y_server_schema, 1, CFG_MAX_SERVERS),
 	CYAML_FIELD_END
@@ -389,6 +429,8 @@ static const cyaml_schema_field_t y_listener_fields[] = {
 	F_STR("backlog", OPT, struct y_listener, backlog),
 	F_STR("backend", REQ, struct y_listener, backend),
 	CYAML_FIELD_MAPPING_PTR("tls", OPT, struct y_listener, tls, y_tls_fields),
+	F_STRS("accept_proxy_from", struct y_listener, accept_proxy_from),
+	F_STRS("trusted_forwarders", struct y_listener, trusted_forwarders),
 	CYAML_FIELD_END
 };
 
@@ -1219,6 +1261,72 @@ static void conv_health(struct cfg_load *ld, const char *pre, const struct y_hea
 	conv_uint(ld, kp(k, pre, "fall"), y->fall, 1, 1000, &h->fall);
 }
 
+static const struct {
+	const char *name;
+	unsigned bit;
+} pp_tlvs[] = {
+	{ "alpn", CFG_PP_TLV_ALPN },
+	{ "authority", CFG_PP_TLV_AUTHORITY },
+	{ "unique_id", CFG_PP_TLV_UNIQUE_ID },
+	{ "crc32c", CFG_PP_TLV_CRC32C },
+	{ "ssl", CFG_PP_TLV_SSL },
+};
+#define PP_TLVS_N (sizeof(pp_tlvs) / sizeof(pp_tlvs[0]))
+
+/* proxy_protocol and proxy_tlvs of the server at PRE. TLVs exist only in
+ * v2 headers: a list with v1 or off is refused rather than ignored, since
+ * whoever wrote it expects the server to receive them. */
+static void conv_proxy_protocol(struct cfg_load *ld, const char *pre, const struct y_server *y,
+				struct cfg_server *s)
+{
+	char k[CFG_PATH_MAX], ep[CFG_PATH_MAX];
+	unsigned first[PP_TLVS_N] = { 0 };
+	unsigned i, t;
+	int pp_ok = 1;
+
+	if (y->proxy_protocol != NULL) {
+		kp(k, pre, "proxy_protocol");
+		if (conv_nonempty(ld, k, y->proxy_protocol) < 0)
+			pp_ok = 0;
+		else if (strcmp(y->proxy_protocol, "off") == 0)
+			s->proxy_protocol = CFG_PP_OFF;
+		else if (strcmp(y->proxy_protocol, "v1") == 0)
+			s->proxy_protocol = CFG_PP_V1;
+		else if (strcmp(y->proxy_protocol, "v2") == 0)
+			s->proxy_protocol = CFG_PP_V2;
+		else {
+			err_at(ld, k, AT_VALUE, "unknown proxy_protocol \"%.40s\" (expected off, "
+			       "v1 or v2)", y->proxy_protocol);
+			pp_ok = 0;
+		}
+	}
+	if (y->proxy_tlvs_count == 0)
+		return; /* absent, or [] (none) */
+
+	kp(k, pre, "proxy_tlvs");
+	for (i = 0; i < y->proxy_tlvs_count; i++) {
+		const char *v = y->proxy_tlvs[i];
+		path_index(ep, k, i);
+		if (v == NULL || conv_nonempty(ld, ep, v) < 0)
+			continue;
+		for (t = 0; t < PP_TLVS_N && strcmp(v, pp_tlvs[t].name) != 0; t++)
+			;
+		if (t == PP_TLVS_N) {
+			err_at(ld, ep, AT_VALUE, "unknown TLV \"%.40s\" (expected alpn, authority, "
+			       "unique_id, crc32c or ssl)", v);
+		} else if (s->proxy_tlvs & pp_tlvs[t].bit) {
+			err_at(ld, ep, AT_VALUE, "duplicate TLV \"%s\" (first at proxy_tlvs[%u])",
+			       v, first[t]);
+		} else {
+			s->proxy_tlvs |= pp_tlvs[t].bit;
+			first[t] = i;
+		}
+	}
+	/* A bad proxy_protocol was reported already: once is enough. */
+	if (pp_ok && s->proxy_protocol != CFG_PP_V2)
+		err_at(ld, k, AT_VALUE, "proxy_tlvs needs proxy_protocol: v2");
+}
+
 static void conv_server(struct cfg_load *ld, const char *pre, unsigned idx,
 			const struct y_server *y, struct cfg_server *s)
 {
@@ -1227,6 +1335,8 @@ static void conv_server(struct cfg_load *ld, const char *pre, unsigned idx,
 	snprintf(s->name, sizeof(s->name), "s%u", idx + 1);
 	s->max_connections = 32;
 	s->weight = 1;
+	s->proxy_protocol = CFG_PP_OFF;
+	s->proxy_tlvs = 0;
 	conv_name(ld, kp(k, pre, "name"), y->name, s->name);
 	conv_addr(ld, kp(k, pre, "address"), y->address, &s->addr);
 	if (s->addr.len != 0 && addr_is_any(&s->addr))
@@ -1234,6 +1344,7 @@ static void conv_server(struct cfg_load *ld, const char *pre, unsigned idx,
 	conv_uint(ld, kp(k, pre, "max_connections"), y->max_connections, 1, UINT32_MAX,
 		  &s->max_connections);
 	conv_uint(ld, kp(k, pre, "weight"), y->weight, 1, 256, &s->weight);
+	conv_proxy_protocol(ld, pre, y, s);
 }
 
 static void conv_tls_version(struct cfg_load *ld, const char *path, const char *s, int *out);
@@ -1271,6 +1382,38 @@ static void conv_backend_tls(struct cfg_load *ld, const char *pre, const struct 
 		       "set verify: off");
 }
 
+/* Defaults are set by the caller, whether or not the mapping is present. */
+static void conv_forward(struct cfg_load *ld, const char *pre, const struct y_forward *y,
+			 struct cfg_forward *f)
+{
+	char k[CFG_PATH_MAX];
+
+	if (y->x_forwarded_for != NULL &&
+	    conv_nonempty(ld, kp(k, pre, "x_forwarded_for"), y->x_forwarded_for) == 0) {
+		if (strcmp(y->x_forwarded_for, "append") == 0)
+			f->x_forwarded_for = CFG_XFF_APPEND;
+		else if (strcmp(y->x_forwarded_for, "replace") == 0)
+			f->x_forwarded_for = CFG_XFF_REPLACE;
+		else if (strcmp(y->x_forwarded_for, "off") == 0)
+			f->x_forwarded_for = CFG_XFF_OFF;
+		else
+			err_at(ld, k, AT_VALUE, "unknown x_forwarded_for \"%.40s\" (expected "
+			       "append, replace or off)", y->x_forwarded_for);
+	}
+	conv_bool(ld, kp(k, pre, "x_forwarded_proto"), y->x_forwarded_proto, &f->x_forwarded_proto);
+	conv_bool(ld, kp(k, pre, "x_forwarded_host"), y->x_forwarded_host, &f->x_forwarded_host);
+	conv_bool(ld, kp(k, pre, "x_forwarded_port"), y->x_forwarded_port, &f->x_forwarded_port);
+	conv_bool(ld, kp(k, pre, "forwarded"), y->forwarded, &f->forwarded);
+	conv_bool(ld, kp(k, pre, "x_real_ip"), y->x_real_ip, &f->x_real_ip);
+	conv_bool(ld, kp(k, pre, "wl_proxy_ssl"), y->wl_proxy_ssl, &f->wl_proxy_ssl);
+	conv_bool(ld, kp(k, pre, "wl_proxy_client_ip"), y->wl_proxy_client_ip,
+		  &f->wl_proxy_client_ip);
+	conv_bool(ld, kp(k, pre, "wl_proxy_client_port"), y->wl_proxy_client_port,
+		  &f->wl_proxy_client_port);
+	conv_bool(ld, kp(k, pre, "wl_proxy_client_cert"), y->wl_proxy_client_cert,
+		  &f->wl_proxy_client_cert);
+}
+
 static int conv_backend(struct cfg_load *ld, const char *pre, const struct y_backend *y,
 			struct cfg_backend *b)
 {
@@ -1290,6 +1433,11 @@ static int conv_backend(struct cfg_load *ld, const char *pre, const struct y_bac
 	b->health.expect_status = 200;
 	b->health.rise = 2;
 	b->health.fall = 3;
+	b->forward = (struct cfg_forward){
+		.x_forwarded_for = CFG_XFF_APPEND,
+		.x_forwarded_proto = 1,
+		/* every other header off */
+	};
 
 	conv_name(ld, kp(k, pre, "name"), y->name, b->name);
 	if (y->balance != NULL) {
@@ -1314,6 +1462,8 @@ static int conv_backend(struct cfg_load *ld, const char *pre, const struct y_bac
 		conv_health(ld, kp(k, pre, "health_check"), y->health_check, &b->health);
 	if (y->tls != NULL)
 		conv_backend_tls(ld, kp(k, pre, "tls"), y->tls, &b->tls);
+	if (y->forward != NULL)
+		conv_forward(ld, kp(k, pre, "forward"), y->forward, &b->forward);
 
 	b->servers = calloc(y->servers_count, sizeof(*b->servers));
 	if (b->servers == NULL)
@@ -1458,6 +1608,41 @@ static int conv_tls(struct cfg_load *ld, const char *pre, const struct y_tls *y,
 	return 0;
 }
 
+/* A list of networks at PATH (N entries in Y) into a new array in *OUT.
+ * Absent and empty both leave *OUT NULL, but a written empty list is an
+ * error: "trust nobody" is spelled by leaving the key out, and an empty
+ * list is more likely a template whose networks were never filled in.
+ * Returns -1 when out of memory. */
+static int conv_cidrs(struct cfg_load *ld, const char *path, char *const *y, unsigned n,
+		      struct cidr **out, unsigned *nout)
+{
+	char ep[CFG_PATH_MAX];
+	struct cidr *list;
+	const char *why;
+	unsigned i;
+
+	if (n == 0) {
+		/* Inside an aliased listener the key has no position of its
+		 * own: then [] passes as "absent", which means the same. */
+		if (pos_find(ld, path) != NULL)
+			err_at(ld, path, AT_VALUE, "list at least one network or remove the key");
+		return 0;
+	}
+	list = calloc(n, sizeof(*list));
+	if (list == NULL)
+		return -1;
+	*out = list;
+	*nout = n;
+	for (i = 0; i < n; i++) {
+		path_index(ep, path, i);
+		if (y[i] == NULL || conv_nonempty(ld, ep, y[i]) < 0)
+			continue;
+		if (cidr_parse(y[i], &list[i], &why) < 0)
+			err_at(ld, ep, AT_VALUE, "bad network \"%.80s\": %s", y[i], why);
+	}
+	return 0;
+}
+
 static int conv_listener(struct cfg_load *ld, const char *pre, unsigned idx,
 			 const struct y_listener *y, struct cfg_listener *l)
 {
@@ -1475,6 +1660,12 @@ static int conv_listener(struct cfg_load *ld, const char *pre, unsigned idx,
 	/* Resolved in pass 4; only emptiness and length are checked here. */
 	conv_str(ld, kp(k, pre, "backend"), y->backend, 0, l->backend_name,
 		 sizeof(l->backend_name));
+	if (conv_cidrs(ld, kp(k, pre, "accept_proxy_from"), y->accept_proxy_from,
+		       y->accept_proxy_from_count, &l->proxy_from, &l->nproxy_from) < 0 ||
+	    conv_cidrs(ld, kp(k, pre, "trusted_forwarders"), y->trusted_forwarders,
+		       y->trusted_forwarders_count, &l->trusted_forwarders,
+		       &l->ntrusted_forwarders) < 0)
+		return -1;
 	if (y->tls != NULL)
 		return conv_tls(ld, kp(k, pre, "tls"), y->tls, &l->tls);
 	return 0;
@@ -1785,8 +1976,11 @@ void cfg_free(struct cfg *cfg)
 			free(cfg->backends[i].servers);
 	free(cfg->backends);
 	if (cfg->listeners != NULL)
-		for (i = 0; i < cfg->nlisteners; i++)
+		for (i = 0; i < cfg->nlisteners; i++) {
 			free(cfg->listeners[i].tls.certs);
+			free(cfg->listeners[i].proxy_from);
+			free(cfg->listeners[i].trusted_forwarders);
+		}
 	free(cfg->listeners);
 	free(cfg);
 }

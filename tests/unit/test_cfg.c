@@ -178,6 +178,9 @@ static void test_default_config(void)
 	CHECK(addr_is(&c->backends[0].servers[0].addr, AF_INET, "127.0.0.1", 9000));
 	CHECK(c->backends[0].servers[0].max_connections == 16);
 	CHECK(c->backends[0].servers[0].weight == 1);
+	CHECK(c->backends[0].servers[0].proxy_protocol == CFG_PP_OFF);
+	CHECK(c->backends[0].forward.x_forwarded_for == CFG_XFF_APPEND);
+	CHECK(c->listeners[0].nproxy_from == 0 && c->listeners[0].ntrusted_forwarders == 0);
 	cfg_free(c);
 	cfg_free(NULL);
 }
@@ -202,6 +205,7 @@ static const char *write_tmp(char *buf, size_t len, const char *name, const char
 static void test_defaults(void)
 {
 	char path[512], err[1024];
+	const struct cfg_forward *f;
 	struct cfg *c;
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 
@@ -223,6 +227,18 @@ static void test_defaults(void)
 	CHECK(c->backends[0].health.enabled == 0);
 	CHECK(strcmp(c->backends[0].health.path, "/") == 0);
 	CHECK(c->timeouts.client_header_ms == 10000 && c->limits.max_headers == 100);
+	/* No forward mapping: its defaults all the same. */
+	f = &c->backends[0].forward;
+	CHECK(f->x_forwarded_for == CFG_XFF_APPEND && f->x_forwarded_proto == 1);
+	CHECK(f->x_forwarded_host == 0 && f->x_forwarded_port == 0 && f->forwarded == 0);
+	CHECK(f->x_real_ip == 0 && f->wl_proxy_ssl == 0 && f->wl_proxy_client_ip == 0);
+	CHECK(f->wl_proxy_client_port == 0 && f->wl_proxy_client_cert == 0);
+	CHECK(c->backends[0].servers[0].proxy_protocol == CFG_PP_OFF);
+	CHECK(c->backends[0].servers[0].proxy_tlvs == 0);
+	CHECK(c->backends[0].servers[1].proxy_protocol == CFG_PP_OFF);
+	CHECK(c->listeners[0].proxy_from == NULL && c->listeners[0].nproxy_from == 0);
+	CHECK(c->listeners[0].trusted_forwarders == NULL &&
+	      c->listeners[0].ntrusted_forwarders == 0);
 	cfg_free(c);
 
 	/* A short health interval shrinks the default timeout with it. */
@@ -362,6 +378,217 @@ out:
 	unlink(path);
 }
 
+static int cidr_is(const struct cidr *n, int family, const char *ip, unsigned bits)
+{
+	uint8_t want[16] = { 0 };
+
+	if (inet_pton(family, ip, want) != 1)
+		return 0;
+	return n->family == family && n->bits == bits &&
+	       memcmp(n->ip, want, family == AF_INET ? 4 : 16) == 0;
+}
+
+/* backends[].forward, servers[].proxy_protocol/proxy_tlvs and the listeners'
+ * CIDR lists: every key, every value, and defaults inside a present but
+ * empty forward mapping. */
+static void test_forward_proxy(void)
+{
+	char path[512], err[2048];
+	const struct cfg_listener *l;
+	const struct cfg_forward *f;
+	const struct cfg_server *s;
+	struct netaddr a;
+	struct cfg *c;
+
+	c = cfg_load(write_tmp(path, sizeof(path), "fwd.yaml",
+			       "listeners:\n"
+			       "  - name: edge\n"
+			       "    address: 127.0.0.1:8080\n"
+			       "    backend: app\n"
+			       "    accept_proxy_from: [10.0.0.0/8, \"2001:db8::/32\", 192.0.2.7]\n"
+			       "    trusted_forwarders:\n"
+			       "      - 172.16.0.0/12\n"
+			       "      - \"::1\"\n"
+			       "      - 2001:db8:1::/48\n"
+			       "      - ::ffff:0:0/96\n"
+			       "      - 0.0.0.0/0\n"
+			       "  - address: 127.0.0.1:8081\n"
+			       "    backend: plain\n"
+			       "backends:\n"
+			       "  - name: app\n"
+			       "    forward:\n"
+			       "      x_forwarded_for: replace\n"
+			       "      x_forwarded_proto: false\n"
+			       "      x_forwarded_host: true\n"
+			       "      x_forwarded_port: on\n"
+			       "      forwarded: yes\n"
+			       "      x_real_ip: true\n"
+			       "      wl_proxy_ssl: true\n"
+			       "      wl_proxy_client_ip: true\n"
+			       "      wl_proxy_client_port: true\n"
+			       "      wl_proxy_client_cert: true\n"
+			       "    servers:\n"
+			       "      - address: 127.0.0.1:9000\n"
+			       "        proxy_protocol: v2\n"
+			       "        proxy_tlvs: [alpn, authority, unique_id, crc32c, ssl]\n"
+			       "      - address: 127.0.0.1:9001\n"
+			       "        proxy_protocol: v1\n"
+			       "      - address: 127.0.0.1:9002\n"
+			       "        proxy_protocol: off\n"
+			       "      - address: 127.0.0.1:9003\n"
+			       "        proxy_protocol: v2\n"
+			       "        proxy_tlvs:\n"
+			       "          - ssl\n"
+			       "          - crc32c\n"
+			       "      - address: 127.0.0.1:9004\n"
+			       "        proxy_protocol: v2\n"
+			       "        proxy_tlvs: []\n"
+			       "  - name: plain\n"
+			       "    forward: {x_forwarded_for: off, x_forwarded_proto: No}\n"
+			       "    servers: [{address: 127.0.0.1:9100, proxy_tlvs: []}]\n"
+			       "  - name: empty\n"
+			       "    forward: {}\n"
+			       "    servers: [{address: 127.0.0.1:9200}]\n"),
+		     err, sizeof(err));
+	if (c == NULL)
+		printf("  fwd.yaml: %s\n", err);
+	CHECK(c != NULL);
+	if (c == NULL)
+		goto out;
+
+	l = &c->listeners[0];
+	CHECK(l->nproxy_from == 3 && l->proxy_from != NULL);
+	if (l->nproxy_from == 3) {
+		CHECK(cidr_is(&l->proxy_from[0], AF_INET, "10.0.0.0", 8));
+		CHECK(cidr_is(&l->proxy_from[1], AF_INET6, "2001:db8::", 32));
+		CHECK(cidr_is(&l->proxy_from[2], AF_INET, "192.0.2.7", 32)); /* bare address */
+	}
+	CHECK(l->ntrusted_forwarders == 5 && l->trusted_forwarders != NULL);
+	if (l->ntrusted_forwarders == 5) {
+		CHECK(cidr_is(&l->trusted_forwarders[0], AF_INET, "172.16.0.0", 12));
+		CHECK(cidr_is(&l->trusted_forwarders[1], AF_INET6, "::1", 128)); /* bare */
+		CHECK(cidr_is(&l->trusted_forwarders[2], AF_INET6, "2001:db8:1::", 48));
+		CHECK(cidr_is(&l->trusted_forwarders[3], AF_INET6, "::ffff:0:0", 96));
+		CHECK(cidr_is(&l->trusted_forwarders[4], AF_INET, "0.0.0.0", 0));
+	}
+	/* The lists are usable as loaded. */
+	memset(&a, 0, sizeof(a));
+	a.family = AF_INET;
+	a.ip[0] = 10, a.ip[1] = 9, a.ip[2] = 8, a.ip[3] = 7;
+	CHECK(cidr_list_match(l->proxy_from, l->nproxy_from, &a));
+	a.ip[0] = 11;
+	CHECK(!cidr_list_match(l->proxy_from, l->nproxy_from, &a));
+	l = &c->listeners[1];
+	CHECK(l->proxy_from == NULL && l->nproxy_from == 0);
+	CHECK(l->trusted_forwarders == NULL && l->ntrusted_forwarders == 0);
+
+	f = &c->backends[0].forward;
+	CHECK(f->x_forwarded_for == CFG_XFF_REPLACE && f->x_forwarded_proto == 0);
+	CHECK(f->x_forwarded_host == 1 && f->x_forwarded_port == 1 && f->forwarded == 1);
+	CHECK(f->x_real_ip == 1 && f->wl_proxy_ssl == 1 && f->wl_proxy_client_ip == 1);
+	CHECK(f->wl_proxy_client_port == 1 && f->wl_proxy_client_cert == 1);
+	f = &c->backends[1].forward;
+	CHECK(f->x_forwarded_for == CFG_XFF_OFF && f->x_forwarded_proto == 0);
+	CHECK(f->x_forwarded_host == 0 && f->forwarded == 0 && f->x_real_ip == 0);
+	f = &c->backends[2].forward;
+	CHECK(f->x_forwarded_for == CFG_XFF_APPEND && f->x_forwarded_proto == 1);
+	CHECK(f->x_forwarded_host == 0 && f->x_forwarded_port == 0 && f->forwarded == 0);
+	CHECK(f->x_real_ip == 0 && f->wl_proxy_ssl == 0 && f->wl_proxy_client_ip == 0);
+	CHECK(f->wl_proxy_client_port == 0 && f->wl_proxy_client_cert == 0);
+
+	CHECK(c->backends[0].nservers == 5);
+	s = c->backends[0].servers;
+	CHECK(s[0].proxy_protocol == CFG_PP_V2);
+	CHECK(s[0].proxy_tlvs == (CFG_PP_TLV_ALPN | CFG_PP_TLV_AUTHORITY | CFG_PP_TLV_UNIQUE_ID |
+				  CFG_PP_TLV_CRC32C | CFG_PP_TLV_SSL));
+	CHECK(s[1].proxy_protocol == CFG_PP_V1 && s[1].proxy_tlvs == 0);
+	CHECK(s[2].proxy_protocol == CFG_PP_OFF && s[2].proxy_tlvs == 0);
+	CHECK(s[3].proxy_protocol == CFG_PP_V2);
+	CHECK(s[3].proxy_tlvs == (CFG_PP_TLV_SSL | CFG_PP_TLV_CRC32C));
+	CHECK(s[4].proxy_protocol == CFG_PP_V2 && s[4].proxy_tlvs == 0);
+	/* [] is "none", valid without v2. */
+	s = c->backends[1].servers;
+	CHECK(s[0].proxy_protocol == CFG_PP_OFF && s[0].proxy_tlvs == 0);
+	cfg_free(c);
+out:
+	unlink(path);
+}
+
+/* Every bad value among the new keys is reported, each at its own value. */
+static void test_forward_proxy_errors(void)
+{
+	static const char *const want[] = {
+		":7:33: backends[0].servers[0].proxy_tlvs[2]: unknown TLV \"tlv5\" (expected "
+		"alpn, authority, unique_id, crc32c or ssl)",
+		":7:39: backends[0].servers[0].proxy_tlvs[3]: duplicate TLV \"alpn\" (first at "
+		"proxy_tlvs[0])",
+		":8:25: backends[0].servers[0].proxy_protocol: unknown proxy_protocol \"v3\" "
+		"(expected off, v1 or v2)",
+		":11:27: backends[0].servers[1].proxy_tlvs[1]: empty value",
+		":13:24: backends[0].forward.x_forwarded_for: unknown x_forwarded_for \"prepend\" "
+		"(expected append, replace or off)",
+		":14:18: backends[0].forward.x_real_ip: expected on or off",
+		":18:24: listeners[0].accept_proxy_from: list at least one network or remove the key",
+		":19:26: listeners[0].trusted_forwarders[0]: bad network \"10.1.0.0/8\": address "
+		"has bits set beyond the prefix length",
+		":19:38: listeners[0].trusted_forwarders[1]: bad network \"2001:db8::1/64\": "
+		"address has bits set beyond the prefix length",
+		":19:56: listeners[0].trusted_forwarders[2]: bad network \"192.0.2.1/33\": "
+		"prefix length must be 0-32",
+		":19:70: listeners[0].trusted_forwarders[3]: bad network \"fe80::1%eth0\": "
+		"not an IPv4 or IPv6 address",
+		":22:25: listeners[1].trusted_forwarders: list at least one network or remove the key",
+	};
+	char path[512], err[4096];
+	const char *prev = NULL, *p;
+	struct cfg *c;
+	size_t i;
+	int ok = 1;
+
+	c = cfg_load(write_tmp(path, sizeof(path), "fwdbad.yaml",
+			       "backends:\n"                                         /* 1 */
+			       "  - name: app\n"
+			       "    servers:\n"
+			       "      - address: 127.0.0.1:9000\n"
+			       "        name: a\n"                                   /* 5 */
+			       "        weight: 1\n"
+			       "        proxy_tlvs: [alpn, ssl, tlv5, alpn]\n"
+			       "        proxy_protocol: v3\n"
+			       "      - address: 127.0.0.1:9001\n"
+			       "        proxy_protocol: v2\n"                        /* 10 */
+			       "        proxy_tlvs: [ssl, '']\n"
+			       "    forward:\n"
+			       "      x_forwarded_for: prepend\n"
+			       "      x_real_ip: 1\n"
+			       "listeners:\n"                                       /* 15 */
+			       "  - address: 127.0.0.1:8080\n"
+			       "    backend: app\n"
+			       "    accept_proxy_from: []\n"
+			       "    trusted_forwarders: [10.1.0.0/8, '2001:db8::1/64', 192.0.2.1/33, fe80::1%eth0]\n"
+			       "  - address: 127.0.0.1:8081\n"                      /* 20 */
+			       "    backend: app\n"
+			       "    trusted_forwarders: []\n"),
+		     err, sizeof(err));
+	CHECK(c == NULL);
+	cfg_free(c);
+	for (i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+		p = strstr(err, want[i]);
+		if (p == NULL || p < prev) {
+			printf("  fwdbad.yaml: missing or out of order: %s\n", want[i]);
+			ok = 0;
+		}
+		prev = p;
+	}
+	if (!ok)
+		printf("  fwdbad.yaml:\n%s\n", err);
+	CHECK(ok);
+	/* Exactly those: no second message for the bad proxy_protocol. */
+	for (i = 0, p = err; (p = strchr(p, '\n')) != NULL; p++)
+		i++;
+	CHECK(i + 1 == sizeof(want) / sizeof(want[0]));
+	unlink(path);
+}
+
 struct bad_case {
 	const char *name;
 	const char *yaml;
@@ -476,40 +703,141 @@ static const struct bad_case bad_cases[] = {
 	  "listeners[1].tls.certificates[0].passphrase", "expected a scalar value, got a list" },
 };
 
-static void test_bad_configs(void)
+/* As bad_cases, with the column checked too: LINE, COL, KEY, MSG. */
+struct bad_case_at {
+	const char *name;
+	const char *yaml;
+	int line, col;
+	const char *key;
+	const char *msg;
+};
+
+static const struct bad_case_at bad_cases_at[] = {
+	/* servers[].proxy_protocol and proxy_tlvs (after GOOD_LI GOOD_BE, line 8
+	 * is in the first server). */
+	{ "pp_unknown", GOOD_LI GOOD_BE "        proxy_protocol: v3\n",
+	  8, 25, "backends[0].servers[0].proxy_protocol",
+	  "unknown proxy_protocol \"v3\" (expected off, v1 or v2)" },
+	{ "pp_empty", GOOD_LI GOOD_BE "        proxy_protocol: ''\n",
+	  8, 25, "backends[0].servers[0].proxy_protocol", "empty value" },
+	{ "pp_tlv_unknown", GOOD_LI GOOD_BE "        proxy_protocol: v2\n"
+	  "        proxy_tlvs: [alpn, netns]\n",
+	  9, 28, "backends[0].servers[0].proxy_tlvs[1]",
+	  "unknown TLV \"netns\" (expected alpn, authority, unique_id, crc32c or ssl)" },
+	{ "pp_tlv_duplicate", GOOD_LI GOOD_BE "        proxy_protocol: v2\n        proxy_tlvs:\n"
+	  "          - ssl\n          - crc32c\n          - ssl\n",
+	  12, 13, "backends[0].servers[0].proxy_tlvs[2]",
+	  "duplicate TLV \"ssl\" (first at proxy_tlvs[0])" },
+	{ "pp_tlv_case", GOOD_LI GOOD_BE "        proxy_protocol: v2\n        proxy_tlvs: [ALPN]\n",
+	  9, 22, "backends[0].servers[0].proxy_tlvs[0]", "unknown TLV \"ALPN\"" },
+	{ "pp_tlvs_with_v1", GOOD_LI GOOD_BE "        proxy_protocol: v1\n"
+	  "        proxy_tlvs: [crc32c]\n",
+	  9, 21, "backends[0].servers[0].proxy_tlvs", "proxy_tlvs needs proxy_protocol: v2" },
+	{ "pp_tlvs_without_pp", GOOD_LI GOOD_BE "        proxy_tlvs:\n          - alpn\n",
+	  9, 11, "backends[0].servers[0].proxy_tlvs", "proxy_tlvs needs proxy_protocol: v2" },
+	{ "pp_tlvs_not_list", GOOD_LI GOOD_BE "        proxy_protocol: v2\n"
+	  "        proxy_tlvs: alpn\n",
+	  9, 21, "backends[0].servers[0].proxy_tlvs", "expected a list, got a scalar value" },
+	/* backends[].forward */
+	{ "forward_xff_unknown", GOOD_LI GOOD_BE "    forward:\n      x_forwarded_for: prepend\n",
+	  9, 24, "backends[0].forward.x_forwarded_for",
+	  "unknown x_forwarded_for \"prepend\" (expected append, replace or off)" },
+	{ "forward_xff_bool", GOOD_LI GOOD_BE "    forward:\n      x_forwarded_for: true\n",
+	  9, 24, "backends[0].forward.x_forwarded_for", "expected append, replace or off" },
+	{ "forward_bad_bool", GOOD_LI GOOD_BE "    forward: {forwarded: enabled}\n",
+	  8, 26, "backends[0].forward.forwarded",
+	  "expected on or off (or true/false, yes/no), got \"enabled\"" },
+	{ "forward_empty_bool", GOOD_LI GOOD_BE "    forward:\n      wl_proxy_ssl: ''\n",
+	  9, 21, "backends[0].forward.wl_proxy_ssl", "empty value" },
+	{ "forward_unknown_key", GOOD_LI GOOD_BE "    forward:\n      x_forwarded_server: on\n",
+	  9, 7, "backends[0].forward.x_forwarded_server", "unknown key" },
+	{ "forward_empty", GOOD_LI GOOD_BE "    forward:\n",
+	  8, 13, "backends[0].forward", "expected a mapping, got an empty value" },
+	{ "forward_not_mapping", GOOD_LI GOOD_BE "    forward: [x_forwarded_for]\n",
+	  8, 14, "backends[0].forward", "expected a mapping, got a list" },
+	/* listeners[].accept_proxy_from and trusted_forwarders (after GOOD_BE
+	 * GOOD_LI, line 8 is in the listener). */
+	{ "cidr_host_bits", GOOD_BE GOOD_LI "    accept_proxy_from: [10.1.0.0/8]\n",
+	  8, 25, "listeners[0].accept_proxy_from[0]",
+	  "bad network \"10.1.0.0/8\": address has bits set beyond the prefix length" },
+	{ "cidr_host_bits_v6", GOOD_BE GOOD_LI "    trusted_forwarders:\n"
+	  "      - 2001:db8::/32\n      - '2001:db8::1/64'\n",
+	  10, 9, "listeners[0].trusted_forwarders[1]",
+	  "bad network \"2001:db8::1/64\": address has bits set beyond the prefix length" },
+	{ "cidr_not_address", GOOD_BE GOOD_LI "    trusted_forwarders: [localhost]\n",
+	  8, 26, "listeners[0].trusted_forwarders[0]",
+	  "bad network \"localhost\": not an IPv4 or IPv6 address" },
+	{ "cidr_prefix_range", GOOD_BE GOOD_LI "    accept_proxy_from: ['10.0.0.1/33']\n",
+	  8, 25, "listeners[0].accept_proxy_from[0]",
+	  "bad network \"10.0.0.1/33\": prefix length must be 0-32" },
+	{ "cidr_prefix_range_v6", GOOD_BE GOOD_LI "    accept_proxy_from: ['::/129']\n",
+	  8, 25, "listeners[0].accept_proxy_from[0]", "prefix length must be 0-128" },
+	{ "cidr_prefix_not_number", GOOD_BE GOOD_LI "    accept_proxy_from: [10.0.0.0/x]\n",
+	  8, 25, "listeners[0].accept_proxy_from[0]", "prefix length must be a number" },
+	{ "cidr_empty_list", GOOD_BE GOOD_LI "    accept_proxy_from: []\n",
+	  8, 24, "listeners[0].accept_proxy_from", "list at least one network or remove the key" },
+	{ "cidr_empty_list_trusted", GOOD_BE GOOD_LI "    trusted_forwarders: []\n",
+	  8, 25, "listeners[0].trusted_forwarders", "list at least one network or remove the key" },
+	{ "cidr_empty_entry", GOOD_BE GOOD_LI "    accept_proxy_from:\n      - 10.0.0.0/8\n"
+	  "      - ''\n",
+	  10, 9, "listeners[0].accept_proxy_from[1]", "empty value" },
+	{ "cidr_not_list", GOOD_BE GOOD_LI "    trusted_forwarders: 10.0.0.0/8\n",
+	  8, 25, "listeners[0].trusted_forwarders", "expected a list, got a scalar value" },
+	{ "cidr_no_value", GOOD_BE GOOD_LI "    accept_proxy_from:\n",
+	  8, 23, "listeners[0].accept_proxy_from", "expected a list, got an empty value" },
+	{ "cidr_entry_mapping", GOOD_BE GOOD_LI "    accept_proxy_from: [10.0.0.0/8, {a: b}]\n",
+	  8, 37, "listeners[0].accept_proxy_from[1]", "expected a scalar value, got a mapping" },
+	{ "cidr_second_listener", GOOD_BE GOOD_LI "  - address: 127.0.0.1:8081\n    backend: app\n"
+	  "    trusted_forwarders: ['192.0.2.0/24', '192.0.2.128/24']\n",
+	  10, 42, "listeners[1].trusted_forwarders[1]", "bad network \"192.0.2.128/24\"" },
+};
+
+/* Loads T's config and checks the first error line: "FILE:LINE:COL: KEY: "
+ * with COL only when T has one, and MSG anywhere. */
+static void check_bad_case(const struct bad_case_at *t)
 {
 	char name[128], path[512], err[2048], want[640];
-	size_t i;
 	struct cfg *c;
+	int ok;
+
+	snprintf(name, sizeof(name), "%s.yaml", t->name);
+	write_tmp(path, sizeof(path), name, t->yaml);
+	memset(err, 'x', sizeof(err));
+	c = cfg_load(path, err, sizeof(err));
+	CHECK(c == NULL);
+	cfg_free(c);
+	if (t->col != 0)
+		snprintf(want, sizeof(want), "%s:%d:%d", path, t->line, t->col);
+	else
+		snprintf(want, sizeof(want), "%s:%d:", path, t->line);
+	ok = strncmp(err, want, strlen(want)) == 0;
+	if (ok && t->key[0] != '\0') {
+		const char *p = err + strlen(want);
+		p += strspn(p, "0123456789");
+		snprintf(want, sizeof(want), ": %s: ", t->key);
+		ok = strncmp(p, want, strlen(want)) == 0;
+	}
+	if (ok && t->msg != NULL)
+		ok = strstr(err, t->msg) != NULL;
+	if (!ok)
+		printf("  %s: want %d:%d, key \"%s\", \"%s\"; got:\n%s\n", t->name, t->line,
+		       t->col, t->key, t->msg ? t->msg : "", err);
+	CHECK(ok);
+	CHECK(strlen(err) < sizeof(err)); /* NUL-terminated */
+	unlink(path);
+}
+
+static void test_bad_configs(void)
+{
+	size_t i;
 
 	for (i = 0; i < sizeof(bad_cases) / sizeof(bad_cases[0]); i++) {
 		const struct bad_case *t = &bad_cases[i];
-		int ok;
-
-		snprintf(name, sizeof(name), "%s.yaml", t->name);
-		write_tmp(path, sizeof(path), name, t->yaml);
-		memset(err, 'x', sizeof(err));
-		c = cfg_load(path, err, sizeof(err));
-		CHECK(c == NULL);
-		cfg_free(c);
-		/* "FILE:LINE:COL: KEY: message" for the first line. */
-		snprintf(want, sizeof(want), "%s:%d:", path, t->line);
-		ok = strncmp(err, want, strlen(want)) == 0;
-		if (ok && t->key[0] != '\0') {
-			const char *p = err + strlen(want);
-			p += strspn(p, "0123456789");
-			snprintf(want, sizeof(want), ": %s: ", t->key);
-			ok = strncmp(p, want, strlen(want)) == 0;
-		}
-		if (ok && t->msg != NULL)
-			ok = strstr(err, t->msg) != NULL;
-		if (!ok)
-			printf("  %s: want line %d, key \"%s\", \"%s\"; got:\n%s\n", t->name,
-			       t->line, t->key, t->msg ? t->msg : "", err);
-		CHECK(ok);
-		CHECK(strlen(err) < sizeof(err)); /* NUL-terminated */
-		unlink(path);
+		const struct bad_case_at at = { t->name, t->yaml, t->line, 0, t->key, t->msg };
+		check_bad_case(&at);
 	}
+	for (i = 0; i < sizeof(bad_cases_at) / sizeof(bad_cases_at[0]); i++)
+		check_bad_case(&bad_cases_at[i]);
 }
 
 /* Errors after loading are all reported, sorted by position. */
@@ -575,6 +903,8 @@ int main(void)
 	test_default_config();
 	test_defaults();
 	test_tls();
+	test_forward_proxy();
+	test_forward_proxy_errors();
 	test_bad_configs();
 	test_many_errors();
 	test_io_errors();
