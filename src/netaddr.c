@@ -78,13 +78,13 @@ int cidr_parse(const char *text, struct cidr *out, const char **why)
 	unsigned bits = maxbits;
 	if (slash) {
 		const char *p = slash + 1;
-		char *end;
-		if (*p < '0' || *p > '9' || strlen(p) > 3) {
+		size_t digits = strspn(p, "0123456789");
+		if (digits == 0 || p[digits] != '\0' || digits > 3 || (digits > 1 && p[0] == '0')) {
 			*why = "prefix length must be a number";
 			return -1;
 		}
-		unsigned long v = strtoul(p, &end, 10);
-		if (*end || v > maxbits) {
+		unsigned long v = strtoul(p, NULL, 10);
+		if (v > maxbits) {
 			*why = out->family == AF_INET ? "prefix length must be 0-32" : "prefix length must be 0-128";
 			return -1;
 		}
