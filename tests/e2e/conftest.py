@@ -141,3 +141,14 @@ def blackhole():
     b = harness.BlackholeServer()
     yield b
     b.stop()
+
+
+@pytest.fixture(scope="session")
+def id_pki(tmp_path_factory):
+    """tlsutil's test PKI, made once per session for the client-identity
+    tests (test_identity.py, test_proxy_protocol.py)."""
+    import shutil
+    if shutil.which("openssl") is None:
+        pytest.skip("needs the openssl CLI")
+    import tlsutil
+    return tlsutil.make_pki(tmp_path_factory.mktemp("idpki"))

@@ -182,15 +182,23 @@ def to_yaml(obj, indent=0):
     return "\n".join(lines)
 
 
-def server(port, name="s1", max_connections=64, host=HOST):
-    return {"name": name, "address": "%s:%d" % (host, port), "max_connections": max_connections}
+def server(port, name="s1", max_connections=64, host=HOST, **extra):
+    """A servers[] entry. EXTRA: more keys for it (proxy_protocol="v2",
+    proxy_tlvs=[...], ...)."""
+    s = {"name": name, "address": "%s:%d" % (host, port), "max_connections": max_connections}
+    s.update(extra)
+    return s
 
 
 def make_config(listen_port, servers, *, workers=1, backend_name="app", error_log=None,
-                access_log=None, timeouts=None, limits=None, backend=None, health=None):
+                access_log=None, timeouts=None, limits=None, backend=None, health=None,
+                listener=None, forward=None, listen_host=HOST):
     """A full sluice config dict. SERVERS: list of server dicts (see
     server()). BACKEND: extra keys for the backend; HEALTH: the
-    health_check mapping (omitted when None)."""
+    health_check mapping (omitted when None). LISTENER: extra keys for the
+    listener (accept_proxy_from, trusted_forwarders, tls, ...); FORWARD: the
+    backend's forward mapping (omitted when None); LISTEN_HOST: the
+    listener's host ("[::1]" for IPv6 loopback)."""
     t = {"client_header": "10s", "client_keepalive": "60s", "client_body": "30s", "drain": "10s"}
     t.update(timeouts or {})
     lim = {"max_request_line": "8k", "max_header_size": "32k", "max_headers": 100,
@@ -202,15 +210,18 @@ def make_config(listen_port, servers, *, workers=1, backend_name="app", error_lo
     be.update(backend or {})
     if health is not None:
         be["health_check"] = health
+    if forward is not None:
+        be["forward"] = forward
     be["servers"] = servers
+    li = {"name": "http", "address": "%s:%d" % (listen_host, listen_port), "backend": backend_name}
+    li.update(listener or {})
     return {
         "workers": workers,
         "error_log": error_log or "stderr",
         "access_log": access_log or "stderr",
         "timeouts": t,
         "limits": lim,
-        "listeners": [{"name": "http", "address": "%s:%d" % (HOST, listen_port),
-                       "backend": backend_name}],
+        "listeners": [li],
         "backends": [be],
     }
 
@@ -306,6 +317,16 @@ class Sluice:
     def ports(self):
         return [int(l["address"].rsplit(":", 1)[1]) for l in self.config["listeners"]]
 
+    @property
+    def hosts(self):
+        """Where to probe each listener: its host for a bracketed IPv6
+        address ("[::1]:8080" -> "::1"), else 127.0.0.1."""
+        out = []
+        for l in self.config["listeners"]:
+            a = l["address"]
+            out.append(a[1:a.index("]")] if a.startswith("[") else HOST)
+        return out
+
     # -- lifecycle
     def start(self, timeout=10.0, wait_workers=True):
         assert self.proc is None or self.proc.poll() is not None
@@ -319,8 +340,8 @@ class Sluice:
             out.close()
             err.close()
         try:
-            for p in self.ports:
-                wait_port(p, timeout, proc=self.proc)
+            for p, h in zip(self.ports, self.hosts):
+                wait_port(p, timeout, host=h, proc=self.proc)
             if wait_workers:
                 n = self.config.get("workers", 1)
                 wait_for(lambda: len(self.worker_pids()) >= n, timeout,
@@ -788,8 +809,10 @@ def chunk_encode(payload, chunk=4096, ext=None, trailers=None):
 class Client:
     """A raw client connection. Every operation is bounded by TIMEOUT."""
 
-    def __init__(self, port, host=HOST, timeout=DEFAULT_TIMEOUT):
-        self.sock = socket.create_connection((host, port), timeout=timeout)
+    def __init__(self, port, host=HOST, timeout=DEFAULT_TIMEOUT, source=None):
+        # SOURCE: (ip, port) to bind before connecting, e.g. ("127.0.0.2", 0)
+        self.sock = socket.create_connection((host, port), timeout=timeout,
+                                             source_address=source)
         self.sock.settimeout(timeout)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.st = Stream(self.sock)
