@@ -97,6 +97,15 @@ static void forwarded_value(struct buf *out, const char *v, size_t n)
 	buf_append(out, "\"", 1);
 }
 
+/* WebLogic treats WL-Proxy-Client-Cert as an authenticated identity, so
+ * under client_auth: optional an unverified certificate is not passed on. */
+static int client_cert_verified(const struct client *cl)
+{
+	struct tls_facts tf;
+	tls_conn_facts(cl->tls, &tf);
+	return tf.peer_cert && tf.verify == 0;
+}
+
 void forward_write(const struct client *cl, const struct msg *m, const struct cfg_forward *f, struct buf *out)
 {
 	char ip[NETADDR_IP_MAX];
@@ -151,7 +160,7 @@ void forward_write(const struct client *cl, const struct msg *m, const struct cf
 		buf_appendf(out, "WL-Proxy-Client-IP: %s\r\n", ip);
 	if (f->wl_proxy_client_port && !keep_single[6])
 		buf_appendf(out, "WL-Proxy-Client-Port: %u\r\n", netaddr_port(&cl->src));
-	if (f->wl_proxy_client_cert && !keep_single[7] && cl->tls) {
+	if (f->wl_proxy_client_cert && !keep_single[7] && cl->tls && client_cert_verified(cl)) {
 		struct buf *der = &W->scratch;
 		der->len = 0;
 		if (tls_conn_peer_der(cl->tls, der)) {

@@ -543,10 +543,12 @@ static enum reason txn_prepare(struct client *cl)
 	msg_write_headers(m, h);
 	if (hosts == 0) {
 		/* HTTP/1.0 without Host: HTTP/1.1 requires one; use the address
-		 * the client connected to, the authority it implicitly used. */
-		buf_append_str(h, "Host: ");
-		buf_append_str(h, cl->li->cfg->addr.text);
-		buf_append(h, "\r\n", 2);
+		 * the client connected to, the authority it implicitly used (not
+		 * the listener's, which may be a wildcard). */
+		char ip[NETADDR_IP_MAX];
+		netaddr_ip_text(&cl->dst, ip, sizeof(ip));
+		buf_appendf(h, cl->dst.family == AF_INET6 ? "Host: [%s]:%u\r\n" : "Host: %s:%u\r\n", ip,
+			    netaddr_port(&cl->dst));
 	}
 	forward_write(cl, m, fwd, h);
 	if (t->req_chunked)
@@ -868,7 +870,9 @@ static void format_peer(struct client *cl)
 {
 	char ip[NETADDR_IP_MAX];
 	netaddr_ip_text(&cl->src, ip, sizeof(ip));
-	snprintf(cl->peer, sizeof(cl->peer), "%s:%u", cl->src.family ? ip : "?", netaddr_port(&cl->src));
+	/* IPv6 in brackets, or the port could not be told from the address. */
+	snprintf(cl->peer, sizeof(cl->peer), cl->src.family == AF_INET6 ? "[%s]:%u" : "%s:%u",
+		 cl->src.family ? ip : "?", netaddr_port(&cl->src));
 }
 
 static void client_read_addrs(struct client *cl)

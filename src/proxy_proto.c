@@ -59,17 +59,21 @@ size_t pp_encode_v1(const struct pp_header *h, char *out, size_t cap)
 {
 	struct netaddr s, d;
 	int fam = addrs_normalise(h, &s, &d);
+	char line[PP_V1_MAX + 1];  /* snprintf's NUL is not part of the header */
 	int n;
 	if (!fam) {
-		n = snprintf(out, cap, "PROXY UNKNOWN\r\n");
+		n = snprintf(line, sizeof(line), "PROXY UNKNOWN\r\n");
 	} else {
 		char sip[NETADDR_IP_MAX], dip[NETADDR_IP_MAX];
 		netaddr_ip_text(&s, sip, sizeof(sip));
 		netaddr_ip_text(&d, dip, sizeof(dip));
-		n = snprintf(out, cap, "PROXY %s %s %s %u %u\r\n", fam == AF_INET ? "TCP4" : "TCP6", sip, dip,
-			     netaddr_port(&s), netaddr_port(&d));
+		n = snprintf(line, sizeof(line), "PROXY %s %s %s %u %u\r\n", fam == AF_INET ? "TCP4" : "TCP6", sip,
+			     dip, netaddr_port(&s), netaddr_port(&d));
 	}
-	return n > 0 && (size_t)n < cap ? (size_t)n : 0;
+	if (n <= 0 || (size_t)n >= sizeof(line) || (size_t)n > cap)
+		return 0;
+	memcpy(out, line, (size_t)n);
+	return (size_t)n;
 }
 
 struct wr {
