@@ -361,12 +361,19 @@ frontend fe
 class Nginx(Peer):
     """nginx with `listen ... proxy_protocol`: every request is answered
     200; each is logged as `PP <$proxy_protocol_addr>:<$proxy_protocol_port>
-    ra=<$remote_addr> uri=<$request_uri> conn=<$connection> n=<$connection_requests>`."""
+    ra=<$remote_addr> uri=<$request_uri> conn=<$connection> n=<$connection_requests>
+    ssl=<$ssl_protocol> sni=<$ssl_server_name>`. With SSL_CERT/SSL_KEY the
+    listener is `ssl proxy_protocol` (the header comes before the TLS
+    handshake)."""
 
-    def __init__(self, workdir, name="nginx"):
+    def __init__(self, workdir, name="nginx", ssl_cert=None, ssl_key=None):
         super().__init__(NGINX, workdir, name)
+        self.ssl_cert, self.ssl_key = ssl_cert, ssl_key
 
     def start(self):
+        ssl_conf = ""
+        if self.ssl_cert:
+            ssl_conf = "ssl_certificate %s; ssl_certificate_key %s;" % (self.ssl_cert, self.ssl_key)
         prefix = os.path.join(self.dir, self.name + "-prefix")
         os.makedirs(os.path.join(prefix, "logs"), exist_ok=True)
         with open(self.conf_path, "w") as f:
@@ -381,22 +388,23 @@ http {
     uwsgi_temp_path %(prefix)s/uwsgi;
     scgi_temp_path %(prefix)s/scgi;
     keepalive_requests 100000;
-    log_format pp 'PP $proxy_protocol_addr:$proxy_protocol_port ra=$remote_addr uri=$request_uri conn=$connection n=$connection_requests';
+    log_format pp 'PP $proxy_protocol_addr:$proxy_protocol_port ra=$remote_addr uri=$request_uri conn=$connection n=$connection_requests ssl=$ssl_protocol sni=$ssl_server_name';
     access_log %(log)s pp;
     server {
-        listen 127.0.0.1:%(port)d proxy_protocol;
+        listen 127.0.0.1:%(port)d %(ssl)s proxy_protocol;
+        %(ssl_conf)s
         location / { return 200 "nginx-ok"; }
     }
 }
 """ % {"prefix": prefix, "dir": self.dir, "name": self.name, "log": self.log_path,
-       "port": self.port})
+       "port": self.port, "ssl": "ssl" if self.ssl_cert else "", "ssl_conf": ssl_conf})
         self.error_path = os.path.join(self.dir, self.name + "-error.log")
         return self._start([self.binary, "-p", prefix, "-c", self.conf_path, "-g", "daemon off;"])
 
     def entries(self):
         import re
         rx = re.compile(r"^PP (?P<addr>\S*):(?P<port>\S*) ra=(?P<ra>\S+) uri=(?P<uri>\S+) "
-                        r"conn=(?P<conn>\d+) n=(?P<n>\d+)$")
+                        r"conn=(?P<conn>\d+) n=(?P<n>\d+) ssl=(?P<ssl>\S+) sni=(?P<sni>\S+)$")
         return [m.groupdict() for m in (rx.match(l.strip()) for l in self.log_lines()) if m]
 
     def wait_entry(self, pred, timeout=5.0):
@@ -436,8 +444,8 @@ def nginx(tmp_path):
         pytest.skip("nginx not installed")
     instances = []
 
-    def make(name=None):
-        p = Nginx(tmp_path, name or "nginx%d" % len(instances))
+    def make(name=None, **kw):
+        p = Nginx(tmp_path, name or "nginx%d" % len(instances), **kw)
         instances.append(p)
         return p.start()
     yield make

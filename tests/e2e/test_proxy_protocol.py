@@ -405,6 +405,27 @@ def test_nginx_logs_client_address(sluice, nginx, version):
     assert e2["conn"] == e1["conn"] and (e1["n"], e2["n"]) == ("1", "2"), (e1, e2)
 
 
+@pytest.mark.parametrize("version", ["v1", "v2"])
+def test_nginx_tls_backend_header_before_handshake(sluice, nginx, id_pki, version):
+    """A TLS backend (`listen ... ssl proxy_protocol`): the header goes in
+    the clear before the handshake, and the pooled TLS connection keeps
+    serving the same client."""
+    pki = id_pki
+    ng = nginx(ssl_cert=pki.ecdsa.cert, ssl_key=pki.ecdsa.key)
+    s = sluice(cfg_pp(ng.port, version, backend={"tls": {"ca": pki.ca.cert, "sni": "a.test"}}))
+    with H.Client(s.port, source=("127.0.0.3", 0)) as c:
+        r1 = c.request("GET", "/ngtls-1")
+        r2 = c.request("GET", "/ngtls-2")
+        cport = cport_of(c)
+    assert (r1.status, r1.body, r2.status) == (200, b"nginx-ok", 200), (r1, r2)
+    e1 = ng.wait_entry(lambda e: e["uri"] == "/ngtls-1")
+    e2 = ng.wait_entry(lambda e: e["uri"] == "/ngtls-2")
+    for e in (e1, e2):
+        assert (e["addr"], e["port"], e["sni"]) == ("127.0.0.3", str(cport), "a.test"), e
+        assert e["ssl"].startswith("TLSv1."), e
+    assert e2["conn"] == e1["conn"] and e2["n"] == "2", (e1, e2)
+
+
 # ==========================================================================
 # A4/A5. pooling stays correct with the PROXY protocol
 
@@ -567,6 +588,22 @@ def test_health_checks_send_local_header(sluice, nginx, version):
     assert r.status == 200 and r.body == b"nginx-ok"
     e = ng.wait_entry(lambda e: e["uri"] == "/after-checks")
     assert (e["addr"], e["port"]) == ("127.0.0.1", str(cport))
+
+
+def test_health_checks_local_header_before_tls(sluice, nginx, id_pki):
+    """A TLS server that requires the header: the check's LOCAL header
+    comes before its TLS handshake, and the server stays up."""
+    pki = id_pki
+    ng = nginx(ssl_cert=pki.ecdsa.cert, ssl_key=pki.ecdsa.key)
+    health = {"path": "/health", "interval": "200ms", "timeout": "200ms", "rise": 1, "fall": 1}
+    s = sluice(cfg_pp(ng.port, "v2", health=health,
+                      backend={"tls": {"ca": pki.ca.cert, "sni": "a.test"}}))
+    H.wait_for(lambda: len([e for e in ng.entries() if e["uri"] == "/health"]) >= 5, 10.0,
+               what="5 TLS health checks at nginx")
+    checks = [e for e in ng.entries() if e["uri"] == "/health"]
+    assert all(e["addr"] == "-" and e["ssl"].startswith("TLSv1.") for e in checks), checks
+    assert "is DOWN" not in H.read_text(s.error_log), H.read_text(s.error_log)
+    assert H.http_request(s.port, "GET", "/after-tls-checks").status == 200
 
 
 def test_health_checks_without_header_fail_control(sluice, nginx):
