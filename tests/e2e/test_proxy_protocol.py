@@ -672,7 +672,8 @@ def test_proxy_in_address_used_everywhere(sluice, recorder, name):
                                              % (forwarded_for(src), "example.com" if path.startswith("/in-")
                                                 else "test.local")], q
         e = access_for(s, path)
-        assert (e["client"], e["cport"]) == (src, str(sport)), e
+        # the access log writes an IPv6 peer in brackets: [2001:db8::10]:40002
+        assert (e["client"], e["cport"]) == ("[%s]" % src if ":" in src else src, str(sport)), e
     # the outgoing header carries the incoming one's addresses
     h = be.conns[0].pp
     fam = 0x21 if ":" in src else 0x11
