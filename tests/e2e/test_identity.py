@@ -114,15 +114,16 @@ def expected(forward, *, tls, ip, cport, lport, host, der=None):
 
 
 def assert_identity(q, want):
-    """Exactly WANT (as a multiset) among the identity headers, each as the
-    exact line in the request head, after the client's headers."""
+    """Exactly WANT among the identity headers, each as the exact line in
+    the request head, after all of the client's headers and in the order
+    of docs/client-identity.md's table (the order expected() builds)."""
     got = identity(q)
     assert sorted(got) == sorted(want), "identity headers:\n got  %r\n want %r" % (got, want)
     for k, v in want:
         assert ("\r\n%s: %s\r\n" % (k, v)).encode() in q.head, (k, v, q.head)
     if want:
         tail = q.headers[-len(want):]
-        assert sorted(tail) == sorted(want), "sluice's headers are not last: %r" % q.headers
+        assert tail == want, "sluice's headers are not last, in table order: %r" % q.headers
 
 
 # --------------------------------------------------------------------------
@@ -157,6 +158,20 @@ def test_wl_proxy_client_cert_is_base64_der(sluice, recorder, id_pki):
     q, _ = one_request(s, be, True, id_pki, path="/no-cc", cert=False)
     assert q.header_all("wl-proxy-client-cert") == []
     assert_identity(q, [("WL-Proxy-SSL", "true")])
+
+
+def test_wl_proxy_client_cert_not_sent_for_unverified_cert(sluice, recorder, id_pki):
+    """client_auth optional and a certificate from another CA: the handshake
+    completes, but the unverified certificate is not passed on."""
+    fwd = dict(ALL_OFF, wl_proxy_client_cert=True, wl_proxy_ssl=True)
+    s, be = start(sluice, recorder, forward=fwd, tls=tls_cfg(id_pki))
+    with P.TlsClient(s.port, P.cctx(cert=id_pki.rogue), sni="a.test", source=(CLIENT_IP, 0)) as c:
+        assert c.request("GET", "/rogue").status == 200
+    be.wait_requests(1)
+    q = be.all_requests()[0]
+    assert_identity(q, [("WL-Proxy-SSL", "true")])
+    e = s.wait_access_entry(lambda e: e["target"] == "/rogue")
+    assert '"/CN=rogue"' in e["tls_rest"], e
 
 
 @pytest.mark.parametrize("tls", [False, True], ids=["plain", "tls"])

@@ -236,6 +236,21 @@ def test_v2_tlvs_on_tls_listener(sluice, recorder, id_pki, tlsver, ccert):
                   key_alg="EC256", ccert=ccert)
 
 
+def test_v2_ssl_tlv_unverified_client_cert(sluice, recorder, id_pki):
+    """A client certificate from another CA under client_auth optional: the
+    CN is sent, with a non-zero verify result."""
+    pki = id_pki
+    be = recorder(P.pp_handler)
+    s = sluice(cfg_pp(be.port, "v2", tlvs=["ssl"], tls=tls_cfg(pki)))
+    with P.TlsClient(s.port, P.cctx(cert=pki.rogue), sni="a.test") as c:
+        assert c.request("GET", "/rogue").status == 200
+    be.wait_requests(1)
+    t = be.conns[0].pp.ssl()
+    subs = dict(t["subs"])
+    assert t["client"] == 0x07 and t["verify"] != 0, t
+    assert subs.get(P.PP2_SUBTYPE_SSL_CN) == b"rogue", t
+
+
 def test_v2_ssl_tlv_rsa_certificate(sluice, recorder, id_pki):
     """KEY_ALG and SIG_ALG describe the certificate sluice presented: an
     RSA-2048 key (signed by the ECDSA test CA)."""
@@ -860,6 +875,26 @@ def test_proxy_header_from_untrusted_peer_refused(sluice, recorder, hdr):
     assert req_by_path(be, "/direct").header_all("x-forwarded-for") == ["127.0.0.1"]
     e = access_for(s, "/direct")
     assert (e["client"], e["cport"]) == ("127.0.0.1", str(cport))
+
+
+def test_mixed_tls_listener_direct_and_balanced(sluice, recorder, id_pki):
+    """One TLS listener for a balancer (10.0.0.0/8, must send the header)
+    and direct clients (everyone else: a TLS ClientHello is served); a peer
+    inside accept_proxy_from that starts the handshake without a header is
+    closed and logged."""
+    pki = id_pki
+    be = recorder()
+    s = sluice(cfg_in(be.port, accept=("10.0.0.0/8",), tls=tls_cfg(pki, client_auth=False)))
+    with P.TlsClient(s.port, P.cctx(), sni="a.test") as c:
+        assert c.request("GET", "/direct-tls").status == 200
+    assert req_by_path(be, "/direct-tls").header_all("x-forwarded-for") == ["127.0.0.1"]
+    s2 = sluice(cfg_in(be.port, accept=("127.0.0.0/8",), tls=tls_cfg(pki, client_auth=False)))
+    off = len(H.read_text(s2.error_log))
+    with pytest.raises((ssl.SSLError, ConnectionError, OSError)):
+        with P.TlsClient(s2.port, P.cctx(), sni="a.test") as c:
+            c.request("GET", "/no-header-tls")
+    s2.wait_error_log(r"did not start with a PROXY", start=off)
+    assert "/no-header-tls" not in [q.target for q in be.all_requests()]
 
 
 def test_untrusted_peer_request_in_pieces_served(sluice, recorder):
