@@ -141,9 +141,20 @@ def test_v2_header_exact_bytes_then_request(sluice, recorder):
 
 
 @needs_ipv6
-@pytest.mark.parametrize("version", ["v1", "v2"])
+@pytest.mark.parametrize("version", ["v1", "v2", "v2-crc"])
 def test_ipv6_client_header(sluice, recorder, version):
     be = recorder(P.pp_handler)
+    if version == "v2-crc":
+        s = sluice(cfg_pp(be.port, "v2", tlvs=["unique_id", "crc32c"], listen_host="[::1]"))
+        with H.Client(s.port, host="::1") as c:
+            cport = cport_of(c)
+            assert c.request("GET", "/six-crc").status == 200
+        be.wait_requests(1)
+        h = be.conns[0].pp
+        assert (h.fam, h.src, h.sport, h.dst, h.dport) == (0x21, "::1", cport, "::1", s.port), h
+        assert sorted(h.tlv_types()) == [P.PP2_TYPE_CRC32C, P.PP2_TYPE_UNIQUE_ID], h
+        assert P.crc_ok(h.raw)
+        return
     s = sluice(cfg_pp(be.port, version, listen_host="[::1]"))
     with H.Client(s.port, host="::1") as c:
         cport = cport_of(c)
@@ -180,6 +191,22 @@ def test_v2_tlvs_on_plain_listener(sluice, recorder):
         assert 0 < len(uid) <= 128, uid
     assert hs[0].tlv(P.PP2_TYPE_UNIQUE_ID) != hs[1].tlv(P.PP2_TYPE_UNIQUE_ID)
     assert be.conns[0].requests[0].target == "/plain-0"
+
+
+def test_v2_unique_ids_unique_across_workers(sluice, recorder):
+    be = recorder(P.pp_handler)
+    cfg = cfg_pp(be.port, "v2", tlvs=["unique_id"])
+    cfg["workers"] = 2
+    s = sluice(cfg)
+    for i in range(24):
+        with H.Client(s.port) as c:
+            assert c.request("GET", "/uid-%d" % i).status == 200
+    be.wait_requests(24)
+    with be.lock:
+        conns = list(be.conns)
+    uids = [c.pp.tlv(P.PP2_TYPE_UNIQUE_ID) for c in conns]
+    assert len(conns) == 24 and all(uids), uids
+    assert len(set(uids)) == 24, uids
 
 
 def check_ssl_tlv(h, *, version, cipher, sig_alg, key_alg, ccert, resumed=False):
@@ -706,11 +733,17 @@ def test_proxy_in_v1_out_v1(sluice, recorder):
     assert bytes(be.conns[0].data).startswith(b"PROXY TCP4 198.51.100.7 198.51.100.8 1234 80\r\nGET /v1v1 ")
 
 
+_UNIX_V2 = SIG + bytes([0x21, 0x31]) + struct.pack("!H", 216) + b"/tmp/a.sock".ljust(108, b"\0") \
+    + b"/tmp/b.sock".ljust(108, b"\0")
+_UNSPEC_V2 = SIG + bytes([0x21, 0x00]) + struct.pack("!H", 0)
+
+
 @pytest.mark.parametrize("hdr", [P.v2(command=0x20), P.v2(command=0x20, tlvs=P.tlv(P.PP2_TYPE_NOOP, b"x"),
                                                            crc=True),
                                  b"PROXY UNKNOWN\r\n",
-                                 b"PROXY UNKNOWN ffff::1 ffff::2 1 2\r\n"],
-                         ids=["v2-local", "v2-local-crc", "v1-unknown", "v1-unknown-addrs"])
+                                 b"PROXY UNKNOWN ffff::1 ffff::2 1 2\r\n", _UNIX_V2, _UNSPEC_V2],
+                         ids=["v2-local", "v2-local-crc", "v1-unknown", "v1-unknown-addrs", "v2-proxy-unix",
+                              "v2-proxy-unspec"])
 def test_proxy_in_local_keeps_real_address(sluice, recorder, hdr):
     be = recorder(P.pp_handler)
     s = sluice(cfg_in(be.port, pp="v2"))
