@@ -674,6 +674,14 @@ static void client_on_eof(struct client *cl)
 		}
 		client_close(cl);
 		return;
+	case CL_PROXY:
+		if (cl->proxy_required || cl->in.len) {
+			log_warn("%s closed: connection ended inside the PROXY header (%zu bytes)", cl->peer,
+				 cl->in.len);
+			t->reason = REASON_PROXY_BAD;
+		}
+		client_close(cl);
+		return;
 	case CL_WAIT:
 	case CL_EXCHANGE:
 		if (t->req_done)  /* half-close after a full request: answer it */
