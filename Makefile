@@ -43,7 +43,7 @@ LLHTTP_DIR = /usr/share/llhttp
 LLHTTP_OBJ = $(BUILD)/llhttp/api.o $(BUILD)/llhttp/http.o $(BUILD)/llhttp/llhttp.o
 
 SRC  = $(wildcard src/*.c)
-OBJ  = $(patsubst src/%.c,$(BUILD)/%.o,$(SRC))
+OBJ  = $(patsubst src/%.c,$(BUILD)/%.o,$(SRC)) $(BUILD)/dashboard.o
 LIB_OBJ = $(filter-out $(BUILD)/main.o,$(OBJ))
 UNIT_SRC = $(wildcard tests/unit/test_*.c)
 UNIT_BIN = $(patsubst tests/unit/%.c,$(BUILD)/unit/%,$(UNIT_SRC))
@@ -63,6 +63,14 @@ FORCE:
 
 $(BUILD)/%.o: src/%.c $(wildcard src/*.h) $(BUILD)/.flags
 	$(CC) $(CFLAGS) -MMD -c -o $@ $<
+
+# The admin dashboard is plain HTML+JS in src/www, embedded as one C string
+# (sed only: no build tool beyond the toolchain).
+$(BUILD)/dashboard.c: src/www/dashboard.html $(BUILD)/.flags
+	@{ echo '/* generated from src/www/dashboard.html */'; echo 'const char admin_dashboard_html[] ='; \
+	  sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n"/' $<; echo ';'; } > $@
+$(BUILD)/dashboard.o: $(BUILD)/dashboard.c
+	$(CC) $(CFLAGS) -Wno-missing-variable-declarations -c -o $@ $<
 
 # llhttp is compiled from the sources Debian's node-llhttp installs; never vendored.
 $(BUILD)/llhttp/%.o: $(LLHTTP_DIR)/%.c $(BUILD)/.flags

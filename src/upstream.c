@@ -16,6 +16,7 @@
 #include "log.h"
 #include "master.h"
 #include "shm.h"
+#include "stats.h"
 #include "tls.h"
 #include "worker.h"
 
@@ -51,6 +52,7 @@ int upstream_init(struct worker *w, struct tls_set *tls)
 		list_init(&be->queue);
 		be->slot = shm_slot_find(be->cfg->name);
 		AN(be->slot >= 0);
+		be->st = stats_block(w->slot, be->slot);
 		be->nservers = be->cfg->nservers;
 		be->servers = calloc(be->nservers, sizeof(*be->servers));
 		AN(be->servers);
@@ -63,6 +65,7 @@ int upstream_init(struct worker *w, struct tls_set *tls)
 			snprintf(name, sizeof(name), "%s/%s", be->cfg->name, srv->cfg->name);
 			srv->slot = shm_slot_find(name);
 			AN(srv->slot >= 0);
+			srv->st = stats_block(w->slot, srv->slot);
 		}
 	}
 	return 0;
@@ -94,17 +97,33 @@ struct backend *upstream_backend(const char *name)
 	return NULL;
 }
 
+/* Healthy and not taken out of balancing by the operator. */
 static int server_up(const struct server *srv)
 {
-	return atomic_load_explicit(&shm->slots[srv->slot].up, memory_order_relaxed);
+	const struct shm_slot *s = &shm->slots[srv->slot];
+	return atomic_load_explicit(&s->up, memory_order_relaxed) &&
+	       atomic_load_explicit(&s->admin, memory_order_relaxed) == SHM_ADMIN_ENABLED;
+}
+
+uint32_t upstream_server_max_conns(const struct server *srv)
+{
+	uint32_t v = atomic_load_explicit(&shm->slots[srv->slot].max_conns, memory_order_relaxed);
+	return v ? v : srv->cfg->max_connections;
 }
 
 /* Instance-wide count of connections carrying a request, which only
  * leastconn reads: other backends skip the shared-cache-line traffic. */
 static void busy_add(struct server *srv, int delta)
 {
+	stats_gauge_add(srv->st, GAUGE_BCONN_BUSY, delta);
 	if (srv->be->cfg->balance == CFG_BALANCE_LEASTCONN)
 		shm_add(W->slot, srv->slot, SHM_BUSY, delta);
+}
+
+static void idle_add(struct server *srv, int delta)
+{
+	srv->nidle = (uint32_t)((int)srv->nidle + delta);
+	stats_gauge_add(srv->st, GAUGE_BCONN_IDLE, delta);
 }
 
 /* ---- connection lifecycle ---- */
@@ -128,7 +147,7 @@ static void bconn_close(struct bconn *bc)
 		return;
 	struct server *srv = bc->srv;
 	if (bc->state == BC_IDLE) {
-		srv->nidle--;
+		idle_add(srv, -1);
 	} else if (bc->state == BC_BUSY) {
 		busy_add(srv, -1);
 	}
@@ -180,7 +199,7 @@ static void bconn_retire(struct bconn *bc)
 	}
 	struct server *srv = bc->srv;
 	if (bc->state == BC_IDLE)
-		srv->nidle--;
+		idle_add(srv, -1);
 	else
 		busy_add(srv, -1);
 	list_del(&bc->link);
@@ -375,8 +394,11 @@ static void bconn_attach(struct bconn *bc, struct client *cl)
 	bc->nreq++;
 	cl->txn.bconn_req = bc->nreq;
 	cl->txn.be->nrequests++;
+	enum stats_counter kind = bc->nreq > 1 ? STAT_BCONN_REUSED : STAT_BCONN_NEW;
 	if (bc->nreq > 1)
 		cl->txn.be->nreused++;
+	stats_add(cl->txn.be->st, kind, 1);
+	stats_add(bc->srv->st, kind, 1);
 	cl->txn.bc = bc;
 	cl->txn.srv = bc->srv;
 }
@@ -531,7 +553,7 @@ static void server_take_idle(struct bconn *bc)
 	struct server *srv = bc->srv;
 	list_del(&bc->link);
 	list_del(&bc->park_link);
-	srv->nidle--;
+	idle_add(srv, -1);
 	uv_timer_stop(&bc->timer);
 	bc->state = BC_BUSY;
 	busy_add(srv, 1);
@@ -567,7 +589,7 @@ static struct server *pick_server(struct client *cl, struct backend *be, struct 
 			if (busy >= best_busy)
 				continue;
 			struct bconn *bc = server_find_idle(srv, cl);
-			if (bc == NULL && shm_get(srv->slot, SHM_CONNS) >= srv->cfg->max_connections) {
+			if (bc == NULL && shm_get(srv->slot, SHM_CONNS) >= upstream_server_max_conns(srv)) {
 				server_evict_idle(srv);
 				continue;
 			}
@@ -576,7 +598,7 @@ static struct server *pick_server(struct client *cl, struct backend *be, struct 
 			best_busy = busy;
 		}
 		if (best && best_idle == NULL) {
-			if (!shm_conns_reserve(W->slot, best->slot, best->cfg->max_connections))
+			if (!shm_conns_reserve(W->slot, best->slot, upstream_server_max_conns(best)))
 				return NULL;
 		}
 		*idle = best_idle;
@@ -592,7 +614,7 @@ static struct server *pick_server(struct client *cl, struct backend *be, struct 
 		*any_up = 1;
 		if ((*idle = server_find_idle(srv, cl)) != NULL)
 			return srv;
-		if (shm_conns_reserve(W->slot, srv->slot, srv->cfg->max_connections))
+		if (shm_conns_reserve(W->slot, srv->slot, upstream_server_max_conns(srv)))
 			return srv;
 		server_evict_idle(srv);
 	}
@@ -648,6 +670,7 @@ static void queue_remove(struct client *cl)
 	list_del(&cl->txn.qlink);
 	cl->txn.queued = 0;
 	be->nqueued--;
+	stats_gauge_add(be->st, GAUGE_QUEUED, -1);
 	shm_add(W->slot, be->slot, SHM_WAITING, -1);
 	if (was_head)
 		queue_publish(be);
@@ -711,6 +734,7 @@ enum reason upstream_request(struct client *cl)
 	list_add_tail(&be->queue, &cl->txn.qlink);
 	cl->txn.queued = 1;
 	be->nqueued++;
+	stats_gauge_add(be->st, GAUGE_QUEUED, 1);
 	shm_add(W->slot, be->slot, SHM_WAITING, 1);
 	if (be->nqueued == 1) {
 		queue_publish(be);
@@ -759,6 +783,12 @@ void upstream_on_kick(void)
 {
 	for (unsigned b = 0; b < W->nbackends; b++) {
 		struct backend *be = &W->backends[b];
+		/* A server taken out (health or operator) keeps no idle connections. */
+		for (unsigned s = 0; s < be->nservers; s++) {
+			struct server *srv = &be->servers[s];
+			while (srv->nidle && !server_up(srv))
+				bconn_retire(CONTAINER_OF(srv->idle.next, struct bconn, link));
+		}
 		backend_dispatch(be);
 		/* Others wait, and our idle connections are of no use to us now:
 		 * give their slots up. */
@@ -811,7 +841,7 @@ void upstream_release(struct bconn *bc, int reusable)
 	busy_add(srv, -1);
 	bc->state = BC_IDLE;
 	list_add_head(&srv->idle, &bc->link);
-	srv->nidle++;
+	idle_add(srv, 1);
 	if (bc->pp.len && owner)  /* retired when its client goes */
 		list_add_tail(&owner->parked, &bc->park_link);
 	if (bc->read_stopped) {  /* idle connections always read, to see EOF */
