@@ -160,17 +160,7 @@ void admin_metrics(struct buf *out)
 
 static void json_str(struct buf *out, const char *s)
 {
-	buf_append(out, "\"", 1);
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
-		if (c == '"' || c == '\\')
-			buf_appendf(out, "\\%c", c);
-		else if (c < 0x20)
-			buf_appendf(out, "\\u%04x", c);
-		else
-			buf_append(out, s, 1);
-	}
-	buf_append(out, "\"", 1);
+	buf_append_json(out, s, strlen(s));
 }
 
 static void json_figures(struct buf *out, const struct stats_sum *s)

@@ -103,6 +103,47 @@ static void txn_stats(struct client *cl, uint64_t total, uint64_t queue, uint64_
 	}
 }
 
+/* One JSON object per line: the fields of the text format, typed. */
+static void txn_log_json(struct client *cl, uint64_t total, uint64_t queue, uint64_t conn, uint64_t be)
+{
+	struct txn *t = &cl->txn;
+	struct buf *b = log_access_begin_raw();
+	char ip[NETADDR_IP_MAX];
+	buf_append_str(b, "{\"ts\":\"");
+	log_timestamp(b);
+	buf_append_str(b, "\",\"client\":");
+	netaddr_ip_text(&cl->src, ip, sizeof(ip));
+	buf_append_json(b, ip, strlen(ip));
+	buf_appendf(b, ",\"client_port\":%u,\"method\":", netaddr_port(&cl->src));
+	if (t->req.url_len || t->head_done) {
+		const char *m = llhttp_method_name((llhttp_method_t)t->method);
+		buf_append_json(b, m, strlen(m));
+	} else {
+		buf_append_str(b, "null");
+	}
+	buf_append_str(b, ",\"target\":");
+	if (t->req.url_len)
+		buf_append_json(b, msg_str(&t->req, t->req.url_off), t->req.url_len);
+	else
+		buf_append_str(b, "null");
+	buf_appendf(b, ",\"status\":%d,\"bytes\":%llu,\"backend\":", t->status, (unsigned long long)t->bytes_out);
+	if (t->srv) {
+		buf_append_json(b, t->be->cfg->name, strlen(t->be->cfg->name));
+		buf_append_str(b, ",\"server\":");
+		buf_append_json(b, t->srv->cfg->name, strlen(t->srv->cfg->name));
+	} else {
+		buf_append_str(b, "null,\"server\":null");
+	}
+	buf_appendf(b, ",\"total_us\":%llu,\"queue_us\":%llu,\"connect_us\":%llu,\"backend_us\":%llu,"
+		    "\"be_conn_req\":%u,\"inspect_us\":null,\"reason\":\"%s\"", (unsigned long long)total,
+		    (unsigned long long)queue, (unsigned long long)conn, (unsigned long long)be, t->bconn_req,
+		    reason_name(t->reason));
+	if (cl->tls)
+		tls_conn_describe_json(cl->tls, b);
+	buf_append_str(b, "}");
+	log_access_commit();
+}
+
 static void txn_log(struct client *cl)
 {
 	struct txn *t = &cl->txn;
@@ -114,6 +155,10 @@ static void txn_log(struct client *cl)
 	txn_stats(cl, total, queue, conn, be);
 	if (!log_access_enabled())
 		return;
+	if (W->cfg->access_log_format == CFG_LOG_JSON) {
+		txn_log_json(cl, total, queue, conn, be);
+		return;
+	}
 	struct buf *b = log_access_begin();
 	const char *method = t->req.url_len || t->head_done ? llhttp_method_name((llhttp_method_t)t->method) : "-";
 	buf_appendf(b, "%s %s ", cl->peer, method);
