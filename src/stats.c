@@ -71,17 +71,15 @@ static inline void bump(_Atomic uint64_t *v, uint64_t n)
 	atomic_store_explicit(v, atomic_load_explicit(v, memory_order_relaxed) + n, memory_order_relaxed);
 }
 
+#ifndef SLUICE_NO_STATS
 void stats_observe_us(struct stats_block *b, enum stats_hist h, uint64_t us)
 {
-#ifndef SLUICE_NO_STATS
 	struct stats_hist_data *d = &b->h[h];
 	bump(&d->b[stats_bucket(us)], 1);
 	bump(&d->count, 1);
 	bump(&d->sum_us, us);
-#else
-	(void)b; (void)h; (void)us;
-#endif
 }
+#endif
 
 void stats_worker_retire(int w)
 {

@@ -52,7 +52,14 @@ size_t stats_bucket(uint64_t us);
 /* Smallest value of bucket I, and the first value past it (microseconds). */
 uint64_t stats_bucket_low(size_t i);
 uint64_t stats_bucket_high(size_t i);
+#ifndef SLUICE_NO_STATS
 void stats_observe_us(struct stats_block *b, enum stats_hist h, uint64_t us);
+#else
+static inline void stats_observe_us(struct stats_block *b, enum stats_hist h, uint64_t us)
+{
+	(void)b; (void)h; (void)us;
+}
+#endif
 
 /* Master: a worker slot's process has ended. Its counters and histograms
  * move to the retired row (totals never go backwards); gauges vanish. Call
