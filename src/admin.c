@@ -23,7 +23,7 @@ struct admin_conn {
 	uv_write_t wreq;
 	llhttp_t parser;
 	struct buf url, hname, hval, auth, body, out;
-	int in_value, done, closing, pending;
+	int in_value, done, closing, pending, too_big, head_only;
 	struct list link;
 };
 
@@ -40,8 +40,7 @@ static void fmt_seconds(struct buf *out, uint64_t us)
 }
 
 /* Exported bucket edges: 1, 2, 3, 4, 6, 8, 12, 16 ... us (powers of two and
- * 1.5x), each an exact internal bucket boundary. An observation equal to an
- * edge counts in the next bucket (whole microseconds are kept). */
+ * 1.5x), each an exact (inclusive) internal bucket edge. */
 static int export_edge(size_t i)
 {
 	uint64_t v = stats_bucket_low(i);
@@ -448,7 +447,8 @@ static void respond(struct admin_conn *c, int status, const char *type, const ch
 	struct buf *o = &c->out;
 	buf_appendf(o, "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\nCache-Control: no-store\r\n"
 		    "Connection: close\r\n\r\n", status, status_text(status), type, len);
-	buf_append(o, body, len);
+	if (llhttp_get_method(&c->parser) != HTTP_HEAD)
+		buf_append(o, body, len);
 	uv_buf_t b = uv_buf_init(o->data, (unsigned)o->len);
 	c->wreq.data = c;
 	c->done = 1;
@@ -479,8 +479,21 @@ static void handle(struct admin_conn *c)
 	size_t ul = c->url.len;
 	const char *q = memchr(url, '?', ul);
 	size_t pl = q ? (size_t)(q - url) : ul;
-	if (!authorized(c)) {
+	int is_page = (pl == 1 && url[0] == '/') || (pl == 10 && memcmp(url, "/dashboard", 10) == 0);
+	if (c->too_big) {
+		respond_text(c, 413, "control bodies are at most 4096 bytes\n");
+		return;
+	}
+	/* The page itself holds no data and a browser cannot attach a token
+	 * to a navigation: it asks for the token and sends it on every fetch. */
+	if (!(is_page && (m == HTTP_GET || m == HTTP_HEAD)) && !authorized(c)) {
 		respond_text(c, 401, "missing or wrong token (Authorization: Bearer <admin.token>)\n");
+		return;
+	}
+	int is_control = (pl >= 9 && memcmp(url, "/servers/", 9) == 0) || (pl >= 9 && memcmp(url, "/inspect/", 9) == 0) ||
+			 (pl == 7 && memcmp(url, "/reload", 7) == 0);
+	if ((m == HTTP_GET || m == HTTP_HEAD) && is_control) {
+		respond_text(c, 405, "controls are POST only\n");
 		return;
 	}
 	if (m == HTTP_GET || m == HTTP_HEAD) {
@@ -491,7 +504,7 @@ static void handle(struct admin_conn *c)
 		} else if (pl == 7 && memcmp(url, "/status", 7) == 0) {
 			admin_status(&body);
 			respond(c, 200, "application/json", body.data, body.len);
-		} else if ((pl == 1 && url[0] == '/') || (pl == 10 && memcmp(url, "/dashboard", 10) == 0)) {
+		} else if (is_page) {
 			respond(c, 200, "text/html; charset=utf-8", admin_dashboard_html, strlen(admin_dashboard_html));
 		} else {
 			respond_text(c, 404, "not found (GET /metrics, /status, /; POST controls)\n");
@@ -555,8 +568,10 @@ static int on_value_done(llhttp_t *p)
 static int on_body(llhttp_t *p, const char *at, size_t len)
 {
 	struct admin_conn *c = p->data;
-	if (c->body.len + len > ADMIN_BODY_MAX)
-		return -1;
+	if (c->body.len + len > ADMIN_BODY_MAX) {
+		c->too_big = 1;
+		return 0;
+	}
 	buf_append(&c->body, at, len);
 	return 0;
 }
@@ -587,7 +602,8 @@ static void read_cb(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
 	}
 	llhttp_errno_t e = llhttp_execute(&c->parser, b->base, (size_t)n);
 	if (e != HPE_OK && e != HPE_PAUSED && !c->done)
-		respond_text(c, 400, "malformed request\n");
+		respond_text(c, c->too_big ? 413 : 400, c->too_big ? "control bodies are at most 4096 bytes\n"
+								    : "malformed request\n");
 }
 
 static void timer_cb(uv_timer_t *t)

@@ -93,7 +93,7 @@ static void txn_stats(struct client *cl, uint64_t total, uint64_t queue, uint64_
 		return;
 	txn_count(t->srv->st, t, cls, total);
 	stats_observe_us(t->srv->st, HIST_QUEUE, queue);
-	if (t->bconn_req == 1) {  /* connect time exists only for new connections */
+	if (t->bconn_req == 1 && t->t_connected) {  /* only new connections that connected */
 		stats_observe_us(t->be->st, HIST_CONNECT, conn);
 		stats_observe_us(t->srv->st, HIST_CONNECT, conn);
 	}
@@ -135,9 +135,13 @@ static void txn_log_json(struct client *cl, uint64_t total, uint64_t queue, uint
 		buf_append_str(b, "null,\"server\":null");
 	}
 	buf_appendf(b, ",\"total_us\":%llu,\"queue_us\":%llu,\"connect_us\":%llu,\"backend_us\":%llu,"
-		    "\"be_conn_req\":%u,\"inspect_us\":null,\"reason\":\"%s\"", (unsigned long long)total,
-		    (unsigned long long)queue, (unsigned long long)conn, (unsigned long long)be, t->bconn_req,
-		    reason_name(t->reason));
+		    "\"be_conn_req\":", (unsigned long long)total,
+		    (unsigned long long)queue, (unsigned long long)conn, (unsigned long long)be);
+	if (t->bconn_req)
+		buf_appendf(b, "%u", t->bconn_req);
+	else
+		buf_append_str(b, "null");
+	buf_appendf(b, ",\"inspect_us\":null,\"reason\":\"%s\"", reason_name(t->reason));
 	if (cl->tls)
 		tls_conn_describe_json(cl->tls, b);
 	buf_append_str(b, "}");
@@ -1171,6 +1175,9 @@ void client_backend_ready(struct client *cl)
 	buf_append(&bc->out.pending, t->tobe.data, t->tobe.len);
 	t->tobe.len = 0;
 	t->t_sent = now_us();
+	enum stats_counter kind = bc->nreq > 1 ? STAT_BCONN_REUSED : STAT_BCONN_NEW;
+	stats_add(t->be->st, kind, 1);
+	stats_add(bc->srv->st, kind, 1);
 	bconn_flush(bc);
 	if (bc->state != BC_BUSY)
 		return;

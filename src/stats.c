@@ -44,6 +44,10 @@ struct stats_block *stats_block(int w, int slot)
 
 size_t stats_bucket(uint64_t us)
 {
+	/* Bucket i holds (low(i), high(i)]: upper edges inclusive, as
+	 * Prometheus' "le" means; 0 and 1 share bucket 0. */
+	if (us)
+		us--;
 	if (us < 2 * STATS_SUB)
 		return (size_t)us;
 	unsigned top = 63u - (unsigned)__builtin_clzll(us);
@@ -155,7 +159,7 @@ uint64_t stats_quantile(const struct stats_hist_sum *h, double q)
 	for (size_t i = 0; i < STATS_NBUCKETS; i++) {
 		seen += h->b[i];
 		if (seen >= want)
-			return i + 1 < STATS_NBUCKETS ? stats_bucket_high(i) - 1 : stats_bucket_low(i);
+			return i + 1 < STATS_NBUCKETS ? stats_bucket_high(i) : stats_bucket_low(i);
 	}
 	return stats_bucket_low(STATS_NBUCKETS - 1);
 }

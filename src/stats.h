@@ -49,7 +49,7 @@ static inline void stats_reason(struct stats_block *b, enum reason r)
 }
 
 size_t stats_bucket(uint64_t us);
-/* Smallest value of bucket I, and the first value past it (microseconds). */
+/* Bucket I holds the values in (low, high], in microseconds. */
 uint64_t stats_bucket_low(size_t i);
 uint64_t stats_bucket_high(size_t i);
 #ifndef SLUICE_NO_STATS

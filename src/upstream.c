@@ -394,11 +394,8 @@ static void bconn_attach(struct bconn *bc, struct client *cl)
 	bc->nreq++;
 	cl->txn.bconn_req = bc->nreq;
 	cl->txn.be->nrequests++;
-	enum stats_counter kind = bc->nreq > 1 ? STAT_BCONN_REUSED : STAT_BCONN_NEW;
 	if (bc->nreq > 1)
 		cl->txn.be->nreused++;
-	stats_add(cl->txn.be->st, kind, 1);
-	stats_add(bc->srv->st, kind, 1);
 	cl->txn.bc = bc;
 	cl->txn.srv = bc->srv;
 }
@@ -535,10 +532,31 @@ static int key_matches(const struct bconn *bc, const struct buf *key)
 	return bc->pp.len == key->len && (key->len == 0 || memcmp(bc->pp.data, key->data, key->len) == 0);
 }
 
+/* Connections open beyond the cap (the operator lowered it); retiring ones
+ * still count until the backend closes them. */
+static uint32_t over_cap(const struct server *srv)
+{
+	uint32_t open = shm_get(srv->slot, SHM_CONNS), max = upstream_server_max_conns(srv);
+	return open > max ? open - max : 0;
+}
+
+/* Close idle connections of SRV here, oldest first, to bring it under its
+ * cap (and all of them when it is out of balancing). */
+static void server_shrink_idle(struct server *srv)
+{
+	uint32_t n = server_up(srv) ? over_cap(srv) : srv->nidle;
+	while (n-- > 0 && srv->nidle)
+		bconn_retire(CONTAINER_OF(srv->idle.prev, struct bconn, link));
+}
+
 static struct bconn *server_find_idle(struct server *srv, struct client *cl)
 {
 	if (srv->nidle == 0)
 		return NULL;
+	if (over_cap(srv)) {  /* shrink to the cap rather than reuse */
+		server_shrink_idle(srv);
+		return NULL;
+	}
 	const struct buf *key = key_for(cl, srv);
 	for (struct list *pos = srv->idle.next; pos != &srv->idle; pos = pos->next) {
 		struct bconn *bc = CONTAINER_OF(pos, struct bconn, link);
@@ -784,11 +802,8 @@ void upstream_on_kick(void)
 	for (unsigned b = 0; b < W->nbackends; b++) {
 		struct backend *be = &W->backends[b];
 		/* A server taken out (health or operator) keeps no idle connections. */
-		for (unsigned s = 0; s < be->nservers; s++) {
-			struct server *srv = &be->servers[s];
-			while (srv->nidle && !server_up(srv))
-				bconn_retire(CONTAINER_OF(srv->idle.next, struct bconn, link));
-		}
+		for (unsigned s = 0; s < be->nservers; s++)
+			server_shrink_idle(&be->servers[s]);
 		backend_dispatch(be);
 		/* Others wait, and our idle connections are of no use to us now:
 		 * give their slots up. */
@@ -833,7 +848,7 @@ void upstream_release(struct bconn *bc, int reusable)
 		client_backend_ready(cl);
 		return;
 	}
-	if (shm_get(be->slot, SHM_WAITING) > 0 || srv->nidle >= be->cfg->idle_max) {
+	if (shm_get(be->slot, SHM_WAITING) > 0 || srv->nidle >= be->cfg->idle_max || over_cap(srv)) {
 		bconn_retire(bc);
 		return;
 	}
