@@ -19,10 +19,10 @@ Targets (proxy x mode x pool setting), run one at a time, the order rotating
 by one every round:
 
   sluice-hdr          header-only, idle_max 1100
-  sluice-hdr-idle64   header-only, idle_max default (64)
+  sluice-hdr-idle64   header-only, idle_max 64 (a small pool: the old default)
   haproxy-hdr         header-only, option forwardfor, http-reuse always
   sluice-pp2          PROXY v2, idle_max 1100
-  sluice-pp2-idle64   PROXY v2, idle_max default (64)
+  sluice-pp2-idle64   PROXY v2, idle_max 64 (a small pool: the old default)
   haproxy-pp2         PROXY v2, send-proxy-v2 proxy-v2-options crc32c,unique-id,
                       unique-id-format per client connection
   haproxy-pp2-reqid   (not in the default set) the same with the per-request
@@ -90,7 +90,7 @@ CLIENTS = env_int("CLIENTS", 1000, 1)
 ROUNDS = env_int("ROUNDS", 1 if QUICK else 3, 1)
 MAX_CONNS = env_int("MAX_CONNS", 2000, 1)
 IDLE_MAX = env_int("IDLE_MAX", 1100, 0)
-IDLE_DEFAULT = 64                 # sluice's idle_max default (src/cfg.c)
+IDLE_DEFAULT = 64                 # the small pool of the *-idle64 targets (sluice's default was 64 until it became "no limit")
 PIN = os.environ.get("PIN", "1") != "0"
 NOISE_PCT = env_int("NOISE_PCT", 25)
 QUIET_BUDGET = env_int("QUIET_BUDGET", 10 if QUICK else 45)
@@ -130,7 +130,7 @@ def describe(t):
     if t.startswith("sluice"):
         im = IDLE_DEFAULT if t.endswith("idle64") else IDLE_MAX
         return (f"sluice, {'forward: x_forwarded_for append' if m == 'hdr' else 'proxy_protocol: v2, proxy_tlvs [crc32c, unique_id]'}, "
-                f"max_connections {MAX_CONNS}, idle_max {im}{' (default)' if t.endswith('idle64') else ''}")
+                f"max_connections {MAX_CONNS}, idle_max {im}{' (small pool)' if t.endswith('idle64') else ''}")
     pool = ("idle pool defaults (no pool-low-conn, fd ratios 20/25%)" if t.endswith("defpool")
             else f"pool-low-conn {IDLE_MAX}, fd ratios 80/90%")
     if m == "hdr":
@@ -230,7 +230,7 @@ def stub_status(port):
 
 def conf_sluice(d, t, port, bport):
     m = mode_of(t)
-    idle = (f"    # idle_max: not set, the default ({IDLE_DEFAULT}) per worker per server"
+    idle = (f"    idle_max: {IDLE_DEFAULT}  # a small pool, per worker per server"
             if t.endswith("idle64") else f"    idle_max: {IDLE_MAX}")
     if m == "hdr":
         fwd = ("    forward:                      # X-Forwarded-For only, like HAProxy's option forwardfor\n"
@@ -538,8 +538,8 @@ COLORS = {"sluice-hdr": "#2b7bba", "sluice-pp2": "#2b7bba", "sluice-hdr-idle64":
 
 def short(t):
     return {"sluice-hdr": f"sluice idle_max {IDLE_MAX}", "sluice-pp2": f"sluice idle_max {IDLE_MAX}",
-            "sluice-hdr-idle64": "sluice idle_max 64 (default)",
-            "sluice-pp2-idle64": "sluice idle_max 64 (default)",
+            "sluice-hdr-idle64": "sluice idle_max 64 (small pool)",
+            "sluice-pp2-idle64": "sluice idle_max 64 (small pool)",
             "haproxy-hdr": "HAProxy", "haproxy-pp2": "HAProxy",
             "haproxy-pp2-reqid": "HAProxy, per-request unique-id",
             "haproxy-pp2-defpool": "HAProxy, idle-pool defaults"}[t]
@@ -734,7 +734,7 @@ def write_report(outdir, d, runs, targets, facts, commands, confs, backend_cmd, 
              "ignores its TLVs (it does not check CRC32C).")
     L.append("- **Proxies.** One worker each (sluice `workers: 1`; HAProxy `nbthread 1`), keepalive "
              f"to clients and backend. sluice: `max_connections: {MAX_CONNS}` for the server, "
-             f"`idle_max: {IDLE_MAX}` or the default {IDLE_DEFAULT} (idle keepalive connections kept "
+             f"`idle_max: {IDLE_MAX}` or a small pool of {IDLE_DEFAULT} (idle keepalive connections kept "
              "per worker per server: a connection that comes back when that many are idle is "
              "closed), header-only with `forward: {x_forwarded_for: append, x_forwarded_proto: "
              "false}` (X-Forwarded-For only, as HAProxy's `option forwardfor`), PROXY v2 with "
