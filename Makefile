@@ -59,7 +59,7 @@ DEB_BUILD_PKGS = gcc make pkg-config openssl libuv1-dev node-llhttp libssl-dev a
                  liblua5.4-dev libjemalloc-dev libcyaml-dev libyaml-dev libpcre2-dev
 DEB_TEST_PKGS  = curl wrk haproxy nginx openssl python3 python3-pip python3-prometheus-client chromium
 
-.PHONY: all run test unit e2e e2e-tls asan test-asan deps test-deps bench-core clean
+.PHONY: all run test unit e2e e2e-tls asan test-asan deps test-deps bench-core bench-identity clean
 all: $(BUILD)/sluice $(BUILD)/demo_backend
 
 # Rebuild everything when the flags change (conventions: "rebuild when flags change").
@@ -145,6 +145,14 @@ bench-tls: all
 	$(MAKE) TLS=openssl all
 	$(MAKE) TLS=boringssl all
 	sh bench/tls.sh
+
+# Header-only vs PROXY v2 identity: req/s and backend connection reuse with
+# 1,000 clients from distinct 127.x addresses (bench/srcload.c).
+$(BUILD)/srcload: bench/srcload.c $(BUILD)/.flags
+	$(CC) $(CFLAGS) -o $@ $< $(LDFLAGS)
+
+bench-identity: all $(BUILD)/srcload
+	BUILD=$(BUILD) sh bench/identity.sh
 
 clean:
 	rm -rf build build-* 

@@ -102,7 +102,8 @@ struct cfg_backend {
 	enum cfg_balance balance;       /* default roundrobin */
 	uint32_t queue_timeout_ms;      /* wait for a free connection, default 5000 */
 	uint32_t queue_max;             /* per worker queued requests, default 10000 */
-	uint32_t idle_max;              /* idle keepalive conns kept per worker per server, default 64 */
+	uint32_t idle_max;              /* idle keepalive conns kept per worker per server; default
+					 * UINT32_MAX: no limit beyond max_connections */
 	uint32_t idle_timeout_ms;       /* default 30000 */
 	uint32_t connect_timeout_ms;    /* default 3000 */
 	uint32_t response_timeout_ms;   /* first byte and between reads, default 30000 */

@@ -1436,7 +1436,7 @@ static int conv_backend(struct cfg_load *ld, const char *pre, const struct y_bac
 	b->balance = CFG_BALANCE_ROUNDROBIN;
 	b->queue_timeout_ms = 5000;
 	b->queue_max = 10000;
-	b->idle_max = 64;
+	b->idle_max = UINT32_MAX;  /* bounded by max_connections only */
 	b->idle_timeout_ms = 30000;
 	b->connect_timeout_ms = 3000;
 	b->response_timeout_ms = 30000;

@@ -112,7 +112,8 @@ struct bconn {
 	struct outq wire;          /* TLS: ciphertext to the server */
 	struct list link;          /* server idle list or worker's bconn list */
 	uint32_t nreq;             /* requests started on this connection */
-	struct buf pp;             /* PROXY header it carried: its pool key; empty = none */
+	struct buf pp;             /* PROXY header it carried; empty = none */
+	uint64_t owner;            /* with pp: serial of the client connection it speaks for */
 	struct list park_link;     /* in the keying client's `parked` list while idle */
 	uint8_t closing_handles;
 	uint8_t read_stopped;

@@ -514,10 +514,11 @@ void bconn_read_pause(struct bconn *bc, int pause)
 
 /* ---- acquiring ---- */
 
-/* With the PROXY protocol a connection speaks for the one client whose
- * header it carried, so the pool is keyed on the header's bytes: only a
- * byte-identical header (in practice, the same client connection) may
- * reuse it. KEY is empty for servers without the PROXY protocol. */
+/* With the PROXY protocol a connection speaks for the one client connection
+ * whose header it carried (the header is a function of that connection:
+ * addresses, TLS facts, its UNIQUE_ID), so only that client may reuse it:
+ * such connections wait in the client's `parked` list, found without
+ * building or comparing headers. Other servers share one pool. */
 static struct buf pp_key;
 
 static const struct buf *key_for(struct client *cl, struct server *srv)
@@ -527,9 +528,9 @@ static const struct buf *key_for(struct client *cl, struct server *srv)
 	return &pp_key;
 }
 
-static int key_matches(const struct bconn *bc, const struct buf *key)
+static int usable_by(const struct bconn *bc, const struct client *cl)
 {
-	return bc->pp.len == key->len && (key->len == 0 || memcmp(bc->pp.data, key->data, key->len) == 0);
+	return bc->pp.len == 0 || bc->owner == cl->serial;
 }
 
 /* Connections open beyond the cap (the operator lowered it); retiring ones
@@ -557,10 +558,11 @@ static struct bconn *server_find_idle(struct server *srv, struct client *cl)
 		server_shrink_idle(srv);
 		return NULL;
 	}
-	const struct buf *key = key_for(cl, srv);
-	for (struct list *pos = srv->idle.next; pos != &srv->idle; pos = pos->next) {
-		struct bconn *bc = CONTAINER_OF(pos, struct bconn, link);
-		if (key_matches(bc, key))
+	if (srv->cfg->proxy_protocol == CFG_PP_OFF)
+		return CONTAINER_OF(srv->idle.next, struct bconn, link);
+	for (struct list *pos = cl->parked.next; pos != &cl->parked; pos = pos->next) {
+		struct bconn *bc = CONTAINER_OF(pos, struct bconn, park_link);
+		if (bc->srv == srv)
 			return bc;
 	}
 	return NULL;
@@ -661,6 +663,7 @@ static int try_acquire(struct client *cl, int *any_up)
 		return -1;
 	const struct buf *key = key_for(cl, srv);
 	buf_append(&bc->pp, key->data, key->len);
+	bc->owner = cl->serial;
 	be->nconnects++;
 	bconn_attach(bc, cl);
 	return 1;
@@ -836,7 +839,7 @@ void upstream_release(struct bconn *bc, int reusable)
 		bconn_retire(bc);
 		return;
 	}
-	if (cl && !key_matches(bc, key_for(cl, srv))) {
+	if (cl && !usable_by(bc, cl)) {
 		bconn_retire(bc);  /* speaks for another client: its slot goes instead */
 		return;
 	}

@@ -224,6 +224,7 @@ static void test_defaults(void)
 	CHECK(strcmp(c->backends[0].servers[0].name, "s1") == 0);
 	CHECK(strcmp(c->backends[0].servers[1].name, "s2") == 0);
 	CHECK(c->backends[0].servers[0].max_connections == 32);
+	CHECK(c->backends[0].idle_max == UINT32_MAX);  /* bounded by max_connections only */
 	CHECK(c->backends[0].health.enabled == 0);
 	CHECK(strcmp(c->backends[0].health.path, "/") == 0);
 	CHECK(c->timeouts.client_header_ms == 10000 && c->limits.max_headers == 100);

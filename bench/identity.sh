@@ -1,0 +1,28 @@
+#!/bin/sh
+# Identity benchmark: keepalive req/s and backend connection reuse with
+# header-only identity (X-Forwarded-For) vs PROXY v2 identity, 1,000 clients
+# from distinct 127.x source addresses, sluice vs HAProxy send-proxy-v2, one
+# proxy worker. Run by `make bench-identity`. Knobs (environment): see
+# bench/identity.py or docs/benchmarking.md, section "identity".
+#
+# This wrapper makes sure the tools exist (a fresh Debian machine has none of
+# them), builds sluice and the srcload client if they are missing, raises the
+# open-files limit, then hands over to bench/identity.py.
+set -eu
+cd "$(dirname "$0")/.."
+
+. bench/deps.sh
+bench_install_deps bench/identity.sh
+
+BUILD=${BUILD:-build}
+export BUILD
+if [ ! -x "$BUILD/sluice" ] || [ ! -x "$BUILD/srcload" ]; then
+	make BUILD="$BUILD" "$BUILD/sluice" "$BUILD/srcload"
+fi
+
+# 1,000 client connections, as many backend connections, and the proxy's and
+# the backend's own: raise the open-files limit (to the hard limit if 65536
+# is above it).
+ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
+
+exec "$(py)" bench/identity.py "$@"
