@@ -24,8 +24,15 @@ WARN     = -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototyp
 # llhttp strict mode: the checks (CRLF line ends, token header names, chunk
 # CRLF) a proxy must not be lenient about. Our code sees the same define.
 LLHTTP_DEFS = -DLLHTTP_STRICT_MODE=1
-CFLAGS_BASE = -std=c11 $(O) -g $(WARN) -D_GNU_SOURCE $(LLHTTP_DEFS) $(TLS_CFLAGS) -I/usr/share/include/llhttp -Isrc
+CFLAGS_BASE = -std=c11 $(O) -g $(WARN) -D_GNU_SOURCE $(LLHTTP_DEFS) $(STATS_DEF) $(TLS_CFLAGS) -I/usr/share/include/llhttp -Isrc
 LIBS_BASE = -luv -lcyaml -lyaml $(TLS_LIBS) -lpthread -lm
+# STATS=0 compiles the statistics calls out (for measuring what they cost:
+# make bench-stats); never for production.
+STATS ?= 1
+ifeq ($(STATS),0)
+  BUILD     = build-nostats$(TLS_SUFFIX)
+  STATS_DEF = -DSLUICE_NO_STATS
+endif
 SANITIZE ?=
 ifeq ($(SANITIZE),1)
   BUILD    = build-asan$(TLS_SUFFIX)
@@ -43,14 +50,14 @@ LLHTTP_DIR = /usr/share/llhttp
 LLHTTP_OBJ = $(BUILD)/llhttp/api.o $(BUILD)/llhttp/http.o $(BUILD)/llhttp/llhttp.o
 
 SRC  = $(wildcard src/*.c)
-OBJ  = $(patsubst src/%.c,$(BUILD)/%.o,$(SRC))
+OBJ  = $(patsubst src/%.c,$(BUILD)/%.o,$(SRC)) $(BUILD)/dashboard.o
 LIB_OBJ = $(filter-out $(BUILD)/main.o,$(OBJ))
 UNIT_SRC = $(wildcard tests/unit/test_*.c)
 UNIT_BIN = $(patsubst tests/unit/%.c,$(BUILD)/unit/%,$(UNIT_SRC))
 
 DEB_BUILD_PKGS = gcc make pkg-config openssl libuv1-dev node-llhttp libssl-dev android-libboringssl-dev \
                  liblua5.4-dev libjemalloc-dev libcyaml-dev libyaml-dev libpcre2-dev
-DEB_TEST_PKGS  = curl wrk haproxy nginx openssl python3 python3-pip
+DEB_TEST_PKGS  = curl wrk haproxy nginx openssl python3 python3-pip python3-prometheus-client chromium
 
 .PHONY: all run test unit e2e e2e-tls asan test-asan deps test-deps bench-core bench-identity clean
 all: $(BUILD)/sluice $(BUILD)/demo_backend
@@ -63,6 +70,14 @@ FORCE:
 
 $(BUILD)/%.o: src/%.c $(wildcard src/*.h) $(BUILD)/.flags
 	$(CC) $(CFLAGS) -MMD -c -o $@ $<
+
+# The admin dashboard is plain HTML+JS in src/www, embedded as one C string
+# (sed only: no build tool beyond the toolchain).
+$(BUILD)/dashboard.c: src/www/dashboard.html $(BUILD)/.flags
+	@{ echo '/* generated from src/www/dashboard.html */'; echo 'const char admin_dashboard_html[] ='; \
+	  sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n"/' $<; echo ';'; } > $@
+$(BUILD)/dashboard.o: $(BUILD)/dashboard.c
+	$(CC) $(CFLAGS) -Wno-missing-variable-declarations -c -o $@ $<
 
 # llhttp is compiled from the sources Debian's node-llhttp installs; never vendored.
 $(BUILD)/llhttp/%.o: $(LLHTTP_DIR)/%.c $(BUILD)/.flags
@@ -88,6 +103,9 @@ test-deps: deps
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; fi
 	@python3 -c 'import pytest' 2>/dev/null || python3 -m pip install -q pytest 2>/dev/null || \
 	  python3 -m pip install -q --break-system-packages pytest
+	@# Debian's python3-prometheus-client serves /usr/bin/python3; another python3 on PATH gets it from pip
+	@python3 -c 'import prometheus_client' 2>/dev/null || python3 -m pip install -q prometheus_client 2>/dev/null || \
+	  python3 -m pip install -q --break-system-packages prometheus_client
 
 unit: $(UNIT_BIN)
 	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; $$t; done

@@ -93,3 +93,19 @@ void buf_append_base64(struct buf *b, const void *data, size_t len)
 	}
 	b->len = (size_t)(o - b->data);
 }
+
+void buf_append_json(struct buf *b, const char *s, size_t len)
+{
+	buf_reserve(b, len + 2);
+	b->data[b->len++] = '"';
+	for (size_t i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)s[i];
+		if (c == '"' || c == '\\')
+			buf_appendf(b, "\\%c", c);
+		else if (c < 0x20 || c == 0x7f)
+			buf_appendf(b, "\\u%04x", c);
+		else
+			buf_append(b, s + i, 1);
+	}
+	buf_append(b, "\"", 1);
+}

@@ -20,6 +20,8 @@ void buf_append(struct buf *b, const void *data, size_t len);
 void buf_appendf(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Append DATA base64-encoded (RFC 4648, padded, no line breaks). */
 void buf_append_base64(struct buf *b, const void *data, size_t len);
+/* Append S (LEN bytes) as a JSON string literal, quotes included. */
+void buf_append_json(struct buf *b, const char *s, size_t len);
 /* Drop the first N bytes. */
 void buf_consume(struct buf *b, size_t n);
 /* Release memory beyond KEEP bytes of capacity when empty (idle trimming). */

@@ -182,11 +182,26 @@ struct cfg_limits {
 	uint32_t max_connections;       /* client conns per worker, default 100000 */
 };
 
+enum cfg_log_format {
+	CFG_LOG_TEXT,   /* one line of key=value fields (default) */
+	CFG_LOG_JSON,   /* one JSON object per line */
+};
+
+/* The admin listener: metrics, status, dashboard and controls. Served by
+ * worker 0 on its own socket. */
+struct cfg_admin {
+	int enabled;               /* 1 when the admin mapping is present */
+	struct cfg_addr addr;      /* default 127.0.0.1:9901 */
+	char token[256];           /* "" = none; else "Authorization: Bearer <token>" required */
+};
+
 struct cfg {
 	char path[512];                 /* file it was read from */
 	unsigned workers;               /* default: number of online CPUs */
 	char error_log[512];            /* "stderr" or a file path, default stderr */
 	char access_log[512];           /* "stderr", "off" or a file path, default stderr */
+	enum cfg_log_format access_log_format;
+	struct cfg_admin admin;
 	char pid_file[512];             /* "" = none */
 	struct cfg_timeouts timeouts;
 	struct cfg_limits limits;

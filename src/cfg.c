@@ -298,8 +298,13 @@ struct y_limits {
 	char *max_body_size, *max_connections;
 };
 
+struct y_admin {
+	char *address, *token;
+};
+
 struct y_root {
-	char *workers, *error_log, *access_log, *pid_file;
+	char *workers, *error_log, *access_log, *access_log_format, *pid_file;
+	struct y_admin *admin;
 	struct y_timeouts *timeouts;
 	struct y_limits *limits;
 	struct y_listener *listeners;
@@ -456,10 +461,18 @@ static const cyaml_schema_field_t y_limits_fields[] = {
 	CYAML_FIELD_END
 };
 
+static const cyaml_schema_field_t y_admin_fields[] = {
+	F_STR("address", OPT, struct y_admin, address),
+	F_STR("token", OPT, struct y_admin, token),
+	CYAML_FIELD_END
+};
+
 static const cyaml_schema_field_t y_root_fields[] = {
 	F_STR("workers", OPT, struct y_root, workers),
 	F_STR("error_log", OPT, struct y_root, error_log),
 	F_STR("access_log", OPT, struct y_root, access_log),
+	F_STR("access_log_format", OPT, struct y_root, access_log_format),
+	CYAML_FIELD_MAPPING_PTR("admin", OPT, struct y_root, admin, y_admin_fields),
 	F_STR("pid_file", OPT, struct y_root, pid_file),
 	CYAML_FIELD_MAPPING_PTR("timeouts", OPT, struct y_root, timeouts, y_timeouts_fields),
 	CYAML_FIELD_MAPPING_PTR("limits", OPT, struct y_root, limits, y_limits_fields),
@@ -1701,6 +1714,23 @@ static int conv_root(struct cfg_load *ld, const struct y_root *y, struct cfg *c)
 		err_at(ld, "error_log", AT_VALUE, "cannot be off (use stderr or a file path)");
 	conv_str(ld, "access_log", y->access_log, 0, c->access_log, sizeof(c->access_log));
 	conv_str(ld, "pid_file", y->pid_file, 1, c->pid_file, sizeof(c->pid_file));
+	if (y->access_log_format != NULL) {
+		if (strcmp(y->access_log_format, "text") == 0)
+			c->access_log_format = CFG_LOG_TEXT;
+		else if (strcmp(y->access_log_format, "json") == 0)
+			c->access_log_format = CFG_LOG_JSON;
+		else
+			err_at(ld, "access_log_format", AT_VALUE, "unknown format \"%.40s\" (expected text or json)",
+			       y->access_log_format);
+	}
+	if (y->admin != NULL) {
+		c->admin.enabled = 1;
+		if (y->admin->address != NULL)
+			conv_addr(ld, "admin.address", y->admin->address, &c->admin.addr);
+		else
+			addr_parse("127.0.0.1:9901", &c->admin.addr);
+		conv_str(ld, "admin.token", y->admin->token, 1, c->admin.token, sizeof(c->admin.token));
+	}
 
 	if (y->timeouts != NULL) {
 		const struct y_timeouts *t = y->timeouts;
@@ -1813,6 +1843,8 @@ static void link_root(struct cfg_load *ld, const struct y_root *y, struct cfg *c
 				       "same address as %s (line %u)", e2, entry_line(ld, e2));
 			}
 		}
+		if (c->admin.enabled && c->admin.addr.len != 0 && l->addr.len != 0 && addr_equal(&l->addr, &c->admin.addr))
+			err_at(ld, "admin.address", AT_VALUE, "same address as %s (line %u)", e1, entry_line(ld, e1));
 		if (l->backend_name[0] == '\0')
 			continue; /* already reported */
 		for (j = 0; j < c->nbackends; j++) {

@@ -205,6 +205,8 @@ static void check_start(uv_timer_t *t)
 	struct server *srv = t->data;
 	if (srv->hc)
 		return;  /* previous one still running (its own timeout ends it) */
+	if (atomic_load(&shm->slots[srv->slot].admin) == SHM_ADMIN_DISABLED)
+		return;  /* the operator took it out: its state is theirs, not the checks' */
 	struct hcheck *c = calloc(1, sizeof(*c));
 	AN(c);
 	c->srv = srv;

@@ -15,6 +15,7 @@
 #include "forward.h"
 #include "log.h"
 #include "proxy_proto.h"
+#include "stats.h"
 #include "tls.h"
 #include "upstream.h"
 #include "worker.h"
@@ -63,14 +64,105 @@ static void client_timer(struct client *cl, uint64_t ms)
 		uv_timer_stop(&cl->timer);
 }
 
-/* ---- access log ---- */
+/* ---- statistics and the access log ---- */
+
+static void txn_count(struct stats_block *st, const struct txn *t, enum stats_counter cls, uint64_t total)
+{
+	stats_add(st, STAT_REQUESTS, 1);
+	stats_add(st, cls, 1);
+	stats_add(st, STAT_BYTES_IN, t->req_body);
+	stats_add(st, STAT_BYTES_OUT, t->bytes_out);
+	stats_reason(st, t->reason);
+	stats_observe_us(st, HIST_TOTAL, total);
+}
+
+/* One request ended: the same figures the access log prints go to the
+ * listener's, backend's and server's stats. */
+static void txn_stats(struct client *cl, uint64_t total, uint64_t queue, uint64_t conn, uint64_t be)
+{
+	struct txn *t = &cl->txn;
+	enum stats_counter cls = STAT_RESP_NONE;
+	if (t->resp_head_sent && t->status >= 100 && t->status < 600)
+		cls = (enum stats_counter)(STAT_RESP_1XX + t->status / 100 - 1);
+	txn_count(cl->li->st, t, cls, total);
+	if (t->be == NULL || t->t_queue == 0)
+		return;  /* never reached the backend stage */
+	txn_count(t->be->st, t, cls, total);
+	stats_observe_us(t->be->st, HIST_QUEUE, queue);
+	if (t->srv == NULL)
+		return;
+	txn_count(t->srv->st, t, cls, total);
+	stats_observe_us(t->srv->st, HIST_QUEUE, queue);
+	if (t->bconn_req == 1 && t->t_connected) {  /* only new connections that connected */
+		stats_observe_us(t->be->st, HIST_CONNECT, conn);
+		stats_observe_us(t->srv->st, HIST_CONNECT, conn);
+	}
+	if (t->t_first_byte) {
+		stats_observe_us(t->be->st, HIST_BACKEND, be);
+		stats_observe_us(t->srv->st, HIST_BACKEND, be);
+	}
+}
+
+/* One JSON object per line: the fields of the text format, typed. */
+static void txn_log_json(struct client *cl, uint64_t total, uint64_t queue, uint64_t conn, uint64_t be)
+{
+	struct txn *t = &cl->txn;
+	struct buf *b = log_access_begin_raw();
+	char ip[NETADDR_IP_MAX];
+	buf_append_str(b, "{\"ts\":\"");
+	log_timestamp(b);
+	buf_append_str(b, "\",\"client\":");
+	netaddr_ip_text(&cl->src, ip, sizeof(ip));
+	buf_append_json(b, ip, strlen(ip));
+	buf_appendf(b, ",\"client_port\":%u,\"method\":", netaddr_port(&cl->src));
+	if (t->req.url_len || t->head_done) {
+		const char *m = llhttp_method_name((llhttp_method_t)t->method);
+		buf_append_json(b, m, strlen(m));
+	} else {
+		buf_append_str(b, "null");
+	}
+	buf_append_str(b, ",\"target\":");
+	if (t->req.url_len)
+		buf_append_json(b, msg_str(&t->req, t->req.url_off), t->req.url_len);
+	else
+		buf_append_str(b, "null");
+	buf_appendf(b, ",\"status\":%d,\"bytes\":%llu,\"backend\":", t->status, (unsigned long long)t->bytes_out);
+	if (t->srv) {
+		buf_append_json(b, t->be->cfg->name, strlen(t->be->cfg->name));
+		buf_append_str(b, ",\"server\":");
+		buf_append_json(b, t->srv->cfg->name, strlen(t->srv->cfg->name));
+	} else {
+		buf_append_str(b, "null,\"server\":null");
+	}
+	buf_appendf(b, ",\"total_us\":%llu,\"queue_us\":%llu,\"connect_us\":%llu,\"backend_us\":%llu,"
+		    "\"be_conn_req\":", (unsigned long long)total,
+		    (unsigned long long)queue, (unsigned long long)conn, (unsigned long long)be);
+	if (t->bconn_req)
+		buf_appendf(b, "%u", t->bconn_req);
+	else
+		buf_append_str(b, "null");
+	buf_appendf(b, ",\"inspect_us\":null,\"reason\":\"%s\"", reason_name(t->reason));
+	if (cl->tls)
+		tls_conn_describe_json(cl->tls, b);
+	buf_append_str(b, "}");
+	log_access_commit();
+}
 
 static void txn_log(struct client *cl)
 {
 	struct txn *t = &cl->txn;
+	uint64_t now = now_us();
+	uint64_t total = t->t_start ? now - t->t_start : 0;
+	uint64_t queue = t->t_connect_start > t->t_queue && t->t_queue ? t->t_connect_start - t->t_queue : 0;
+	uint64_t conn = t->t_connected > t->t_connect_start && t->t_connect_start ? t->t_connected - t->t_connect_start : 0;
+	uint64_t be = t->t_first_byte > t->t_sent && t->t_sent ? t->t_first_byte - t->t_sent : 0;
+	txn_stats(cl, total, queue, conn, be);
 	if (!log_access_enabled())
 		return;
-	uint64_t now = now_us();
+	if (W->cfg->access_log_format == CFG_LOG_JSON) {
+		txn_log_json(cl, total, queue, conn, be);
+		return;
+	}
 	struct buf *b = log_access_begin();
 	const char *method = t->req.url_len || t->head_done ? llhttp_method_name((llhttp_method_t)t->method) : "-";
 	buf_appendf(b, "%s %s ", cl->peer, method);
@@ -83,11 +175,8 @@ static void txn_log(struct client *cl)
 		buf_appendf(b, "%s/%s", t->be->cfg->name, t->srv->cfg->name);
 	else
 		buf_append(b, "-", 1);
-	uint64_t queue = t->t_connect_start > t->t_queue && t->t_queue ? t->t_connect_start - t->t_queue : 0;
-	uint64_t conn = t->t_connected > t->t_connect_start && t->t_connect_start ? t->t_connected - t->t_connect_start : 0;
-	uint64_t be = t->t_first_byte > t->t_sent && t->t_sent ? t->t_first_byte - t->t_sent : 0;
 	buf_appendf(b, " total_us=%llu queue_us=%llu connect_us=%llu backend_us=%llu",
-		    (unsigned long long)(t->t_start ? now - t->t_start : 0), (unsigned long long)queue,
+		    (unsigned long long)total, (unsigned long long)queue,
 		    (unsigned long long)conn, (unsigned long long)be);
 	/* Which request this was on its backend connection: 1 = a new one. */
 	if (t->bconn_req)
@@ -279,6 +368,7 @@ static void client_close(struct client *cl)
 	list_del(&cl->link);
 	list_del(&cl->hs_link);
 	W->nclients--;
+	stats_gauge_add(cl->li->st, GAUGE_CLIENTS, -1);
 	cl->closing_handles = 2;
 	uv_close((uv_handle_t *)&cl->tcp, client_handle_closed);
 	uv_close((uv_handle_t *)&cl->timer, client_handle_closed);
@@ -778,6 +868,8 @@ static void client_on_tls(struct client *cl, const char *data, size_t len)
 	plain->len = 0;
 	enum tls_status st = tls_conn_feed(cl->tls, data, len, plain, &cl->wire.pending);
 	if (st == TLS_ERROR) {
+		if (!was_done)
+			stats_add(cl->li->st, STAT_TLS_FAILED, 1);
 		log_info("%s TLS %s: %s", cl->peer, was_done ? "error" : "handshake failed",
 			 tls_conn_error(cl->tls));
 		cl->txn.reason = was_done ? REASON_TLS_ERROR : REASON_TLS_HANDSHAKE;
@@ -789,8 +881,14 @@ static void client_on_tls(struct client *cl, const char *data, size_t len)
 	client_flush(cl);
 	if (cl->state == CL_CLOSING)
 		return;
-	if (!was_done && tls_conn_handshake_done(cl->tls) && cl->state == CL_IDLE)
-		client_timer(cl, timeouts()->client_keepalive_ms);
+	if (!was_done && tls_conn_handshake_done(cl->tls)) {
+		struct tls_facts tf;
+		tls_conn_facts(cl->tls, &tf);
+		stats_add(cl->li->st, tf.resumed ? STAT_TLS_RESUMED
+				      : tf.key_alg && tf.key_alg[0] == 'E' ? STAT_TLS_FULL_ECDSA : STAT_TLS_FULL_RSA, 1);
+		if (cl->state == CL_IDLE)
+			client_timer(cl, timeouts()->client_keepalive_ms);
+	}
 	if (plain->len)
 		client_on_plain(cl, plain->data, plain->len);
 	if (st == TLS_CLOSED && cl->state != CL_CLOSING)
@@ -1011,6 +1109,8 @@ void client_accept(struct worker_listener *li)
 	cl->hs_in.len = 0;
 	list_add_tail(&W->clients, &cl->link);
 	W->nclients++;
+	stats_add(li->st, STAT_CONN_ACCEPTED, 1);
+	stats_gauge_add(li->st, GAUGE_CLIENTS, 1);
 	txn_reset(cl);
 	if (uv_accept((uv_stream_t *)&li->tcp, (uv_stream_t *)&cl->tcp) < 0) {
 		cl->state = CL_IDLE;
@@ -1075,6 +1175,9 @@ void client_backend_ready(struct client *cl)
 	buf_append(&bc->out.pending, t->tobe.data, t->tobe.len);
 	t->tobe.len = 0;
 	t->t_sent = now_us();
+	enum stats_counter kind = bc->nreq > 1 ? STAT_BCONN_REUSED : STAT_BCONN_NEW;
+	stats_add(t->be->st, kind, 1);
+	stats_add(bc->srv->st, kind, 1);
 	bconn_flush(bc);
 	if (bc->state != BC_BUSY)
 		return;

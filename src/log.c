@@ -124,6 +124,11 @@ struct buf *log_access_begin(void)
 	return &access_buf;
 }
 
+struct buf *log_access_begin_raw(void)
+{
+	return &access_buf;
+}
+
 void log_access_commit(void)
 {
 	buf_append(&access_buf, "\n", 1);

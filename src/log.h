@@ -26,6 +26,8 @@ void log_msg(enum log_level lvl, const char *fmt, ...) __attribute__((format(pri
 int log_access_enabled(void);
 /* Buffer where a worker composes one access line; log_access_commit ends it. */
 struct buf *log_access_begin(void);
+/* The same without the leading timestamp (JSON lines place it themselves). */
+struct buf *log_access_begin_raw(void);
 void log_access_commit(void);
 void log_flush(void);
 

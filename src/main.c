@@ -7,9 +7,9 @@
 #include "cfg.h"
 #include "log.h"
 #include "master.h"
+#include "version.h"
 #include "tls.h"
 
-#define SLUICE_VERSION "0.1.0"
 
 static void usage(FILE *f)
 {

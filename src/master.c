@@ -21,6 +21,7 @@
 #include "cfg.h"
 #include "log.h"
 #include "shm.h"
+#include "stats.h"
 #include "tls.h"
 #include "util.h"
 #include "worker.h"
@@ -186,6 +187,12 @@ void master_tls_free(const struct cfg *cfg, struct tls_set *tls)
 
 static int register_slots(struct cfg *cfg)
 {
+	for (unsigned l = 0; l < cfg->nlisteners; l++) {
+		char name[SHM_NAME_MAX];
+		stats_listener_slot_name(&cfg->listeners[l], name, sizeof(name));
+		if (shm_slot_get(name) < 0)
+			return -1;
+	}
 	for (unsigned b = 0; b < cfg->nbackends; b++) {
 		struct cfg_backend *be = &cfg->backends[b];
 		if (shm_slot_get(be->name) < 0)
@@ -285,6 +292,7 @@ static void reap(int stopping)
 			continue;
 		struct wproc pr = procs[i];
 		procs[i].pid = 0;
+		stats_worker_retire(pr.slot);
 		shm_worker_reclaim(pr.slot);
 		int crashed = WIFSIGNALED(status) || (WIFEXITED(status) && WEXITSTATUS(status) != 0);
 		if (pr.gen != generation || stopping) {
@@ -375,7 +383,7 @@ int master_run(struct cfg *cfg)
 {
 	cur = cfg;
 	log_set_role("master");
-	if (shm_init() < 0) {
+	if (shm_init() < 0 || stats_init() < 0) {
 		log_error("shared memory: %s", strerror(errno));
 		return 1;
 	}

@@ -121,10 +121,13 @@ struct bconn {
 	uint8_t reusable;
 };
 
+struct stats_block;
+
 struct server {
 	struct cfg_server *cfg;
 	struct backend *be;
 	int slot;                  /* shm slot */
+	struct stats_block *st;    /* this worker's stats for it */
 	struct list idle;          /* idle bconns, most recent first */
 	uint32_t nidle;
 	uint32_t local_conns;      /* connections this worker holds open */
@@ -140,6 +143,7 @@ struct backend {
 	struct server *servers;
 	unsigned nservers;
 	int slot;                  /* shm slot (waiting counter, rr cursor) */
+	struct stats_block *st;
 	struct tls_client *tls;    /* TLS to the servers, or NULL */
 	struct list queue;         /* txns waiting for a connection, FIFO */
 	uint32_t rr;               /* round-robin cursor, per worker */
@@ -155,6 +159,7 @@ struct worker_listener {
 	struct backend *be;
 	struct worker *w;
 	struct tls_server *tls;    /* NULL for a plain listener */
+	struct stats_block *st;
 };
 
 #endif

@@ -2,6 +2,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 #include "shm.h"
 #include "util.h"
@@ -15,6 +16,9 @@ int shm_init(void)
 	if (p == MAP_FAILED)
 		return -1;
 	shm = p;
+	atomic_store(&shm->inspect_on, 1);
+	atomic_store(&shm->started, (int64_t)time(NULL));
+	atomic_store(&shm->master_pid, getpid());
 	for (int i = 0; i < SHM_MAX_WORKERS; i++) {
 		/* Created up front: a worker only inherits fds that exist when it
 		 * is forked, and it must be able to kick workers forked later. */

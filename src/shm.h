@@ -29,6 +29,8 @@ struct shm_slot {
 	char name[SHM_NAME_MAX];        /* "backend" or "backend/server"; "" = free */
 	_Atomic uint32_t c[SHM_NCOUNTERS];
 	_Atomic int up;                 /* server health: 1 up, 0 down */
+	_Atomic int admin;              /* enum shm_admin: operator's state (server slot) */
+	_Atomic uint32_t max_conns;     /* operator's max_connections, 0 = the config's */
 	_Atomic uint64_t ticket;        /* last queue ticket issued (backend slot) */
 };
 
@@ -38,7 +40,17 @@ struct shm_worker {
 	uint32_t generation;
 };
 
+/* Server states an operator sets through the admin listener. */
+enum shm_admin {
+	SHM_ADMIN_ENABLED,
+	SHM_ADMIN_DISABLED,  /* out of balancing, health checks paused */
+	SHM_ADMIN_DRAIN,     /* out of balancing, in-flight requests finish, checks go on */
+};
+
 struct shm {
+	_Atomic int inspect_on;         /* the inspection hook switch, all workers */
+	_Atomic int64_t started;        /* master start, unix seconds */
+	_Atomic pid_t master_pid;
 	struct shm_worker workers[SHM_MAX_WORKERS];
 	struct shm_slot slots[SHM_MAX_SLOTS];
 	_Atomic uint32_t contrib[SHM_MAX_WORKERS][SHM_MAX_SLOTS][SHM_NCOUNTERS];

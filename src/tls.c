@@ -907,3 +907,39 @@ void tls_conn_describe(const struct tls_conn *t, struct buf *out)
 		buf_append_str(out, " ccert=-");
 	}
 }
+
+void tls_conn_describe_json(const struct tls_conn *t, struct buf *out)
+{
+	if (!t->done) {
+		buf_append_str(out, ",\"tls\":{\"version\":null}");
+		return;
+	}
+	struct tls_facts f;
+	tls_conn_facts(t, &f);
+	buf_append_str(out, ",\"tls\":{\"version\":");
+	buf_append_json(out, f.version, strlen(f.version));
+	buf_append_str(out, ",\"cipher\":");
+	buf_append_json(out, f.cipher ? f.cipher : "", f.cipher ? strlen(f.cipher) : 0);
+	buf_append_str(out, ",\"sni\":");
+	if (f.sni)
+		buf_append_json(out, f.sni, strlen(f.sni));
+	else
+		buf_append_str(out, "null");
+	buf_append_str(out, ",\"alpn\":");
+	if (f.alpn_len)
+		buf_append_json(out, (const char *)f.alpn, f.alpn_len);
+	else
+		buf_append_str(out, "null");
+	buf_appendf(out, ",\"resumed\":%s,\"cert\":\"%s\"", f.resumed ? "true" : "false",
+		    t->cert < 0 || !t->srv ? "-" : t->srv->certs[t->cert].ecdsa ? "ecdsa" : "rsa");
+	X509 *peer = SSL_get_peer_certificate(t->ssl);
+	if (peer) {
+		char subj[256];
+		X509_NAME_oneline(X509_get_subject_name(peer), subj, sizeof(subj));
+		buf_append_str(out, ",\"client_cert\":");
+		buf_append_json(out, subj, strlen(subj));
+		buf_appendf(out, ",\"verify\":%ld", f.verify);
+		X509_free(peer);
+	}
+	buf_append_str(out, "}");
+}

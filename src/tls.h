@@ -88,6 +88,8 @@ size_t tls_conn_peer_cn(const struct tls_conn *t, char *out, size_t cap);
 /* Append the client certificate's DER to OUT; its length, 0 if none. */
 size_t tls_conn_peer_der(const struct tls_conn *t, struct buf *out);
 
+/* The same facts as a JSON object member: ,"tls":{...}. */
+void tls_conn_describe_json(const struct tls_conn *t, struct buf *out);
 /* " tls=TLSv1.3 cipher=... sni=... alpn=... resumed=0|1 cert=ecdsa|rsa
  * ccert=\"subject\"|-" for the access log. */
 void tls_conn_describe(const struct tls_conn *t, struct buf *out);

@@ -16,6 +16,7 @@
 #include "log.h"
 #include "master.h"
 #include "shm.h"
+#include "stats.h"
 #include "tls.h"
 #include "worker.h"
 
@@ -51,6 +52,7 @@ int upstream_init(struct worker *w, struct tls_set *tls)
 		list_init(&be->queue);
 		be->slot = shm_slot_find(be->cfg->name);
 		AN(be->slot >= 0);
+		be->st = stats_block(w->slot, be->slot);
 		be->nservers = be->cfg->nservers;
 		be->servers = calloc(be->nservers, sizeof(*be->servers));
 		AN(be->servers);
@@ -63,6 +65,7 @@ int upstream_init(struct worker *w, struct tls_set *tls)
 			snprintf(name, sizeof(name), "%s/%s", be->cfg->name, srv->cfg->name);
 			srv->slot = shm_slot_find(name);
 			AN(srv->slot >= 0);
+			srv->st = stats_block(w->slot, srv->slot);
 		}
 	}
 	return 0;
@@ -94,17 +97,33 @@ struct backend *upstream_backend(const char *name)
 	return NULL;
 }
 
+/* Healthy and not taken out of balancing by the operator. */
 static int server_up(const struct server *srv)
 {
-	return atomic_load_explicit(&shm->slots[srv->slot].up, memory_order_relaxed);
+	const struct shm_slot *s = &shm->slots[srv->slot];
+	return atomic_load_explicit(&s->up, memory_order_relaxed) &&
+	       atomic_load_explicit(&s->admin, memory_order_relaxed) == SHM_ADMIN_ENABLED;
+}
+
+uint32_t upstream_server_max_conns(const struct server *srv)
+{
+	uint32_t v = atomic_load_explicit(&shm->slots[srv->slot].max_conns, memory_order_relaxed);
+	return v ? v : srv->cfg->max_connections;
 }
 
 /* Instance-wide count of connections carrying a request, which only
  * leastconn reads: other backends skip the shared-cache-line traffic. */
 static void busy_add(struct server *srv, int delta)
 {
+	stats_gauge_add(srv->st, GAUGE_BCONN_BUSY, delta);
 	if (srv->be->cfg->balance == CFG_BALANCE_LEASTCONN)
 		shm_add(W->slot, srv->slot, SHM_BUSY, delta);
+}
+
+static void idle_add(struct server *srv, int delta)
+{
+	srv->nidle = (uint32_t)((int)srv->nidle + delta);
+	stats_gauge_add(srv->st, GAUGE_BCONN_IDLE, delta);
 }
 
 /* ---- connection lifecycle ---- */
@@ -128,7 +147,7 @@ static void bconn_close(struct bconn *bc)
 		return;
 	struct server *srv = bc->srv;
 	if (bc->state == BC_IDLE) {
-		srv->nidle--;
+		idle_add(srv, -1);
 	} else if (bc->state == BC_BUSY) {
 		busy_add(srv, -1);
 	}
@@ -180,7 +199,7 @@ static void bconn_retire(struct bconn *bc)
 	}
 	struct server *srv = bc->srv;
 	if (bc->state == BC_IDLE)
-		srv->nidle--;
+		idle_add(srv, -1);
 	else
 		busy_add(srv, -1);
 	list_del(&bc->link);
@@ -514,10 +533,31 @@ static int usable_by(const struct bconn *bc, const struct client *cl)
 	return bc->pp.len == 0 || bc->owner == cl->serial;
 }
 
+/* Connections open beyond the cap (the operator lowered it); retiring ones
+ * still count until the backend closes them. */
+static uint32_t over_cap(const struct server *srv)
+{
+	uint32_t open = shm_get(srv->slot, SHM_CONNS), max = upstream_server_max_conns(srv);
+	return open > max ? open - max : 0;
+}
+
+/* Close idle connections of SRV here, oldest first, to bring it under its
+ * cap (and all of them when it is out of balancing). */
+static void server_shrink_idle(struct server *srv)
+{
+	uint32_t n = server_up(srv) ? over_cap(srv) : srv->nidle;
+	while (n-- > 0 && srv->nidle)
+		bconn_retire(CONTAINER_OF(srv->idle.prev, struct bconn, link));
+}
+
 static struct bconn *server_find_idle(struct server *srv, struct client *cl)
 {
 	if (srv->nidle == 0)
 		return NULL;
+	if (over_cap(srv)) {  /* shrink to the cap rather than reuse */
+		server_shrink_idle(srv);
+		return NULL;
+	}
 	if (srv->cfg->proxy_protocol == CFG_PP_OFF)
 		return CONTAINER_OF(srv->idle.next, struct bconn, link);
 	for (struct list *pos = cl->parked.next; pos != &cl->parked; pos = pos->next) {
@@ -533,7 +573,7 @@ static void server_take_idle(struct bconn *bc)
 	struct server *srv = bc->srv;
 	list_del(&bc->link);
 	list_del(&bc->park_link);
-	srv->nidle--;
+	idle_add(srv, -1);
 	uv_timer_stop(&bc->timer);
 	bc->state = BC_BUSY;
 	busy_add(srv, 1);
@@ -569,7 +609,7 @@ static struct server *pick_server(struct client *cl, struct backend *be, struct 
 			if (busy >= best_busy)
 				continue;
 			struct bconn *bc = server_find_idle(srv, cl);
-			if (bc == NULL && shm_get(srv->slot, SHM_CONNS) >= srv->cfg->max_connections) {
+			if (bc == NULL && shm_get(srv->slot, SHM_CONNS) >= upstream_server_max_conns(srv)) {
 				server_evict_idle(srv);
 				continue;
 			}
@@ -578,7 +618,7 @@ static struct server *pick_server(struct client *cl, struct backend *be, struct 
 			best_busy = busy;
 		}
 		if (best && best_idle == NULL) {
-			if (!shm_conns_reserve(W->slot, best->slot, best->cfg->max_connections))
+			if (!shm_conns_reserve(W->slot, best->slot, upstream_server_max_conns(best)))
 				return NULL;
 		}
 		*idle = best_idle;
@@ -594,7 +634,7 @@ static struct server *pick_server(struct client *cl, struct backend *be, struct 
 		*any_up = 1;
 		if ((*idle = server_find_idle(srv, cl)) != NULL)
 			return srv;
-		if (shm_conns_reserve(W->slot, srv->slot, srv->cfg->max_connections))
+		if (shm_conns_reserve(W->slot, srv->slot, upstream_server_max_conns(srv)))
 			return srv;
 		server_evict_idle(srv);
 	}
@@ -651,6 +691,7 @@ static void queue_remove(struct client *cl)
 	list_del(&cl->txn.qlink);
 	cl->txn.queued = 0;
 	be->nqueued--;
+	stats_gauge_add(be->st, GAUGE_QUEUED, -1);
 	shm_add(W->slot, be->slot, SHM_WAITING, -1);
 	if (was_head)
 		queue_publish(be);
@@ -714,6 +755,7 @@ enum reason upstream_request(struct client *cl)
 	list_add_tail(&be->queue, &cl->txn.qlink);
 	cl->txn.queued = 1;
 	be->nqueued++;
+	stats_gauge_add(be->st, GAUGE_QUEUED, 1);
 	shm_add(W->slot, be->slot, SHM_WAITING, 1);
 	if (be->nqueued == 1) {
 		queue_publish(be);
@@ -762,6 +804,9 @@ void upstream_on_kick(void)
 {
 	for (unsigned b = 0; b < W->nbackends; b++) {
 		struct backend *be = &W->backends[b];
+		/* A server taken out (health or operator) keeps no idle connections. */
+		for (unsigned s = 0; s < be->nservers; s++)
+			server_shrink_idle(&be->servers[s]);
 		backend_dispatch(be);
 		/* Others wait, and our idle connections are of no use to us now:
 		 * give their slots up. */
@@ -806,7 +851,7 @@ void upstream_release(struct bconn *bc, int reusable)
 		client_backend_ready(cl);
 		return;
 	}
-	if (shm_get(be->slot, SHM_WAITING) > 0 || srv->nidle >= be->cfg->idle_max) {
+	if (shm_get(be->slot, SHM_WAITING) > 0 || srv->nidle >= be->cfg->idle_max || over_cap(srv)) {
 		bconn_retire(bc);
 		return;
 	}
@@ -814,7 +859,7 @@ void upstream_release(struct bconn *bc, int reusable)
 	busy_add(srv, -1);
 	bc->state = BC_IDLE;
 	list_add_head(&srv->idle, &bc->link);
-	srv->nidle++;
+	idle_add(srv, 1);
 	if (bc->pp.len && owner)  /* retired when its client goes */
 		list_add_tail(&owner->parked, &bc->park_link);
 	if (bc->read_stopped) {  /* idle connections always read, to see EOF */

@@ -25,6 +25,8 @@ void upstream_cancel(struct client *cl);
 /* The exchange on BC ended cleanly; REUSABLE says the connection may carry
  * another request. Hands it to a queued request, pools it or closes it. */
 void upstream_release(struct bconn *bc, int reusable);
+/* max_connections now: the operator's override or the config's. */
+uint32_t upstream_server_max_conns(const struct server *srv);
 /* CL is closing: its PROXY-keyed idle connections can serve no one else. */
 void upstream_client_gone(struct client *cl);
 void upstream_abort(struct bconn *bc);

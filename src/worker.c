@@ -7,11 +7,13 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 #include "worker.h"
+#include "admin.h"
 #include "health.h"
 #include "http1.h"
 #include "log.h"
 #include "master.h"
 #include "shm.h"
+#include "stats.h"
 #include "upstream.h"
 
 struct worker *W;
@@ -111,6 +113,7 @@ static void worker_drain(void)
 		if (!uv_is_closing((uv_handle_t *)&W->listeners[i].tcp))
 			uv_close((uv_handle_t *)&W->listeners[i].tcp, listener_closed);
 	health_stop();
+	admin_stop();
 	client_drain_all();
 	upstream_close_idle();
 	uv_timer_start(&W->drain_timer, drain_timeout_cb, W->cfg->timeouts.drain_ms, 0);
@@ -167,6 +170,11 @@ void worker_run(struct cfg *cfg, int index, int slot, const struct worker_fd *fd
 		li->cfg = &cfg->listeners[fds[i].listener];
 		li->be = upstream_backend(li->cfg->backend_name);
 		li->tls = tls->listeners[fds[i].listener];
+		char sname[SHM_NAME_MAX];
+		stats_listener_slot_name(li->cfg, sname, sizeof(sname));
+		int sslot = shm_slot_find(sname);
+		AN(sslot >= 0);
+		li->st = stats_block(slot, sslot);
 		AN(li->be);
 		li->w = &w;
 		uv_tcp_init(&w.loop, &li->tcp);
@@ -201,8 +209,10 @@ void worker_run(struct cfg *cfg, int index, int slot, const struct worker_fd *fd
 	uv_idle_init(&w.loop, &w.hs_idle);
 	uv_timer_init(&w.loop, &w.drain_timer);
 	uv_timer_init(&w.loop, &w.queue_timer);
-	if (index == 0)
+	if (index == 0) {
 		health_start(&w);
+		admin_start(&w);
+	}
 	/* The master may have been told to stop while we were forking. */
 	if (getppid() == 1)
 		worker_drain();

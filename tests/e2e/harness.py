@@ -192,13 +192,17 @@ def server(port, name="s1", max_connections=64, host=HOST, **extra):
 
 def make_config(listen_port, servers, *, workers=1, backend_name="app", error_log=None,
                 access_log=None, timeouts=None, limits=None, backend=None, health=None,
-                listener=None, forward=None, listen_host=HOST):
+                listener=None, forward=None, listen_host=HOST, admin=None,
+                access_log_format=None):
     """A full sluice config dict. SERVERS: list of server dicts (see
     server()). BACKEND: extra keys for the backend; HEALTH: the
     health_check mapping (omitted when None). LISTENER: extra keys for the
     listener (accept_proxy_from, trusted_forwarders, tls, ...); FORWARD: the
     backend's forward mapping (omitted when None); LISTEN_HOST: the
-    listener's host ("[::1]" for IPv6 loopback)."""
+    listener's host ("[::1]" for IPv6 loopback). ADMIN: the admin mapping
+    ({"address": "127.0.0.1:PORT", "token": ...}; {} for the defaults),
+    omitted when None; ACCESS_LOG_FORMAT: "text" or "json" (omitted when
+    None)."""
     t = {"client_header": "10s", "client_keepalive": "60s", "client_body": "30s", "drain": "10s"}
     t.update(timeouts or {})
     lim = {"max_request_line": "8k", "max_header_size": "32k", "max_headers": 100,
@@ -215,7 +219,7 @@ def make_config(listen_port, servers, *, workers=1, backend_name="app", error_lo
     be["servers"] = servers
     li = {"name": "http", "address": "%s:%d" % (listen_host, listen_port), "backend": backend_name}
     li.update(listener or {})
-    return {
+    cfg = {
         "workers": workers,
         "error_log": error_log or "stderr",
         "access_log": access_log or "stderr",
@@ -224,6 +228,56 @@ def make_config(listen_port, servers, *, workers=1, backend_name="app", error_lo
         "listeners": [li],
         "backends": [be],
     }
+    if access_log_format is not None:
+        cfg["access_log_format"] = access_log_format
+    if admin is not None:
+        cfg["admin"] = admin
+    return cfg
+
+
+def admin_config(port=None, token=None):
+    """An admin mapping on 127.0.0.1:PORT (a free port when None)."""
+    a = {"address": "%s:%d" % (HOST, port or free_port())}
+    if token is not None:
+        a["token"] = token
+    return a
+
+
+ADMIN_DEFAULT_ADDRESS = "127.0.0.1:9901"
+
+
+def socket_pids(local_port, remote_port=None, pids=()):
+    """PIDs among PIDS holding a TCP socket (IPv4) whose local port is
+    LOCAL_PORT and, when REMOTE_PORT is given, whose remote port is
+    REMOTE_PORT (with REMOTE_PORT None: listening sockets only). Looked up
+    in /proc/net/tcp and the processes' fd tables."""
+    inodes = set()
+    with open("/proc/net/tcp") as f:
+        for line in f.readlines()[1:]:
+            fl = line.split()
+            lport = int(fl[1].split(":")[1], 16)
+            rport = int(fl[2].split(":")[1], 16)
+            if lport != local_port:
+                continue
+            if remote_port is None and fl[3] == "0A":       # LISTEN
+                inodes.add("socket:[%s]" % fl[9])
+            elif remote_port is not None and rport == remote_port:
+                inodes.add("socket:[%s]" % fl[9])
+    out = []
+    for pid in pids:
+        d = "/proc/%d/fd" % pid
+        try:
+            fds = os.listdir(d)
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                if os.readlink(os.path.join(d, fd)) in inodes:
+                    out.append(pid)
+                    break
+            except OSError:
+                pass
+    return out
 
 
 # --------------------------------------------------------------------------
@@ -318,6 +372,64 @@ class Sluice:
         return [int(l["address"].rsplit(":", 1)[1]) for l in self.config["listeners"]]
 
     @property
+    def admin_port(self):
+        """The admin listener's port (None without an admin mapping)."""
+        a = self.config.get("admin") if isinstance(self.config, dict) else None
+        if a is None:
+            return None
+        return int(a.get("address", ADMIN_DEFAULT_ADDRESS).rsplit(":", 1)[1])
+
+    @property
+    def admin_token(self):
+        a = self.config.get("admin") if isinstance(self.config, dict) else None
+        return (a or {}).get("token")
+
+    def admin_request(self, method, path, body=None, token=True, headers=None,
+                      timeout=DEFAULT_TIMEOUT):
+        """One request to the admin listener (new connection). TOKEN: True
+        sends the configured token (if any), a string sends that one, None
+        sends no Authorization header."""
+        hs = list(headers or [])
+        if token is True:
+            token = self.admin_token
+        if token is not None:
+            hs.append(("Authorization", "Bearer " + token))
+        if method == "POST" and body is None:
+            body = b""
+        if isinstance(body, str):
+            body = body.encode()
+        return http_request(self.admin_port, method, path, headers=hs, body=body,
+                            timeout=timeout)
+
+    def admin_get(self, path, **kw):
+        return self.admin_request("GET", path, **kw)
+
+    def admin_post(self, path, body=b"", **kw):
+        return self.admin_request("POST", path, body=body, **kw)
+
+    def status(self):
+        """GET /status, parsed."""
+        r = self.admin_get("/status")
+        assert r.status == 200, r
+        return json.loads(r.body.decode())
+
+    def metrics_text(self):
+        r = self.admin_get("/metrics")
+        assert r.status == 200, r
+        return r.body.decode()
+
+    def admin_owner(self):
+        """PIDs of the workers listening on the admin port."""
+        return socket_pids(self.admin_port, None, self.worker_pids())
+
+    def socket_owner(self, cport, port=None):
+        """PID of the worker holding the server side of the client
+        connection from local port CPORT to listener PORT (default: the
+        first listener), or None."""
+        pids = socket_pids(port or self.port, cport, self.worker_pids())
+        return pids[0] if pids else None
+
+    @property
     def hosts(self):
         """Where to probe each listener: its host for a bracketed IPv6
         address ("[::1]:8080" -> "::1"), else 127.0.0.1."""
@@ -346,6 +458,8 @@ class Sluice:
                 n = self.config.get("workers", 1)
                 wait_for(lambda: len(self.worker_pids()) >= n, timeout,
                          what="%d workers" % n)
+                if self.admin_port is not None:
+                    wait_port(self.admin_port, timeout, proc=self.proc)
         except Exception:
             raise RuntimeError("sluice did not become ready: %s\n--- stderr:\n%s\n--- error log:\n%s"
                                % (self._exc_text(), read_text(self.stderr_path)[-3000:],
@@ -425,6 +539,25 @@ class Sluice:
 
     def access_entries(self):
         return [e for e in (parse_access_line(l) for l in read_text(self.access_log).splitlines()) if e]
+
+    def access_json(self):
+        """The access log as JSON lines (access_log_format: json): a list of
+        dicts; a line that is not valid JSON raises ValueError naming it.
+        The file is decoded strictly as UTF-8 (JSON text must be UTF-8)."""
+        try:
+            with open(self.access_log, "rb") as f:
+                raw = f.read()
+        except FileNotFoundError:
+            return []
+        out = []
+        for line in raw.split(b"\n"):
+            if not line:
+                continue
+            try:
+                out.append(json.loads(line.decode("utf-8")))
+            except ValueError as e:
+                raise ValueError("access log line is not JSON (%s): %r" % (e, line))
+        return out
 
     def wait_access_entry(self, pred, timeout=3.0):
         """Poll the access log until an entry (dict) satisfies PRED."""
