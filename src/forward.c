@@ -171,6 +171,16 @@ void forward_write(const struct client *cl, const struct msg *m, const struct cf
 	}
 }
 
+static void proxy_encode(const struct cfg_server *srv, const struct pp_header *h, struct buf *out)
+{
+	buf_reserve(out, PP_V2_MAX);
+	size_t n = srv->proxy_protocol == CFG_PP_V1
+		? pp_encode_v1(h, out->data + out->len, out->cap - out->len)
+		: pp_encode_v2(h, (uint8_t *)out->data + out->len, out->cap - out->len);
+	AN(n > 0);
+	out->len += n;
+}
+
 void forward_proxy_header(const struct client *cl, const struct cfg_server *srv, struct buf *out)
 {
 	if (srv->proxy_protocol == CFG_PP_OFF)
@@ -205,12 +215,7 @@ void forward_proxy_header(const struct client *cl, const struct cfg_server *srv,
 			h.ssl = &ssl;
 		}
 	}
-	buf_reserve(out, PP_V2_MAX);
-	size_t n = srv->proxy_protocol == CFG_PP_V1
-		? pp_encode_v1(&h, out->data + out->len, out->cap - out->len)
-		: pp_encode_v2(&h, (uint8_t *)out->data + out->len, out->cap - out->len);
-	AN(n > 0);
-	out->len += n;
+	proxy_encode(srv, &h, out);
 }
 
 void forward_proxy_local(const struct cfg_server *srv, struct buf *out)
@@ -218,10 +223,5 @@ void forward_proxy_local(const struct cfg_server *srv, struct buf *out)
 	if (srv->proxy_protocol == CFG_PP_OFF)
 		return;
 	struct pp_header h = { 0 };
-	buf_reserve(out, PP_V2_MAX);
-	size_t n = srv->proxy_protocol == CFG_PP_V1
-		? pp_encode_v1(&h, out->data + out->len, out->cap - out->len)
-		: pp_encode_v2(&h, (uint8_t *)out->data + out->len, out->cap - out->len);
-	AN(n > 0);
-	out->len += n;
+	proxy_encode(srv, &h, out);
 }

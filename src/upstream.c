@@ -519,15 +519,6 @@ void bconn_read_pause(struct bconn *bc, int pause)
  * addresses, TLS facts, its UNIQUE_ID), so only that client may reuse it:
  * such connections wait in the client's `parked` list, found without
  * building or comparing headers. Other servers share one pool. */
-static struct buf pp_key;
-
-static const struct buf *key_for(struct client *cl, struct server *srv)
-{
-	pp_key.len = 0;
-	forward_proxy_header(cl, srv->cfg, &pp_key);
-	return &pp_key;
-}
-
 static int usable_by(const struct bconn *bc, const struct client *cl)
 {
 	return bc->pp.len == 0 || bc->owner == cl->serial;
@@ -661,8 +652,7 @@ static int try_acquire(struct client *cl, int *any_up)
 	struct bconn *bc = bconn_new(srv);
 	if (bc == NULL)
 		return -1;
-	const struct buf *key = key_for(cl, srv);
-	buf_append(&bc->pp, key->data, key->len);
+	forward_proxy_header(cl, srv->cfg, &bc->pp);
 	bc->owner = cl->serial;
 	be->nconnects++;
 	bconn_attach(bc, cl);
@@ -884,14 +874,8 @@ void upstream_abort(struct bconn *bc)
 
 void upstream_close_idle(void)
 {
-	for (unsigned b = 0; b < W->nbackends; b++) {
-		struct backend *be = &W->backends[b];
-		for (unsigned s = 0; s < be->nservers; s++) {
-			struct server *srv = &be->servers[s];
-			while (!list_empty(&srv->idle))
-				bconn_retire(CONTAINER_OF(srv->idle.next, struct bconn, link));
-		}
-	}
+	for (unsigned b = 0; b < W->nbackends; b++)
+		retire_idle(&W->backends[b]);
 }
 
 void upstream_server_failed(struct server *srv, const char *why)
