@@ -24,8 +24,8 @@ WARN     = -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototyp
 # llhttp strict mode: the checks (CRLF line ends, token header names, chunk
 # CRLF) a proxy must not be lenient about. Our code sees the same define.
 LLHTTP_DEFS = -DLLHTTP_STRICT_MODE=1
-CFLAGS_BASE = -std=c11 $(O) -g $(WARN) -D_GNU_SOURCE $(LLHTTP_DEFS) $(STATS_DEF) $(TLS_CFLAGS) -I/usr/share/include/llhttp -Isrc
-LIBS_BASE = -luv -lcyaml -lyaml $(TLS_LIBS) -lpthread -lm
+CFLAGS_BASE = -std=c11 $(O) -g $(WARN) -D_GNU_SOURCE $(LLHTTP_DEFS) $(STATS_DEF) $(TLS_CFLAGS) -I/usr/share/include/llhttp -I/usr/include/lua5.4 -Isrc
+LIBS_BASE = -luv -lcyaml -lyaml $(TLS_LIBS) -llua5.4 -lpcre2-8 -lhs -lpthread -lm
 # STATS=0 compiles the statistics calls out (for measuring what they cost:
 # make bench-stats); never for production.
 STATS ?= 1
@@ -56,10 +56,10 @@ UNIT_SRC = $(wildcard tests/unit/test_*.c)
 UNIT_BIN = $(patsubst tests/unit/%.c,$(BUILD)/unit/%,$(UNIT_SRC))
 
 DEB_BUILD_PKGS = gcc make pkg-config openssl libuv1-dev node-llhttp libssl-dev android-libboringssl-dev \
-                 liblua5.4-dev libjemalloc-dev libcyaml-dev libyaml-dev libpcre2-dev
+                 liblua5.4-dev libjemalloc-dev libcyaml-dev libyaml-dev libpcre2-dev libhyperscan-dev
 DEB_TEST_PKGS  = curl wrk haproxy nginx openssl python3 python3-pip python3-prometheus-client chromium
 
-.PHONY: all run test unit e2e e2e-tls asan test-asan deps test-deps bench-core bench-identity clean
+.PHONY: all run test unit e2e e2e-tls asan test-asan deps test-deps bench-core bench-tls bench-identity bench-stats clean
 all: $(BUILD)/sluice $(BUILD)/demo_backend
 
 # Rebuild everything when the flags change (conventions: "rebuild when flags change").
@@ -153,6 +153,11 @@ $(BUILD)/srcload: bench/srcload.c $(BUILD)/.flags
 
 bench-identity: all $(BUILD)/srcload
 	BUILD=$(BUILD) sh bench/identity.sh
+
+# Stats on vs the same code built with STATS=0 (stats calls compiled out).
+bench-stats: all
+	$(MAKE) STATS=0 all
+	BUILD=$(BUILD) sh bench/stats.sh
 
 clean:
 	rm -rf build build-* 

@@ -114,12 +114,13 @@ PROXY_PIN, LOAD_PIN, PIN_TEXT = pinning(PIN)
 
 # ---------------------------------------------------------------- configs
 
-def conf_sluice(d, port, bport):
+def conf_sluice(d, port, bport, admin_port=None):
+    admin = f"admin:\n  address: 127.0.0.1:{admin_port}\n" if admin_port else ""
     return f"""# sluice, one worker, one listener -> one backend with one server
 workers: 1
 error_log: {d}/sluice.error.log
 access_log: off
-timeouts:
+{admin}timeouts:
   drain: 0
 listeners:
   - name: http
@@ -257,13 +258,13 @@ def start_proxy(name, d, bport):
 
 # ---------------------------------------------------------------- wrk
 
-def wrk_cmd(port, seconds):
+def wrk_cmd(port, seconds, extra=()):
     return LOAD_PIN + ["wrk", f"-t{WRK_THREADS}", f"-c{CONNECTIONS}", f"-d{seconds}s", "--latency",
-                       f"http://127.0.0.1:{port}/"]
+                       *extra, f"http://127.0.0.1:{port}/"]
 
 
-def run_wrk(port, seconds, outfile):
-    cmd = wrk_cmd(port, seconds)
+def run_wrk(port, seconds, outfile, extra=()):
+    cmd = wrk_cmd(port, seconds, extra)
     cp = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                         timeout=seconds + 60)
     if outfile:
@@ -273,10 +274,11 @@ def run_wrk(port, seconds, outfile):
 
 # ---------------------------------------------------------------- one run
 
-def measure(label, rnd, d, port, proxy, backend):
-    """Warm up, then one measured wrk run; proxy is a Popen or None (direct)."""
+def measure(label, rnd, d, port, proxy, backend, wrk_extra=()):
+    """Warm up, then one measured wrk run; proxy is a Popen or None (direct).
+    wrk_extra: more wrk arguments (bench/stats.py: -H 'Connection: close')."""
     if WARMUP:
-        run_wrk(port, WARMUP, None)
+        run_wrk(port, WARMUP, None, wrk_extra)
     raw = os.path.join(d, "raw", f"r{rnd + 1}-{label}.txt")
     pids_before = sorted(tree_ticks(proxy.pid)) if proxy else []
     b0 = tree_ticks(backend.pid)
@@ -284,7 +286,7 @@ def measure(label, rnd, d, port, proxy, backend):
     w0 = children_cpu()
     s0 = system_busy_ticks()
     t0 = time.monotonic()
-    out = run_wrk(port, DURATION, raw)
+    out = run_wrk(port, DURATION, raw, wrk_extra)
     wall = time.monotonic() - t0
     s1 = system_busy_ticks()
     c1 = tree_ticks(proxy.pid) if proxy else {}

@@ -149,6 +149,19 @@ struct cfg_tls {
 	int line, col;             /* of the tls mapping */
 };
 
+/* The Lua inspection hook of a listener (docs/lua-api.md). */
+struct cfg_inspect {
+	int enabled;               /* 1 when the inspect mapping is present */
+	char script[512];          /* path, relative to the working directory */
+	uint32_t body;             /* request body bytes to hold and inspect, 0 = off (default) */
+	int body_reject;           /* a longer body: 1 = 413, 0 = inspect its first bytes (default) */
+	int on_error_deny;         /* script error or budget overrun: 1 = 500, 0 = allow (default) */
+	uint64_t budget_instructions; /* per call, default 1,000,000; 0 = none */
+	uint32_t budget_us;        /* wall time per call, default 5000; 0 = none */
+	int shadow;                /* mode: shadow: run, decide, apply nothing */
+	int line, col;             /* of the script key, for load errors */
+};
+
 struct cfg_listener {
 	char name[CFG_NAME_MAX];
 	struct cfg_addr addr;
@@ -164,6 +177,7 @@ struct cfg_listener {
 	 * X-Real-IP, ...) are kept and appended to: a chain of proxies. */
 	struct cidr *trusted_forwarders;
 	unsigned ntrusted_forwarders;
+	struct cfg_inspect inspect;
 };
 
 struct cfg_timeouts {
@@ -202,6 +216,8 @@ struct cfg {
 	char access_log[512];           /* "stderr", "off" or a file path, default stderr */
 	enum cfg_log_format access_log_format;
 	struct cfg_admin admin;
+	int inspection;                 /* the live inspection switch at start/reload, default on */
+	uint64_t lua_memory_max;        /* bytes per worker Lua state, default 64 MiB */
 	char pid_file[512];             /* "" = none */
 	struct cfg_timeouts timeouts;
 	struct cfg_limits limits;

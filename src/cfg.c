@@ -37,6 +37,7 @@
 #include <yaml.h>
 
 #include "cfg.h"
+#include "inspect.h"
 #include "netaddr.h"
 
 #define CFG_FILE_MAX (4u << 20) /* refuse larger files: surely not a config */
@@ -280,9 +281,19 @@ struct y_tls {
 	char *client_auth, *client_ca, *verify_depth;
 };
 
+struct y_budget {
+	char *instructions, *time;
+};
+
+struct y_inspect {
+	char *script, *body, *body_overflow, *on_error, *mode;
+	struct y_budget *budget;
+};
+
 struct y_listener {
 	char *name, *address, *backlog, *backend;
 	struct y_tls *tls;
+	struct y_inspect *inspect;
 	char **accept_proxy_from;
 	unsigned accept_proxy_from_count;
 	char **trusted_forwarders;
@@ -304,6 +315,7 @@ struct y_admin {
 
 struct y_root {
 	char *workers, *error_log, *access_log, *access_log_format, *pid_file;
+	char *inspection, *lua_memory_max;
 	struct y_admin *admin;
 	struct y_timeouts *timeouts;
 	struct y_limits *limits;
@@ -428,12 +440,29 @@ static const cyaml_schema_field_t y_tls_fields[] = {
 	CYAML_FIELD_END
 };
 
+static const cyaml_schema_field_t y_budget_fields[] = {
+	F_STR("instructions", OPT, struct y_budget, instructions),
+	F_STR("time", OPT, struct y_budget, time),
+	CYAML_FIELD_END
+};
+
+static const cyaml_schema_field_t y_inspect_fields[] = {
+	F_STR("script", REQ, struct y_inspect, script),
+	F_STR("body", OPT, struct y_inspect, body),
+	F_STR("body_overflow", OPT, struct y_inspect, body_overflow),
+	F_STR("on_error", OPT, struct y_inspect, on_error),
+	F_STR("mode", OPT, struct y_inspect, mode),
+	CYAML_FIELD_MAPPING_PTR("budget", OPT, struct y_inspect, budget, y_budget_fields),
+	CYAML_FIELD_END
+};
+
 static const cyaml_schema_field_t y_listener_fields[] = {
 	F_STR("name", OPT, struct y_listener, name),
 	F_STR("address", REQ, struct y_listener, address),
 	F_STR("backlog", OPT, struct y_listener, backlog),
 	F_STR("backend", REQ, struct y_listener, backend),
 	CYAML_FIELD_MAPPING_PTR("tls", OPT, struct y_listener, tls, y_tls_fields),
+	CYAML_FIELD_MAPPING_PTR("inspect", OPT, struct y_listener, inspect, y_inspect_fields),
 	F_STRS("accept_proxy_from", struct y_listener, accept_proxy_from),
 	F_STRS("trusted_forwarders", struct y_listener, trusted_forwarders),
 	CYAML_FIELD_END
@@ -473,6 +502,8 @@ static const cyaml_schema_field_t y_root_fields[] = {
 	F_STR("access_log", OPT, struct y_root, access_log),
 	F_STR("access_log_format", OPT, struct y_root, access_log_format),
 	CYAML_FIELD_MAPPING_PTR("admin", OPT, struct y_root, admin, y_admin_fields),
+	F_STR("inspection", OPT, struct y_root, inspection),
+	F_STR("lua_memory_max", OPT, struct y_root, lua_memory_max),
 	F_STR("pid_file", OPT, struct y_root, pid_file),
 	CYAML_FIELD_MAPPING_PTR("timeouts", OPT, struct y_root, timeouts, y_timeouts_fields),
 	CYAML_FIELD_MAPPING_PTR("limits", OPT, struct y_root, limits, y_limits_fields),
@@ -515,6 +546,7 @@ struct cfg_load {
 	size_t npos, cappos;
 	const char *data;       /* the file's bytes */
 	size_t datalen;
+	uint64_t lua_memory_max; /* for loading scripts as the workers will */
 };
 
 enum { AT_KEY, AT_VALUE };
@@ -1656,6 +1688,82 @@ static int conv_cidrs(struct cfg_load *ld, const char *path, char *const *y, uns
 	return 0;
 }
 
+/* One of WORDS (NULL-terminated) or an error listing them; returns the
+ * index, or -1 (absent or bad: *OUT untouched). */
+static int conv_word(struct cfg_load *ld, const char *path, const char *s, const char *const *words)
+{
+	char list[160] = "";
+	if (s == NULL)
+		return -1;
+	for (int i = 0; words[i]; i++) {
+		if (strcmp(s, words[i]) == 0)
+			return i;
+		snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%s",
+			 i ? (words[i + 1] ? ", " : " or ") : "", words[i]);
+	}
+	err_at(ld, path, AT_VALUE, "unknown value \"%.40s\" (expected %s)", s, list);
+	return -1;
+}
+
+static void conv_inspect(struct cfg_load *ld, const char *pre, const struct y_inspect *y,
+			 struct cfg_inspect *in, uint64_t memory_max)
+{
+	static const char *const overflow[] = { "partial", "reject", NULL };
+	static const char *const on_error[] = { "allow", "deny", NULL };
+	static const char *const modes[] = { "enforce", "shadow", NULL };
+	char k[CFG_PATH_MAX];
+	unsigned line, col;
+	int v;
+
+	in->enabled = 1;
+	in->budget_instructions = 1000000;
+	in->budget_us = 5000;
+	conv_str(ld, kp(k, pre, "script"), y->script, 0, in->script, sizeof(in->script));
+	pos_lookup(ld, kp(k, pre, "script"), AT_VALUE, &line, &col);
+	in->line = (int)line;
+	in->col = (int)col;
+	if (y->body != NULL && strcmp(y->body, "off") != 0) {
+		uint64_t b = 0;
+		conv_size(ld, kp(k, pre, "body"), y->body, 1, INSPECT_BODY_MAX, &b);
+		in->body = (uint32_t)b;
+	}
+	if ((v = conv_word(ld, kp(k, pre, "body_overflow"), y->body_overflow, overflow)) >= 0)
+		in->body_reject = v;
+	if ((v = conv_word(ld, kp(k, pre, "on_error"), y->on_error, on_error)) >= 0)
+		in->on_error_deny = v;
+	if ((v = conv_word(ld, kp(k, pre, "mode"), y->mode, modes)) >= 0)
+		in->shadow = v;
+	if (y->budget != NULL) {
+		char bp[CFG_PATH_MAX];
+		kp(bp, pre, "budget");
+		if (y->budget->instructions != NULL) {
+			uint32_t n = 0;
+			conv_uint(ld, kp(k, bp, "instructions"), y->budget->instructions, 0, UINT32_MAX, &n);
+			in->budget_instructions = n;
+		}
+		if (y->budget->time != NULL) {
+			uint32_t ms = 0;
+			/* "0" means no limit; "500us" is finer than a duration's ms. */
+			size_t tl = strlen(y->budget->time);
+			if (tl > 2 && strcmp(y->budget->time + tl - 2, "us") == 0) {
+				char num[32];
+				uint32_t us = 0;
+				snprintf(num, sizeof(num), "%.*s", (int)(tl - 2), y->budget->time);
+				conv_uint(ld, kp(k, bp, "time"), num, 0, 60000000, &us);
+				in->budget_us = us;
+			} else {
+				conv_duration(ld, kp(k, bp, "time"), y->budget->time, 0, &ms);
+				in->budget_us = ms > 60000 ? 60000000u : ms * 1000u;
+			}
+		}
+	}
+	if (in->script[0] != '\0') {
+		char why[512];
+		if (inspect_script_check(in->script, memory_max, why, sizeof(why)) < 0)
+			err_at(ld, kp(k, pre, "script"), AT_VALUE, "%s", why);
+	}
+}
+
 static int conv_listener(struct cfg_load *ld, const char *pre, unsigned idx,
 			 const struct y_listener *y, struct cfg_listener *l)
 {
@@ -1679,6 +1787,8 @@ static int conv_listener(struct cfg_load *ld, const char *pre, unsigned idx,
 		       y->trusted_forwarders_count, &l->trusted_forwarders,
 		       &l->ntrusted_forwarders) < 0)
 		return -1;
+	if (y->inspect != NULL)
+		conv_inspect(ld, kp(k, pre, "inspect"), y->inspect, &l->inspect, ld->lua_memory_max);
 	if (y->tls != NULL)
 		return conv_tls(ld, kp(k, pre, "tls"), y->tls, &l->tls);
 	return 0;
@@ -1723,6 +1833,12 @@ static int conv_root(struct cfg_load *ld, const struct y_root *y, struct cfg *c)
 			err_at(ld, "access_log_format", AT_VALUE, "unknown format \"%.40s\" (expected text or json)",
 			       y->access_log_format);
 	}
+	c->inspection = 1;
+	if (y->inspection != NULL)
+		conv_bool(ld, "inspection", y->inspection, &c->inspection);
+	c->lua_memory_max = 64u << 20;
+	conv_size(ld, "lua_memory_max", y->lua_memory_max, 1u << 20, 1ull << 40, &c->lua_memory_max);
+	ld->lua_memory_max = c->lua_memory_max;
 	if (y->admin != NULL) {
 		c->admin.enabled = 1;
 		if (y->admin->address != NULL)

@@ -13,6 +13,7 @@
 #include <arpa/inet.h>
 #include "http1.h"
 #include "forward.h"
+#include "inspect.h"
 #include "log.h"
 #include "proxy_proto.h"
 #include "stats.h"
@@ -39,12 +40,23 @@ static void client_timer_cb(uv_timer_t *t);
 static const char *status_text(int status)
 {
 	switch (status) {
+	case 301: return "Moved Permanently";
+	case 302: return "Found";
+	case 303: return "See Other";
+	case 307: return "Temporary Redirect";
+	case 308: return "Permanent Redirect";
 	case 400: return "Bad Request";
+	case 401: return "Unauthorized";
+	case 403: return "Forbidden";
+	case 404: return "Not Found";
+	case 405: return "Method Not Allowed";
+	case 429: return "Too Many Requests";
 	case 408: return "Request Timeout";
 	case 413: return "Content Too Large";
 	case 414: return "URI Too Long";
 	case 417: return "Expectation Failed";
 	case 431: return "Request Header Fields Too Large";
+	case 500: return "Internal Server Error";
 	case 501: return "Not Implemented";
 	case 502: return "Bad Gateway";
 	case 503: return "Service Unavailable";
@@ -141,12 +153,23 @@ static void txn_log_json(struct client *cl, uint64_t total, uint64_t queue, uint
 		buf_appendf(b, "%u", t->bconn_req);
 	else
 		buf_append_str(b, "null");
-	buf_appendf(b, ",\"inspect_us\":null,\"reason\":\"%s\"", reason_name(t->reason));
+	if (t->insp.ran)
+		buf_appendf(b, ",\"inspect_us\":%llu,\"inspect\":\"%s\"", (unsigned long long)t->insp.us,
+			    inspect_decision_name(t->insp.decision));
+	else
+		buf_append_str(b, ",\"inspect_us\":null,\"inspect\":\"off\"");
+	if (t->insp.ntags) {
+		buf_append_str(b, ",\"tags\":");
+		buf_append_json(b, t->insp.tags.data, t->insp.tags.len);
+	}
+	buf_appendf(b, ",\"reason\":\"%s\"", reason_name(t->reason));
 	if (cl->tls)
 		tls_conn_describe_json(cl->tls, b);
 	buf_append_str(b, "}");
 	log_access_commit();
 }
+
+static void txn_log_text(struct client *cl, uint64_t total, uint64_t queue, uint64_t conn, uint64_t be);
 
 static void txn_log(struct client *cl)
 {
@@ -157,12 +180,19 @@ static void txn_log(struct client *cl)
 	uint64_t conn = t->t_connected > t->t_connect_start && t->t_connect_start ? t->t_connected - t->t_connect_start : 0;
 	uint64_t be = t->t_first_byte > t->t_sent && t->t_sent ? t->t_first_byte - t->t_sent : 0;
 	txn_stats(cl, total, queue, conn, be);
-	if (!log_access_enabled())
-		return;
-	if (W->cfg->access_log_format == CFG_LOG_JSON) {
-		txn_log_json(cl, total, queue, conn, be);
-		return;
+	if (log_access_enabled()) {
+		if (W->cfg->access_log_format == CFG_LOG_JSON)
+			txn_log_json(cl, total, queue, conn, be);
+		else
+			txn_log_text(cl, total, queue, conn, be);
 	}
+	if (t->insp.ran)
+		inspect_finish(cl);
+}
+
+static void txn_log_text(struct client *cl, uint64_t total, uint64_t queue, uint64_t conn, uint64_t be)
+{
+	struct txn *t = &cl->txn;
 	struct buf *b = log_access_begin();
 	const char *method = t->req.url_len || t->head_done ? llhttp_method_name((llhttp_method_t)t->method) : "-";
 	buf_appendf(b, "%s %s ", cl->peer, method);
@@ -183,7 +213,16 @@ static void txn_log(struct client *cl)
 		buf_appendf(b, " be_conn_req=%u", t->bconn_req);
 	else
 		buf_append_str(b, " be_conn_req=-");
-	buf_appendf(b, " inspect_us=- reason=%s", reason_name(t->reason));
+	if (t->insp.ran)
+		buf_appendf(b, " inspect_us=%llu inspect=%s", (unsigned long long)t->insp.us,
+			    inspect_decision_name(t->insp.decision));
+	else
+		buf_append_str(b, " inspect_us=- inspect=off");
+	if (t->insp.ntags) {
+		buf_append_str(b, " tags=");
+		buf_append(b, t->insp.tags.data, t->insp.tags.len);
+	}
+	buf_appendf(b, " reason=%s", reason_name(t->reason));
 	if (cl->tls)
 		tls_conn_describe(cl->tls, b);
 	log_access_commit();
@@ -194,6 +233,8 @@ static void txn_reset(struct client *cl)
 	struct txn *t = &cl->txn;
 	struct msg req = t->req, resp = t->resp;
 	struct buf head = t->head, tobe = t->tobe;
+	struct txn_insp insp = t->insp;
+	inspect_txn_reset(&insp);
 	msg_reset(&req, limits()->max_headers);
 	msg_reset(&resp, limits()->max_headers);
 	head.len = tobe.len = 0;
@@ -202,6 +243,7 @@ static void txn_reset(struct client *cl)
 	t->resp = resp;
 	t->head = head;
 	t->tobe = tobe;
+	t->insp = insp;
 	list_init(&t->qlink);
 	cl->parse_error = 0;
 	cl->head_scanned = 0;
@@ -330,6 +372,7 @@ static void client_handle_closed(uv_handle_t *h)
 	cl->in.len = cl->out.pending.len = cl->out.inflight.len = 0;
 	cl->hs_in.len = 0;
 	buf_trim(&cl->hs_in, BUF_KEEP);
+	inspect_txn_free(&cl->txn.insp);
 	cl->wire.pending.len = cl->wire.inflight.len = 0;
 	tls_conn_free(cl->tls);
 	cl->tls = NULL;
@@ -394,6 +437,44 @@ static void client_read_pause(struct client *cl, int pause)
 
 /* ---- error responses ---- */
 
+/* sluice's own answer: an error, or the hook's deny or redirect. */
+static void client_reply(struct client *cl, enum reason r, int close)
+{
+	struct txn *t = &cl->txn;
+	struct txn_insp *in = &t->insp;
+	int status = t->status;
+	const char *body = NULL;
+	size_t blen = 0;
+	char text[200];
+	int redirect = r == REASON_INSPECT_DENIED && in->decision == INSPECT_REDIRECT;
+	if (r == REASON_INSPECT_DENIED && !redirect && in->local.len) {
+		body = in->local.data;
+		blen = in->local.len;
+	} else {
+		blen = (size_t)snprintf(text, sizeof(text), "%d %s: %s\n", status, status_text(status),
+					redirect ? "see Location" : reason_text(r));
+		body = text;
+	}
+	char head[256];
+	int hlen = snprintf(head, sizeof(head), "HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\nContent-Length: %zu\r\n",
+			    status, status_text(status), blen);
+	client_out(cl, head, (size_t)hlen);
+	if (redirect) {
+		client_out(cl, "Location: ", 10);
+		client_out(cl, in->local.data, in->local.len);
+		client_out(cl, "\r\n", 2);
+	}
+	if (close)
+		client_out(cl, "Connection: close\r\n", 19);
+	else if (t->http_minor == 0)
+		client_out(cl, "Connection: keep-alive\r\n", 24);
+	client_out(cl, "\r\n", 2);
+	if (!t->is_head)
+		client_out(cl, body, blen);
+	t->resp_head_sent = 1;
+	t->resp_done = 1;
+}
+
 static void client_fail(struct client *cl, enum reason r)
 {
 	struct txn *t = &cl->txn;
@@ -404,6 +485,8 @@ static void client_fail(struct client *cl, enum reason r)
 		upstream_abort(t->bc);
 	upstream_cancel(cl);
 	int status = reason_status(r);
+	if (r == REASON_INSPECT_DENIED || r == REASON_INSPECT_ERROR)
+		status = t->insp.status;
 	if (status == 0 || t->resp_head_sent || cl->state == CL_ERROR || cl->state == CL_TUNNEL) {
 		if (t->status == 0)
 			t->status = status ? status : 499;
@@ -413,21 +496,13 @@ static void client_fail(struct client *cl, enum reason r)
 		return;
 	}
 	t->status = status;
-	if (status >= 500)
+	if (r == REASON_INSPECT_DENIED)
+		;  /* the hook's decision: counted and in the access log, not an error */
+	else if (status >= 500)
 		log_warn("%s %s: %s", cl->peer, reason_name(r), reason_text(r));
 	else
 		log_info("%s %s: %s", cl->peer, reason_name(r), reason_text(r));
-	char body[160];
-	int blen = snprintf(body, sizeof(body), "%d %s: %s\n", status, status_text(status), reason_text(r));
-	char head[256];
-	int hlen = snprintf(head, sizeof(head),
-			    "HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n"
-			    "Connection: close\r\n\r\n", status, status_text(status), blen);
-	client_out(cl, head, (size_t)hlen);
-	if (!t->is_head)
-		client_out(cl, body, (size_t)blen);
-	t->resp_head_sent = 1;
-	t->resp_done = 1;
+	client_reply(cl, r, 1);
 	txn_log(cl);
 	cl->keepalive = 0;
 	cl->state = CL_ERROR;
@@ -435,6 +510,21 @@ static void client_fail(struct client *cl, enum reason r)
 	client_flush(cl);
 	if (!client_wire(cl)->writing && client_queued(cl) == 0)
 		client_linger(cl);
+}
+
+static void txn_finish(struct client *cl, int reusable);
+
+/* The hook answered a request that has been read in full: reply, and the
+ * connection goes on to its next request. */
+static void client_reply_pending(struct client *cl)
+{
+	struct txn *t = &cl->txn;
+	t->insp.reply_pending = 0;
+	t->status = t->insp.status;
+	if (W->draining)
+		cl->keepalive = 0;
+	client_reply(cl, t->reason, !cl->keepalive);
+	txn_finish(cl, 0);
 }
 
 /* ---- request parsing ---- */
@@ -520,6 +610,7 @@ static int on_req_value_done(llhttp_t *p)
 }
 
 static enum reason txn_dispatch(struct client *cl);
+static enum reason txn_body_held(struct client *cl, int complete);
 
 /* Dispatching from inside the callback is safe: nothing here closes the
  * client; a failure is reported to client_exec through req_fail. */
@@ -547,6 +638,15 @@ static int on_req_body(llhttp_t *p, const char *at, size_t len)
 	t->req_body += len;
 	if (limits()->max_body_size && t->req_body > limits()->max_body_size)
 		return req_fail(cl, REASON_BODY_TOO_LARGE);
+	if (t->insp.reply_pending)
+		return 0;  /* answered locally: the rest of the body is read and dropped */
+	if (t->insp.waiting) {
+		buf_append(&t->tobe, at, len);
+		if (t->tobe.len < cl->li->cfg->inspect.body)
+			return 0;
+		enum reason r = txn_body_held(cl, 0);
+		return r == REASON_OK ? 0 : req_fail(cl, r);
+	}
 	struct buf *out = req_sink(cl);
 	if (t->req_chunked)
 		buf_appendf(out, "%zx\r\n", len);
@@ -559,14 +659,26 @@ static int on_req_body(llhttp_t *p, const char *at, size_t len)
 static int on_req_done(llhttp_t *p)
 {
 	struct client *cl = p->data;
-	if (cl->txn.req_chunked)
+	struct txn *t = &cl->txn;
+	t->req_done = 1;
+	if (t->insp.waiting) {
+		enum reason r = txn_body_held(cl, 1);
+		if (r != REASON_OK)
+			return req_fail(cl, r);
+	}
+	if (t->req_chunked && !t->insp.reply_pending)
 		buf_append(req_sink(cl), "0\r\n\r\n", 5);
-	cl->txn.req_done = 1;
 	return HPE_PAUSED;
 }
 
-/* Validate the head and build what the backend will receive. */
-static enum reason txn_prepare(struct client *cl)
+static int has_body(const struct client *cl)
+{
+	return cl->txn.req_chunked ||
+	       ((cl->parser.flags & F_CONTENT_LENGTH) && cl->parser.content_length > 0);
+}
+
+/* Validate the head and settle the connection's fate (keepalive, upgrade). */
+static enum reason txn_check(struct client *cl)
 {
 	struct txn *t = &cl->txn;
 	llhttp_t *p = &cl->parser;
@@ -609,8 +721,6 @@ static enum reason txn_prepare(struct client *cl)
 	if (limits()->max_body_size && clen > limits()->max_body_size)
 		return REASON_BODY_TOO_LARGE;
 	unsigned conn = msg_apply_connection(m);
-	const struct cfg_forward *fwd = &t->be->cfg->forward;
-	forward_filter(cl, m, fwd);
 	cl->keepalive = t->http_minor >= 1 ? !(conn & CONN_CLOSE) : !!(conn & CONN_KEEPALIVE);
 	if (W->draining)
 		cl->keepalive = 0;
@@ -623,7 +733,32 @@ static enum reason txn_prepare(struct client *cl)
 	t->is_head = t->method == HTTP_HEAD;
 	t->idempotent = (t->method == HTTP_GET || t->method == HTTP_HEAD || t->method == HTTP_OPTIONS) &&
 			!t->req_chunked && clen == 0;
+	return REASON_OK;
+}
 
+static void send_continue(struct client *cl)
+{
+	struct txn *t = &cl->txn;
+	if (t->expect_continue && !t->continue_sent && has_body(cl)) {
+		static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+		t->continue_sent = 1;
+		buf_append(&cl->out.pending, cont, sizeof(cont) - 1);
+		client_flush(cl);
+	}
+}
+
+/* Build the head the backend will receive: the client's headers minus
+ * hop-by-hop and spoofed identity ones and those the hook removed, the
+ * hook's own, then sluice's identity headers (last, so nothing before can
+ * cancel them). */
+static void txn_build_head(struct client *cl)
+{
+	struct txn *t = &cl->txn;
+	struct msg *m = &t->req;
+	const struct cfg_forward *fwd = &t->be->cfg->forward;
+	forward_filter(cl, m, fwd);
+	if (t->insp.req_del.len)
+		inspect_apply_removals(&t->insp.req_del, m);
 	struct buf *h = &t->head;
 	h->len = 0;
 	buf_append_str(h, llhttp_method_name((llhttp_method_t)t->method));
@@ -631,7 +766,8 @@ static enum reason txn_prepare(struct client *cl)
 	buf_append(h, msg_str(m, m->url_off), m->url_len);
 	buf_append(h, " HTTP/1.1\r\n", 11);
 	msg_write_headers(m, h);
-	if (hosts == 0) {
+	buf_append(h, t->insp.req_hdrs.data, t->insp.req_hdrs.len);
+	if (msg_count(m, HDR_HOST) == 0) {
 		/* HTTP/1.0 without Host: HTTP/1.1 requires one; use the address
 		 * the client connected to, the authority it implicitly used (not
 		 * the listener's, which may be a wildcard). */
@@ -646,28 +782,98 @@ static enum reason txn_prepare(struct client *cl)
 	if (t->upgrade)
 		buf_append_str(h, "Connection: upgrade\r\n");
 	buf_append(h, "\r\n", 2);
-	if (t->expect_continue && (t->req_chunked || clen > 0)) {
-		static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
-		buf_append(&cl->out.pending, cont, sizeof(cont) - 1);
-		client_flush(cl);
-	}
-	return REASON_OK;
+	send_continue(cl);
 }
 
-static enum reason txn_dispatch(struct client *cl)
+/* Send the request on its way: head, then a backend connection. */
+static enum reason txn_forward(struct client *cl)
 {
-	cl->txn.be = cl->li->be;
-	enum reason r = txn_prepare(cl);
-	if (r != REASON_OK)
-		return r;
+	txn_build_head(cl);
 	if (cl->state == CL_CLOSING)  /* the 100 Continue could not be written */
 		return REASON_CLIENT_WRITE_ERROR;
 	cl->state = CL_WAIT;
 	client_timer(cl, 0);
-	r = upstream_request(cl);
+	enum reason r = upstream_request(cl);
 	if (r == REASON_OK && cl->txn.queued)
 		client_timer(cl, cl->txn.be->cfg->queue_timeout_ms);
 	return r;
+}
+
+/* Run the hook, then forward or (REASON_INSPECT_*) answer locally. A
+ * local answer to a request already read in full keeps the connection:
+ * it is sent once the parser pauses (reply_pending); otherwise the
+ * unread body makes the stream unusable and client_fail closes it. */
+static enum reason txn_inspect(struct client *cl)
+{
+	struct txn *t = &cl->txn;
+	enum reason r = inspect_request(cl);
+	if (r == REASON_OK)
+		return txn_forward(cl);
+	t->reason = r;
+	if (t->req_done || !has_body(cl)) {
+		t->insp.reply_pending = 1;
+		cl->state = CL_WAIT;
+		client_timer(cl, 0);
+		return REASON_OK;
+	}
+	return r;
+}
+
+/* The head is complete (called from the parser callback). */
+static enum reason txn_dispatch(struct client *cl)
+{
+	struct txn *t = &cl->txn;
+	t->be = cl->li->be;
+	enum reason r = txn_check(cl);
+	if (r != REASON_OK)
+		return r;
+	if (!inspect_active(cl))
+		return txn_forward(cl);
+	const struct cfg_inspect *ic = &cl->li->cfg->inspect;
+	if (ic->body && has_body(cl)) {
+		uint64_t clen = (cl->parser.flags & F_CONTENT_LENGTH) ? cl->parser.content_length : 0;
+		if (ic->body_reject && clen > ic->body)
+			return REASON_INSPECT_BODY_TOO_LARGE;
+		/* Hold the request: the body collects, de-chunked, in tobe
+		 * until it is complete or `body` bytes long. */
+		t->insp.waiting = 1;
+		cl->state = CL_WAIT;
+		client_timer(cl, 0);
+		send_continue(cl);
+		return cl->state == CL_CLOSING ? REASON_CLIENT_WRITE_ERROR : REASON_OK;
+	}
+	return txn_inspect(cl);
+}
+
+/* The held body is complete, or has reached `body` bytes (from on_req_body
+ * or on_req_done). Frame it for the backend and go on as for a head. */
+static enum reason txn_body_held(struct client *cl, int complete)
+{
+	struct txn *t = &cl->txn;
+	const struct cfg_inspect *ic = &cl->li->cfg->inspect;
+	t->insp.waiting = 0;
+	if (!complete && ic->body_reject)
+		return REASON_INSPECT_BODY_TOO_LARGE;
+	t->insp.body_truncated = !complete;
+	enum reason r = inspect_request(cl);
+	if (r != REASON_OK) {
+		t->reason = r;
+		if (complete) {
+			t->insp.reply_pending = 1;
+			return REASON_OK;
+		}
+		return r;
+	}
+	if (t->req_chunked && t->tobe.len) {
+		char sz[24];
+		int n = snprintf(sz, sizeof(sz), "%zx\r\n", t->tobe.len);
+		buf_reserve(&t->tobe, (size_t)n + 2);
+		memmove(t->tobe.data + n, t->tobe.data, t->tobe.len);
+		memcpy(t->tobe.data, sz, (size_t)n);
+		t->tobe.len += (size_t)n;
+		buf_append(&t->tobe, "\r\n", 2);
+	}
+	return txn_forward(cl);
 }
 
 static enum reason map_llhttp_error(llhttp_errno_t e)
@@ -721,13 +927,19 @@ static void client_after_input(struct client *cl)
 {
 	struct txn *t = &cl->txn;
 	struct bconn *bc = t->bc;
+	if (t->insp.reply_pending && t->req_done) {
+		client_reply_pending(cl);
+		return;
+	}
 	if (bc && bc->state == BC_BUSY) {
 		bconn_flush(bc);
 		if (!t->req_done)
 			bconn_timeout(bc, t->be->cfg->response_timeout_ms);
 	}
 	size_t queued = bc && bc->state == BC_BUSY ? bconn_queued(bc) : t->tobe.len;
-	int held = queued > OUT_HIGH_WATER || cl->in.len > PIPELINE_MAX;
+	/* A body held for inspection may grow to `inspect.body` first. */
+	size_t high = t->insp.waiting ? OUT_HIGH_WATER + cl->li->cfg->inspect.body : OUT_HIGH_WATER;
+	int held = queued > high || cl->in.len > PIPELINE_MAX;
 	if (held)
 		client_read_pause(cl, 1);
 	/* The body timeout measures the client; while we hold it back for a
@@ -1408,8 +1620,14 @@ static int on_resp_headers_done(llhttp_t *p)
 	}
 	if (!t->req_done || W->draining)
 		cl->keepalive = 0;
+	if (t->insp.ran) {
+		inspect_response(cl);
+		if (t->insp.resp_del.len)
+			inspect_apply_removals(&t->insp.resp_del, m);
+	}
 	write_status_line(cl, status);
 	msg_write_headers(m, &cl->out.pending);
+	buf_append(&cl->out.pending, t->insp.resp_hdrs.data, t->insp.resp_hdrs.len);
 	if (t->resp_chunked_out)
 		buf_append_str(&cl->out.pending, "Transfer-Encoding: chunked\r\n");
 	if (!cl->keepalive)

@@ -111,18 +111,25 @@ struct hdr *msg_finish_header(struct msg *m)
 		h->val_len--;
 	if (h->name_len == 0)
 		return NULL;
-	const char *n = m->raw.data + h->name_off;
+	int hop;
+	h->kind = (uint8_t)hdr_classify(m->raw.data + h->name_off, h->name_len, &hop);
+	h->drop = (uint8_t)hop;
+	return h;
+}
+
+enum hdr_kind hdr_classify(const char *name, size_t len, int *hop)
+{
+	*hop = 0;
 	for (size_t i = 0; i < ARRAY_SIZE(known); i++) {
-		if (tok_eq(n, h->name_len, known[i].name)) {
-			h->kind = (uint8_t)known[i].kind;
-			h->drop = known[i].hop;
-			return h;
+		if (tok_eq(name, len, known[i].name)) {
+			*hop = known[i].hop;
+			return known[i].kind;
 		}
 	}
 	for (size_t i = 0; i < ARRAY_SIZE(identity_prefixes); i++)
-		if (has_prefix(n, h->name_len, identity_prefixes[i]))
-			h->kind = HDR_IDENTITY;
-	return h;
+		if (has_prefix(name, len, identity_prefixes[i]))
+			return HDR_IDENTITY;
+	return HDR_OTHER;
 }
 
 int tok_eq(const char *a, size_t alen, const char *lit)

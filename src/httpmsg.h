@@ -58,6 +58,9 @@ struct hdr *msg_finish_header(struct msg *m);
 
 static inline const char *msg_str(const struct msg *m, uint32_t off) { return m->raw.data + off; }
 
+/* The role of header NAME; *HOP = 1 for hop-by-hop headers. */
+enum hdr_kind hdr_classify(const char *name, size_t len, int *hop);
+
 /* Case-insensitive token comparison (RFC 9110 tokens are ASCII). */
 int tok_eq(const char *a, size_t alen, const char *lit);
 

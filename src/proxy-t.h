@@ -26,6 +26,44 @@ enum client_state {
 	CL_CLOSING,   /* handles closing; freed in the last close callback */
 };
 
+/* What the inspection hook decided about a request (access log, counters,
+ * req:decision()). */
+#define INSPECT_DECISIONS(X) \
+	X(OFF,            "off")            /* not inspected */ \
+	X(ALLOW,          "allow") \
+	X(DENY,           "deny") \
+	X(REDIRECT,       "redirect") \
+	X(ERROR,          "error")          /* script failed; on_error applied */ \
+	X(WOULD_DENY,     "would_deny")     /* shadow mode */ \
+	X(WOULD_REDIRECT, "would_redirect")
+
+enum inspect_decision {
+#define INSPECT_ENUM(id, name) INSPECT_##id,
+	INSPECT_DECISIONS(INSPECT_ENUM)
+#undef INSPECT_ENUM
+};
+
+#define INSPECT_MAX_TAGS 8
+
+/* A request's inspection: the hook's edits and verdict. The buffers keep
+ * their capacity across the requests of a connection. */
+struct txn_insp {
+	struct buf req_hdrs;       /* header lines the hook added, for the backend */
+	struct buf req_del;        /* names (each NUL-terminated) of headers not to forward */
+	struct buf resp_hdrs;      /* ... for the client (inspect_response) */
+	struct buf resp_del;
+	struct buf local;          /* deny body, or redirect Location */
+	struct buf tags;           /* "tag1,tag2" */
+	uint64_t us;               /* wall time inspect() took */
+	uint16_t status;           /* deny/redirect status */
+	uint8_t decision;          /* enum inspect_decision */
+	uint8_t ran;               /* inspect() was called */
+	uint8_t waiting;           /* holding the request until its body is in */
+	uint8_t reply_pending;     /* answer locally once the request is read */
+	uint8_t ntags;
+	uint8_t body_truncated;
+};
+
 /* The request a client connection is carrying now (responses are in order,
  * so one at a time; pipelined bytes wait unparsed in client->in). */
 struct txn {
@@ -45,9 +83,10 @@ struct txn {
 	uint8_t http_minor;        /* client's HTTP/1.x minor version */
 	uint8_t req_chunked, req_done, head_done, queued;
 	uint8_t resp_started, resp_head_sent, resp_done, resp_chunked_out, resp_close_delimited;
-	uint8_t is_head, upgrade, idempotent, retried, expect_continue;
+	uint8_t is_head, upgrade, idempotent, retried, expect_continue, continue_sent;
 	enum reason reason;
 	int status;
+	struct txn_insp insp;
 };
 
 struct tls_conn;
@@ -153,8 +192,11 @@ struct backend {
 	uint32_t nqueued;
 };
 
+struct inspect_script;
+
 struct worker_listener {
 	uv_tcp_t tcp;
+	struct inspect_script *insp; /* the listener's inspection hook, or NULL */
 	struct cfg_listener *cfg;
 	struct backend *be;
 	struct worker *w;

@@ -17,6 +17,9 @@
 	X(URI_TOO_LONG,        414, "request_line_too_long",   "request line too long") \
 	X(EXPECT_FAILED,       417, "expectation_failed",      "unsupported Expect value") \
 	X(HEADERS_TOO_LARGE,   431, "headers_too_large",       "request header fields too large") \
+	X(INSPECT_DENIED,      403, "inspect_denied",          "request denied") \
+	X(INSPECT_ERROR,       500, "inspect_error",           "request inspection failed") \
+	X(INSPECT_BODY_TOO_LARGE, 413, "inspect_body_too_large", "request body larger than inspection allows") \
 	X(TLS_PLAIN_HTTP,      400, "plain_http_on_tls_port",  "plain HTTP request sent to a TLS port; use https://") \
 	X(PROXY_BAD,             0, "proxy_header_invalid",    "") \
 	X(PROXY_UNTRUSTED,       0, "proxy_header_untrusted",  "") \

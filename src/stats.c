@@ -11,6 +11,14 @@
 
 static struct stats_block *region;
 
+struct stats_tag {
+	_Atomic uint32_t state;          /* TAG_FREE, TAG_CLAIMED (name being written), TAG_READY */
+	char name[STATS_TAG_MAX + 1];
+	_Atomic uint64_t n[STATS_TAG_N]; /* shared by all workers: atomic adds (tags are rare events) */
+};
+enum { TAG_FREE, TAG_CLAIMED, TAG_READY };
+static struct stats_tag *tags;
+
 #define NAME(id, name, help) name,
 #define HELP(id, name, help) help,
 const char *const stats_counter_names[STAT_NCOUNTERS] = { STATS_COUNTERS(NAME) };
@@ -34,7 +42,70 @@ int stats_init(void)
 	if (p == MAP_FAILED)
 		return -1;
 	region = p;
+	p = mmap(NULL, sizeof(*tags) * (STATS_MAX_TAGS + 1), PROT_READ | PROT_WRITE,
+		 MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (p == MAP_FAILED)
+		return -1;
+	tags = p;
+	/* The last entry counts whatever does not fit. */
+	snprintf(tags[STATS_MAX_TAGS].name, sizeof(tags[0].name), "other");
+	atomic_store(&tags[STATS_MAX_TAGS].state, TAG_READY);
 	return 0;
+}
+
+void stats_tag_add(const char *tag, size_t len, enum stats_tag_outcome o)
+{
+#ifndef SLUICE_NO_STATS
+	if (tags == NULL)
+		return;
+	if (len > STATS_TAG_MAX)
+		len = STATS_TAG_MAX;
+	uint32_t h = 2166136261u;
+	for (size_t i = 0; i < len; i++)
+		h = (h ^ (unsigned char)tag[i]) * 16777619u;
+	struct stats_tag *hit = &tags[STATS_MAX_TAGS];
+	for (unsigned probe = 0; probe < STATS_MAX_TAGS; probe++) {
+		struct stats_tag *e = &tags[(h + probe) % STATS_MAX_TAGS];
+		uint32_t st = atomic_load_explicit(&e->state, memory_order_acquire);
+		if (st == TAG_FREE) {
+			uint32_t expect = TAG_FREE;
+			if (atomic_compare_exchange_strong(&e->state, &expect, TAG_CLAIMED)) {
+				memcpy(e->name, tag, len);
+				e->name[len] = '\0';
+				atomic_store_explicit(&e->state, TAG_READY, memory_order_release);
+				hit = e;
+				break;
+			}
+			st = expect;
+		}
+		/* Another worker is writing this entry's name: it takes
+		 * nanoseconds, and it may be our tag. */
+		while (st == TAG_CLAIMED)
+			st = atomic_load_explicit(&e->state, memory_order_acquire);
+		if (strncmp(e->name, tag, len) == 0 && e->name[len] == '\0') {
+			hit = e;
+			break;
+		}
+	}
+	atomic_fetch_add_explicit(&hit->n[o], 1, memory_order_relaxed);
+#else
+	(void)tag, (void)len, (void)o;
+#endif
+}
+
+void stats_tags_each(void (*fn)(const char *tag, const uint64_t *n, void *ctx), void *ctx)
+{
+	for (unsigned i = 0; tags && i <= STATS_MAX_TAGS; i++) {
+		struct stats_tag *e = &tags[i];
+		if (atomic_load_explicit(&e->state, memory_order_acquire) != TAG_READY)
+			continue;
+		uint64_t n[STATS_TAG_N];
+		uint64_t sum = 0;
+		for (int k = 0; k < STATS_TAG_N; k++)
+			sum += n[k] = atomic_load_explicit(&e->n[k], memory_order_relaxed);
+		if (sum)
+			fn(e->name, n, ctx);
+	}
 }
 
 struct stats_block *stats_block(int w, int slot)

@@ -82,6 +82,17 @@ void stats_read(int slot, struct stats_sum *out);
  * observations fall; 0 without observations. */
 uint64_t stats_quantile(const struct stats_hist_sum *h, double q);
 
+/* Inspection rule tags ("sqli-942100"), instance-wide: how many requests
+ * carrying each tag were allowed, denied, or hit a script error. Tags are
+ * interned on first use in a fixed shared table; when it is full, further
+ * new tags are counted under "other". */
+enum stats_tag_outcome { STATS_TAG_ALLOW, STATS_TAG_DENY, STATS_TAG_ERROR, STATS_TAG_N };
+#define STATS_MAX_TAGS 2048
+#define STATS_TAG_MAX 64
+void stats_tag_add(const char *tag, size_t len, enum stats_tag_outcome o);
+/* FN for every tag in use; N holds its counts by outcome. */
+void stats_tags_each(void (*fn)(const char *tag, const uint64_t *n, void *ctx), void *ctx);
+
 extern const char *const stats_counter_names[STAT_NCOUNTERS];
 extern const char *const stats_counter_help[STAT_NCOUNTERS];
 extern const char *const stats_gauge_names[GAUGE_N];

@@ -862,6 +862,27 @@ size_t tls_conn_peer_cn(const struct tls_conn *t, char *out, size_t cap)
 	return n > 0 ? (size_t)n : 0;
 }
 
+size_t tls_conn_peer_subject(const struct tls_conn *t, char *out, size_t cap)
+{
+	if (cap)
+		out[0] = '\0';
+	X509 *peer = t->done ? SSL_get_peer_certificate(t->ssl) : NULL;
+	if (peer == NULL)
+		return 0;
+	size_t n = 0;
+	if (SSL_get_verify_result(t->ssl) == X509_V_OK) {
+		BIO *b = BIO_new(BIO_s_mem());
+		if (b && X509_NAME_print_ex(b, X509_get_subject_name(peer), 0, XN_FLAG_RFC2253) >= 0) {
+			int r = BIO_read(b, out, (int)cap - 1);
+			n = r > 0 ? (size_t)r : 0;
+			out[n] = '\0';
+		}
+		BIO_free(b);
+	}
+	X509_free(peer);
+	return n;
+}
+
 size_t tls_conn_peer_der(const struct tls_conn *t, struct buf *out)
 {
 	X509 *peer = t->done ? SSL_get_peer_certificate(t->ssl) : NULL;

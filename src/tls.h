@@ -85,6 +85,9 @@ struct tls_facts {
 void tls_conn_facts(const struct tls_conn *t, struct tls_facts *f);
 /* The client certificate's subject CN into OUT (NUL-terminated); its length, 0 if none. */
 size_t tls_conn_peer_cn(const struct tls_conn *t, char *out, size_t cap);
+/* The subject of a verified client certificate, RFC 2253 ("CN=a,O=b"),
+ * into OUT; its length, 0 if there is none or it did not verify. */
+size_t tls_conn_peer_subject(const struct tls_conn *t, char *out, size_t cap);
 /* Append the client certificate's DER to OUT; its length, 0 if none. */
 size_t tls_conn_peer_der(const struct tls_conn *t, struct buf *out);
 

@@ -10,6 +10,7 @@
 #include "admin.h"
 #include "health.h"
 #include "http1.h"
+#include "inspect.h"
 #include "log.h"
 #include "master.h"
 #include "shm.h"
@@ -187,6 +188,7 @@ void worker_run(struct cfg *cfg, int index, int slot, const struct worker_fd *fd
 			exit(2);
 		}
 	}
+	inspect_init(&w);
 	uv_signal_init(&w.loop, &w.sig_term);
 	uv_signal_start(&w.sig_term, on_signal, SIGTERM);
 	uv_signal_init(&w.loop, &w.sig_int);

@@ -579,12 +579,12 @@ def test_admin_port_in_use_is_reported(sluice, demo):
 
 JSON_FIELDS = {"ts", "client", "client_port", "method", "target", "status", "bytes", "backend",
                "server", "total_us", "queue_us", "connect_us", "backend_us", "be_conn_req",
-               "inspect_us", "reason"}
+               "inspect_us", "inspect", "reason"}
 TS_RE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$")
 
 
 def check_json_entry(e, tls=False):
-    want = JSON_FIELDS | ({"tls"} if tls else set())
+    want = JSON_FIELDS | ({"tls"} if tls else set()) | ({"tags"} if "tags" in e else set())
     assert set(e) == want, "fields: extra %s, missing %s" % (set(e) - want, want - set(e))
     assert TS_RE.match(e["ts"]), e["ts"]
     assert isinstance(e["client"], str) and isinstance(e["client_port"], int)
@@ -593,6 +593,7 @@ def check_json_entry(e, tls=False):
         assert isinstance(e[k], int) and e[k] >= 0, k
     assert e["be_conn_req"] is None or isinstance(e["be_conn_req"], int)
     assert e["inspect_us"] is None or isinstance(e["inspect_us"], int)
+    assert e["inspect"] in ("off", "allow", "deny", "redirect", "error", "would_deny", "would_redirect")
     assert isinstance(e["reason"], str)
     for k in ("method", "target", "backend", "server"):
         assert e[k] is None or isinstance(e[k], str), k

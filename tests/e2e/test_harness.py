@@ -169,7 +169,7 @@ def test_process_helpers(tmp_path):
 def test_wait_log_and_access_parse(tmp_path):
     path = str(tmp_path / "a.log")
     line = ("2024-01-01T00:00:00.000Z 127.0.0.1:5555 GET /x?y=1 200 123 app/s1 total_us=10 "
-            "queue_us=0 connect_us=5 backend_us=3 be_conn_req=1 inspect_us=- reason=ok")
+            "queue_us=0 connect_us=5 backend_us=3 be_conn_req=1 inspect_us=- inspect=off reason=ok")
 
     def writer():
         time.sleep(0.1)

@@ -1,0 +1,603 @@
+/* The inspection hook's runtime: the worker's Lua state, the sandbox its
+ * scripts run in, the guard that stops a runaway call, and the calls into
+ * the three phases.
+ *
+ * Guard. A count hook fires every HOOK_EVERY VM instructions and checks the
+ * call's instruction and time budgets; the allocator enforces the state's
+ * memory cap. When a call overruns, it is "doomed": the hook is re-armed to
+ * fire on every instruction and raises again each time, so a script that
+ * catches the error with pcall is stopped at its next instruction, until
+ * the error reaches our own lua_pcall. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <lauxlib.h>
+#include <lualib.h>
+#include "inspect.h"
+#include "inspect_api.h"
+#include "log.h"
+#include "luaprim.h"
+#include "shm.h"
+#include "stats.h"
+#include "util.h"
+#include "worker.h"
+
+#define HOOK_EVERY 1000           /* instructions between guard checks */
+#define MEM_SLACK (256 * 1024)    /* room to raise the error once the cap is hit */
+#define LOAD_TIME_US 10000000u    /* a script's main chunk: 10 s */
+#define ERRLOG_PER_SEC 10         /* script error lines per second per worker */
+#define SCRIPT_FILE_MAX (16u << 20)
+
+struct inspect_script {
+	char path[512];
+	const struct cfg_inspect *cfg;  /* first listener's; phases use their own listener's */
+	int fn_inspect, fn_response, fn_log;  /* registry refs, LUA_NOREF if absent */
+	int broken;                     /* did not load in this worker */
+};
+
+/* One per process: the worker's state, or a short-lived check state. */
+struct guard {
+	lua_State *L;
+	size_t used, max;
+	uint64_t instr, instr_max;      /* this call */
+	uint64_t deadline;              /* now_us() bound, 0 = none */
+	const char *doom;               /* why the current call is being stopped, or NULL */
+	int in_call;
+};
+
+static struct guard G;
+static struct inspect_script *scripts;
+static unsigned nscripts;
+static struct inspect_ref *req_ref, *resp_ref;
+static int req_reg = LUA_NOREF, resp_reg = LUA_NOREF;
+static struct { uint64_t second; unsigned n, dropped; } errlog;
+
+static const char *const decision_names[] = {
+#define INSPECT_NAME(id, name) name,
+	INSPECT_DECISIONS(INSPECT_NAME)
+#undef INSPECT_NAME
+};
+
+const char *inspect_decision_name(unsigned d)
+{
+	return d < sizeof(decision_names) / sizeof(decision_names[0]) ? decision_names[d] : "?";
+}
+
+/* ---- the guard ---- */
+
+static void count_hook(lua_State *L, lua_Debug *ar);
+
+static void doom(lua_State *L, const char *why)
+{
+	G.doom = why;
+	lua_sethook(L, count_hook, LUA_MASKCOUNT, 1);
+}
+
+static void count_hook(lua_State *L, lua_Debug *ar)
+{
+	(void)ar;
+	if (G.doom == NULL) {
+		G.instr += HOOK_EVERY;
+		if (G.instr_max && G.instr > G.instr_max)
+			doom(L, "instruction budget exceeded");
+		else if (G.deadline && now_us() > G.deadline)
+			doom(L, "time budget exceeded");
+		else
+			return;
+	}
+	luaL_error(L, "%s", G.doom);
+}
+
+static void *guard_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
+{
+	struct guard *g = ud;
+	size_t old = ptr ? osize : 0;
+	if (nsize == 0) {
+		free(ptr);
+		g->used -= old;
+		return NULL;
+	}
+	if (nsize > old && g->used + (nsize - old) > g->max + (g->doom ? MEM_SLACK : 0)) {
+		if (g->in_call && g->doom == NULL && g->L)
+			doom(g->L, "memory limit exceeded");
+		return NULL;
+	}
+	void *p = realloc(ptr, nsize);
+	if (p == NULL)
+		return NULL;
+	g->used = g->used - old + nsize;
+	return p;
+}
+
+static void guard_arm(uint64_t instructions, uint64_t us)
+{
+	G.instr = 0;
+	G.instr_max = instructions;
+	G.deadline = us ? now_us() + us : 0;
+	G.doom = NULL;
+	G.in_call = 1;
+	if (instructions || us)
+		lua_sethook(G.L, count_hook, LUA_MASKCOUNT, HOOK_EVERY);
+	else
+		lua_sethook(G.L, NULL, 0, 0);
+}
+
+/* Call the function below NARGS arguments, guarded. Returns NULL, or why it
+ * failed (valid until the next call); the stack is left as before the push. */
+static const char *guarded_pcall(int nargs, uint64_t instructions, uint64_t us)
+{
+	static char why[512];
+	guard_arm(instructions, us);
+	int rc = lua_pcall(G.L, nargs, 0, 0);
+	G.in_call = 0;
+	if (rc == LUA_OK)
+		return NULL;
+	const char *msg = lua_tostring(G.L, -1);
+	if (G.doom)
+		snprintf(why, sizeof(why), "%s", G.doom);
+	else if (rc == LUA_ERRMEM)
+		snprintf(why, sizeof(why), "memory limit exceeded");
+	else
+		snprintf(why, sizeof(why), "%s", msg ? msg : "error object is not a string");
+	int mem = G.doom ? strcmp(G.doom, "memory limit exceeded") == 0 : rc == LUA_ERRMEM;
+	lua_pop(G.L, 1);
+	if (mem)
+		lua_gc(G.L, LUA_GCCOLLECT);
+	G.doom = NULL;
+	return why;
+}
+
+/* ---- the sandbox ---- */
+
+static int l_load_text(lua_State *L)
+{
+	size_t len;
+	const char *chunk = luaL_checklstring(L, 1, &len);
+	const char *name = luaL_optstring(L, 2, "=(load)");
+	if (luaL_loadbufferx(L, chunk, len, name, "t") != LUA_OK) {
+		lua_pushnil(L);
+		lua_insert(L, -2);
+		return 2;
+	}
+	if (!lua_isnoneornil(L, 4)) {
+		lua_pushvalue(L, 4);
+		if (!lua_setupvalue(L, -2, 1))
+			lua_pop(L, 1);
+	}
+	return 1;
+}
+
+static int l_now(lua_State *L)
+{
+	lua_pushnumber(L, (lua_Number)now_us() / 1e6);
+	return 1;
+}
+
+static int l_time(lua_State *L)
+{
+	struct timeval tv;
+	gettimeofday(&tv, NULL);
+	lua_pushnumber(L, (lua_Number)tv.tv_sec + (lua_Number)tv.tv_usec / 1e6);
+	return 1;
+}
+
+static int l_log(lua_State *L)
+{
+	int n = lua_gettop(L);
+	luaL_Buffer b;
+	luaL_buffinit(L, &b);
+	for (int i = 1; i <= n; i++) {
+		if (i > 1)
+			luaL_addchar(&b, ' ');
+		luaL_tolstring(L, i, NULL);
+		luaL_addvalue(&b);
+	}
+	luaL_pushresult(&b);
+	lua_Debug ar;
+	const char *where = "lua";
+	if (lua_getstack(L, 1, &ar) && lua_getinfo(L, "S", &ar))
+		where = ar.short_src;
+	log_warn("%s: %s", where, lua_tostring(L, -1));
+	return 0;
+}
+
+/* Build the sandbox in the state's global table (run protected). */
+static int sandbox_open(lua_State *L)
+{
+	static const struct { const char *name; lua_CFunction open; } libs[] = {
+		{ LUA_GNAME, luaopen_base }, { LUA_STRLIBNAME, luaopen_string },
+		{ LUA_TABLIBNAME, luaopen_table }, { LUA_MATHLIBNAME, luaopen_math },
+		{ LUA_UTF8LIBNAME, luaopen_utf8 },
+	};
+	for (size_t i = 0; i < sizeof(libs) / sizeof(libs[0]); i++) {
+		luaL_requiref(L, libs[i].name, libs[i].open, 1);
+		lua_pop(L, 1);
+	}
+	/* Files, the collector, binary chunks: none of a script's business. */
+	static const char *const drop[] = { "dofile", "loadfile", "collectgarbage" };
+	for (size_t i = 0; i < sizeof(drop) / sizeof(drop[0]); i++) {
+		lua_pushnil(L);
+		lua_setglobal(L, drop[i]);
+	}
+	lua_pushcfunction(L, l_load_text);
+	lua_setglobal(L, "load");
+	lua_pushcfunction(L, l_log);
+	lua_setglobal(L, "print");
+	lua_getglobal(L, LUA_STRLIBNAME);
+	lua_pushnil(L);
+	lua_setfield(L, -2, "dump");
+	lua_pop(L, 1);
+
+	lua_newtable(L);
+	luaprim_open(L);
+	lua_pushcfunction(L, l_now);
+	lua_setfield(L, -2, "now");
+	lua_pushcfunction(L, l_time);
+	lua_setfield(L, -2, "time");
+	lua_pushcfunction(L, l_log);
+	lua_setfield(L, -2, "log");
+	lua_newtable(L);
+	lua_setfield(L, -2, "shared");
+	lua_pushinteger(L, W ? W->index : 0);
+	lua_setfield(L, -2, "worker");
+	lua_setglobal(L, "sluice");
+
+	inspect_api_open(L);
+	return 0;
+}
+
+static int on_panic(lua_State *L)
+{
+	/* Every call is protected; reaching here is a bug in sluice. */
+	log_error("Lua panic: %s", lua_tostring(L, -1));
+	log_flush();
+	abort();
+}
+
+static lua_State *state_new(uint64_t memory_max, char *why, size_t cap)
+{
+	memset(&G, 0, sizeof(G));
+	G.max = (size_t)memory_max;
+	lua_State *L = lua_newstate(guard_alloc, &G);
+	if (L == NULL) {
+		snprintf(why, cap, "cannot create a Lua state (out of memory)");
+		return NULL;
+	}
+	G.L = L;
+	lua_atpanic(L, on_panic);
+	lua_pushcfunction(L, sandbox_open);
+	if (lua_pcall(L, 0, 0, 0) != LUA_OK) {
+		snprintf(why, cap, "cannot set up Lua: %s", lua_tostring(L, -1));
+		lua_close(L);
+		G.L = NULL;
+		return NULL;
+	}
+	return L;
+}
+
+static char *file_slurp(const char *path, size_t *len, char *why, size_t cap)
+{
+	FILE *f = fopen(path, "rb");
+	if (f == NULL) {
+		snprintf(why, cap, "%s: cannot open: %s", path, strerror(errno));
+		return NULL;
+	}
+	struct buf b = { 0 };
+	char chunk[65536];
+	size_t n;
+	while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0 && b.len <= SCRIPT_FILE_MAX)
+		buf_append(&b, chunk, n);
+	int err = ferror(f);
+	fclose(f);
+	if (err || b.len > SCRIPT_FILE_MAX) {
+		snprintf(why, cap, "%s: %s", path, err ? "read error" : "larger than 16 MiB");
+		buf_free(&b);
+		return NULL;
+	}
+	buf_append(&b, "", 1);
+	*len = b.len - 1;
+	return b.data;
+}
+
+/* Compile and run PATH in its own environment (whose __index is the
+ * sandbox), then collect its phase functions. Returns 0, or -1 with WHY. */
+static int script_load(struct inspect_script *sc, const char *path, char *why, size_t cap)
+{
+	lua_State *L = G.L;
+	size_t len;
+	char *src = file_slurp(path, &len, why, cap);
+	if (src == NULL)
+		return -1;
+	char chunkname[520];
+	snprintf(chunkname, sizeof(chunkname), "@%s", path);
+	int rc = luaL_loadbufferx(L, src, len, chunkname, "t");
+	free(src);
+	if (rc != LUA_OK) {
+		snprintf(why, cap, "%s", lua_tostring(L, -1));
+		lua_pop(L, 1);
+		return -1;
+	}
+	/* env = setmetatable({}, {__index = _G}) as the chunk's _ENV */
+	lua_newtable(L);
+	lua_newtable(L);
+	lua_pushglobaltable(L);
+	lua_setfield(L, -2, "__index");
+	lua_setmetatable(L, -2);
+	lua_pushvalue(L, -1);
+	lua_insert(L, -3);               /* env, chunk, env */
+	lua_setupvalue(L, -2, 1);        /* env, chunk */
+	const char *err = guarded_pcall(0, 0, LOAD_TIME_US);
+	if (err) {
+		snprintf(why, cap, "%s", err);
+		lua_pop(L, 1);
+		return -1;
+	}
+	static const char *const names[] = { "inspect", "inspect_response", "log" };
+	int *refs[] = { &sc->fn_inspect, &sc->fn_response, &sc->fn_log };
+	for (int i = 0; i < 3; i++) {
+		int t = lua_getfield(L, -1, names[i]);
+		*refs[i] = LUA_NOREF;
+		if (t == LUA_TFUNCTION) {
+			*refs[i] = luaL_ref(L, LUA_REGISTRYINDEX);
+			continue;
+		}
+		lua_pop(L, 1);
+		if (t != LUA_TNIL || i == 0) {
+			snprintf(why, cap, "%s: %s %s", path, names[i],
+				 t == LUA_TNIL ? "is not defined (the script must define function inspect(req))"
+					       : "must be a function");
+			lua_pop(L, 1);
+			return -1;
+		}
+	}
+	lua_pop(L, 1);  /* env: the functions keep it alive as their upvalue */
+	return 0;
+}
+
+int inspect_script_check(const char *script, uint64_t memory_max, char *why, size_t cap)
+{
+	struct guard saved = G;
+	if (state_new(memory_max, why, cap) == NULL) {
+		G = saved;
+		return -1;
+	}
+	struct inspect_script sc = { 0 };
+	int rc = script_load(&sc, script, why, cap);
+	lua_close(G.L);
+	luaprim_close();
+	G = saved;
+	return rc;
+}
+
+/* ---- the worker ---- */
+
+void inspect_init(struct worker *w)
+{
+	unsigned want = 0;
+	for (unsigned i = 0; i < w->nlisteners; i++)
+		want += w->listeners[i].cfg->inspect.enabled;
+	if (want == 0)
+		return;
+	char why[512];
+	if (state_new(w->cfg->lua_memory_max, why, sizeof(why)) == NULL) {
+		log_error("inspection: %s; inspected listeners apply on_error to every request", why);
+	} else {
+		req_ref = inspect_api_new(G.L, 0);
+		req_reg = luaL_ref(G.L, LUA_REGISTRYINDEX);
+		resp_ref = inspect_api_new(G.L, 1);
+		resp_reg = luaL_ref(G.L, LUA_REGISTRYINDEX);
+	}
+	scripts = calloc(want, sizeof(*scripts));
+	AN(scripts);
+	for (unsigned i = 0; i < w->nlisteners; i++) {
+		struct worker_listener *li = &w->listeners[i];
+		const struct cfg_inspect *ic = &li->cfg->inspect;
+		if (!ic->enabled)
+			continue;
+		/* Listeners naming the same file share its environment. */
+		for (unsigned k = 0; k < nscripts && li->insp == NULL; k++)
+			if (strcmp(scripts[k].path, ic->script) == 0)
+				li->insp = &scripts[k];
+		if (li->insp)
+			continue;
+		struct inspect_script *sc = &scripts[nscripts++];
+		snprintf(sc->path, sizeof(sc->path), "%s", ic->script);
+		sc->cfg = ic;
+		li->insp = sc;
+		uint64_t t0 = now_us();
+		if (G.L == NULL) {
+			sc->broken = 1;
+		} else if (script_load(sc, ic->script, why, sizeof(why)) < 0) {
+			sc->broken = 1;
+			log_error("inspection: listener %s: %s; its requests get on_error (%s)", li->cfg->name, why,
+				  ic->on_error_deny ? "deny" : "allow");
+		} else {
+			log_info("inspection: listener %s: %s loaded in %.1f ms, Lua memory %zu KiB", li->cfg->name,
+				 ic->script, (double)(now_us() - t0) / 1000.0, G.used / 1024);
+		}
+	}
+}
+
+int inspect_active(const struct client *cl)
+{
+	return cl->li->insp != NULL && atomic_load_explicit(&shm->inspect_on, memory_order_relaxed);
+}
+
+/* At most ERRLOG_PER_SEC lines a second: a script failing on every request
+ * must not turn the error log into the bottleneck. */
+static void error_log(const struct client *cl, const char *phase, const char *why)
+{
+	uint64_t sec = now_us() / 1000000u;
+	if (sec != errlog.second) {
+		if (errlog.dropped)
+			log_warn("inspection: %u more script error(s) not logged", errlog.dropped);
+		errlog.second = sec;
+		errlog.n = errlog.dropped = 0;
+	}
+	if (errlog.n++ >= ERRLOG_PER_SEC) {
+		errlog.dropped++;
+		return;
+	}
+	const struct txn *t = &cl->txn;
+	log_warn("inspection: listener %s: %s() failed for %s %s %.*s: %s", cl->li->cfg->name, phase, cl->peer,
+		 llhttp_method_name((llhttp_method_t)t->method), (int)(t->req.url_len > 200 ? 200 : t->req.url_len),
+		 msg_str(&t->req, t->req.url_off), why);
+}
+
+/* Push the phase function and point the req (and resp) objects at CL. */
+static int phase_begin(struct client *cl, int fn, int phase, int with_resp)
+{
+	const struct cfg_inspect *ic = &cl->li->cfg->inspect;
+	lua_rawgeti(G.L, LUA_REGISTRYINDEX, fn);
+	if (with_resp) {
+		resp_ref->cl = cl;
+		resp_ref->ic = ic;
+		resp_ref->phase = (uint8_t)phase;
+		lua_rawgeti(G.L, LUA_REGISTRYINDEX, resp_reg);
+	}
+	req_ref->cl = cl;
+	req_ref->ic = ic;
+	req_ref->phase = (uint8_t)phase;
+	lua_rawgeti(G.L, LUA_REGISTRYINDEX, req_reg);
+	return with_resp ? 2 : 1;
+}
+
+static void phase_end(void)
+{
+	req_ref->cl = resp_ref->cl = NULL;
+	req_ref->phase = resp_ref->phase = INSPECT_PH_NONE;
+}
+
+static const char *phase_call(struct client *cl, int fn, int phase, int with_resp)
+{
+	const struct cfg_inspect *ic = &cl->li->cfg->inspect;
+	int nargs = phase_begin(cl, fn, phase, with_resp);
+	const char *why = guarded_pcall(nargs, ic->budget_instructions, ic->budget_us);
+	phase_end();
+	return why;
+}
+
+enum reason inspect_request(struct client *cl)
+{
+	struct txn *t = &cl->txn;
+	struct txn_insp *in = &t->insp;
+	const struct cfg_inspect *ic = &cl->li->cfg->inspect;
+	struct inspect_script *sc = cl->li->insp;
+	uint64_t t0 = now_us();
+	in->ran = 1;
+	in->decision = INSPECT_ALLOW;
+	const char *why = sc->broken ? "the script did not load (see the error log at worker start)"
+				     : phase_call(cl, sc->fn_inspect, INSPECT_PH_INSPECT, 0);
+	in->us = now_us() - t0;
+	struct stats_block *st = cl->li->st;
+	stats_observe_us(st, HIST_INSPECT, in->us);
+	if (why) {
+		error_log(cl, "inspect", why);
+		in->decision = INSPECT_ERROR;
+		in->req_hdrs.len = in->req_del.len = 0;  /* half-made edits are not applied */
+		t->be = cl->li->be;
+		stats_add(st, STAT_INSPECT_ERROR, 1);
+		if (ic->on_error_deny) {
+			in->status = 500;
+			in->local.len = 0;
+			return REASON_INSPECT_ERROR;
+		}
+		return REASON_OK;
+	}
+	switch (in->decision) {
+	case INSPECT_DENY:
+	case INSPECT_REDIRECT:
+		stats_add(st, STAT_INSPECT_DENY, 1);
+		return REASON_INSPECT_DENIED;
+	case INSPECT_WOULD_DENY:
+	case INSPECT_WOULD_REDIRECT:
+		log_info("inspection: listener %s (shadow): would %s %s %s %.*s with %u%s%.*s", cl->li->cfg->name,
+			 in->decision == INSPECT_WOULD_DENY ? "deny" : "redirect", cl->peer,
+			 llhttp_method_name((llhttp_method_t)t->method),
+			 (int)(t->req.url_len > 200 ? 200 : t->req.url_len), msg_str(&t->req, t->req.url_off),
+			 in->status, in->ntags ? ", tags " : "", (int)in->tags.len, in->tags.data);
+		stats_add(st, STAT_INSPECT_DENY, 1);
+		return REASON_OK;
+	default:
+		stats_add(st, STAT_INSPECT_ALLOW, 1);
+		return REASON_OK;
+	}
+}
+
+void inspect_response(struct client *cl)
+{
+	struct inspect_script *sc = cl->li->insp;
+	struct txn_insp *in = &cl->txn.insp;
+	if (!in->ran || sc == NULL || sc->broken || sc->fn_response == LUA_NOREF)
+		return;
+	const char *why = phase_call(cl, sc->fn_response, INSPECT_PH_RESPONSE, 1);
+	if (why) {
+		error_log(cl, "inspect_response", why);
+		in->resp_hdrs.len = in->resp_del.len = 0;
+		stats_add(cl->li->st, STAT_INSPECT_ERROR, 1);
+	}
+}
+
+void inspect_finish(struct client *cl)
+{
+	struct inspect_script *sc = cl->li->insp;
+	struct txn_insp *in = &cl->txn.insp;
+	if (!in->ran || sc == NULL)
+		return;
+	if (!sc->broken && sc->fn_log != LUA_NOREF) {
+		const char *why = phase_call(cl, sc->fn_log, INSPECT_PH_LOG, 0);
+		if (why) {
+			error_log(cl, "log", why);
+			stats_add(cl->li->st, STAT_INSPECT_ERROR, 1);
+		}
+	}
+	if (in->ntags) {
+		enum stats_tag_outcome o = in->decision == INSPECT_ERROR ? STATS_TAG_ERROR
+					 : in->decision == INSPECT_ALLOW ? STATS_TAG_ALLOW : STATS_TAG_DENY;
+		const char *p = in->tags.data, *end = p + in->tags.len;
+		while (p < end) {
+			const char *c = memchr(p, ',', (size_t)(end - p));
+			size_t n = c ? (size_t)(c - p) : (size_t)(end - p);
+			stats_tag_add(p, n, o);
+			p += n + 1;
+		}
+	}
+}
+
+void inspect_apply_removals(const struct buf *del, struct msg *m)
+{
+	for (size_t pos = 0; pos < del->len;) {
+		const char *name = del->data + pos;
+		size_t nl = strlen(name);
+		for (uint32_t i = 0; i < m->nhdrs; i++)
+			if (m->hdrs[i].name_len == nl && strncasecmp(msg_str(m, m->hdrs[i].name_off), name, nl) == 0)
+				m->hdrs[i].drop = 1;
+		pos += nl + 1;
+	}
+}
+
+void inspect_txn_reset(struct txn_insp *in)
+{
+	struct txn_insp keep = *in;
+	memset(in, 0, sizeof(*in));
+	in->req_hdrs = keep.req_hdrs;
+	in->req_del = keep.req_del;
+	in->resp_hdrs = keep.resp_hdrs;
+	in->resp_del = keep.resp_del;
+	in->local = keep.local;
+	in->tags = keep.tags;
+	in->req_hdrs.len = in->req_del.len = in->resp_hdrs.len = in->resp_del.len = 0;
+	in->local.len = in->tags.len = 0;
+}
+
+void inspect_txn_free(struct txn_insp *in)
+{
+	buf_free(&in->req_hdrs);
+	buf_free(&in->req_del);
+	buf_free(&in->resp_hdrs);
+	buf_free(&in->resp_del);
+	buf_free(&in->local);
+	buf_free(&in->tags);
+}

@@ -1,0 +1,17 @@
+/* The `sluice` Lua module's fast primitives, in C: PCRE2 regexes (JIT),
+ * Hyperscan multi-pattern databases, CIDR sets and rule transformations
+ * (docs/lua-api.md). Compiled objects are userdata whose memory lives
+ * outside the Lua allocator (PCRE2 and Hyperscan allocate their own) and
+ * is freed by __gc. */
+#ifndef SLUICE_LUAPRIM_H
+#define SLUICE_LUAPRIM_H
+
+#include <lua.h>
+
+/* Register the primitives' metatables and set them as fields of the table
+ * on top of the stack (sluice.regex, sluice.multi, ...). */
+void luaprim_open(lua_State *L);
+/* Release the per-process scratch (Hyperscan scratch, transform buffer). */
+void luaprim_close(void);
+
+#endif
