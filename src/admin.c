@@ -82,6 +82,15 @@ static unsigned scopes_collect(struct scope *sc, unsigned max)
 	return n;
 }
 
+static void metrics_tag(const char *tag, const uint64_t *n, void *ctx)
+{
+	static const char *const outcome[STATS_TAG_N] = { "allow", "deny", "error" };
+	for (int k = 0; k < STATS_TAG_N; k++)
+		if (n[k])
+			buf_appendf(ctx, "sluice_inspect_tag_total{tag=\"%s\",outcome=\"%s\"} %llu\n", tag, outcome[k],
+				    (unsigned long long)n[k]);
+}
+
 void admin_metrics(struct buf *out)
 {
 	struct scope sc[SHM_MAX_SLOTS];
@@ -152,6 +161,9 @@ void admin_metrics(struct buf *out)
 	}
 	buf_appendf(out, "# HELP sluice_inspect_enabled 1 when the inspection hook is switched on\n"
 		    "# TYPE sluice_inspect_enabled gauge\nsluice_inspect_enabled %d\n", atomic_load(&shm->inspect_on));
+	buf_append_str(out, "# HELP sluice_inspect_tag_total Requests carrying an inspection rule tag, by the request's outcome\n"
+			    "# TYPE sluice_inspect_tag_total counter\n");
+	stats_tags_each(metrics_tag, out);
 	free(sums);
 }
 
@@ -234,6 +246,17 @@ void admin_status(struct buf *out)
 			    (long long)s->gauge[GAUGE_CLIENTS], (unsigned long long)s->c[STAT_CONN_ACCEPTED],
 			    (unsigned long long)s->c[STAT_TLS_FULL_ECDSA], (unsigned long long)s->c[STAT_TLS_FULL_RSA],
 			    (unsigned long long)s->c[STAT_TLS_RESUMED], (unsigned long long)s->c[STAT_TLS_FAILED]);
+		const struct cfg_inspect *ic = &cfg->listeners[l].inspect;
+		if (ic->enabled) {
+			buf_append_str(out, "\"inspect\":{\"script\":");
+			json_str(out, ic->script);
+			buf_appendf(out, ",\"mode\":\"%s\",\"body\":%u,\"on_error\":\"%s\",\"allow\":%llu,"
+				    "\"deny\":%llu,\"error\":%llu},", ic->shadow ? "shadow" : "enforce", ic->body,
+				    ic->on_error_deny ? "deny" : "allow", (unsigned long long)s->c[STAT_INSPECT_ALLOW],
+				    (unsigned long long)s->c[STAT_INSPECT_DENY], (unsigned long long)s->c[STAT_INSPECT_ERROR]);
+		} else {
+			buf_append_str(out, "\"inspect\":null,");
+		}
 		json_figures(out, s);
 		buf_append_str(out, "}");
 	}
@@ -244,11 +267,8 @@ void admin_status(struct buf *out)
 		uint64_t reqs = s->c[STAT_BCONN_NEW] + s->c[STAT_BCONN_REUSED];
 		buf_appendf(out, "%s{\"name\":", b ? "," : "");
 		json_str(out, be->cfg->name);
-		buf_appendf(out, ",\"queued\":%u,\"connection_reuse\":%.4f,\"inspect\":{\"allow\":%llu,\"deny\":%llu,"
-			    "\"error\":%llu},", shm_get(be->slot, SHM_WAITING),
-			    reqs ? (double)s->c[STAT_BCONN_REUSED] / (double)reqs : 0.0,
-			    (unsigned long long)s->c[STAT_INSPECT_ALLOW], (unsigned long long)s->c[STAT_INSPECT_DENY],
-			    (unsigned long long)s->c[STAT_INSPECT_ERROR]);
+		buf_appendf(out, ",\"queued\":%u,\"connection_reuse\":%.4f,", shm_get(be->slot, SHM_WAITING),
+			    reqs ? (double)s->c[STAT_BCONN_REUSED] / (double)reqs : 0.0);
 		json_figures(out, s);
 		buf_append_str(out, ",\"servers\":[");
 		for (unsigned k = 0; k < be->nservers; k++) {

@@ -352,6 +352,10 @@ static void reload(void)
 	struct cfg *old = cur;
 	struct tls_set *old_tls = cur_tls;
 	unsigned old_gen = generation;
+	/* A changed `inspection:` wins; an unchanged one keeps what an operator
+	 * switched live. */
+	if (next->inspection != old->inspection)
+		atomic_store(&shm->inspect_on, next->inspection);
 	cur = next;
 	cur_tls = next_tls;
 	generation++;
@@ -396,6 +400,7 @@ int master_run(struct cfg *cfg)
 	}
 	if (register_slots(cfg) < 0 || lsocks_prepare(cfg) < 0)
 		return 1;
+	atomic_store(&shm->inspect_on, cfg->inspection);
 	sigset_t set;
 	sigemptyset(&set);
 	sigaddset(&set, SIGCHLD);
