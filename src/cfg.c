@@ -1885,11 +1885,15 @@ static int conv_root(struct cfg_load *ld, const struct y_root *y, struct cfg *c)
 		if (conv_backend(ld, k, &y->backends[i], &c->backends[i]) < 0)
 			return -1;
 	}
+	inspect_check_begin();
 	for (i = 0; i < c->nlisteners; i++) {
 		path_index(k, "listeners", i);
-		if (conv_listener(ld, k, i, &y->listeners[i], &c->listeners[i]) < 0)
+		if (conv_listener(ld, k, i, &y->listeners[i], &c->listeners[i]) < 0) {
+			inspect_check_end();
 			return -1;
+		}
 	}
+	inspect_check_end();
 	return 0;
 }
 

@@ -371,6 +371,16 @@ int inspect_script_check(const char *script, uint64_t memory_max, char *why, siz
 	return rc;
 }
 
+void inspect_check_begin(void)
+{
+	luaprim_cache_begin();
+}
+
+void inspect_check_end(void)
+{
+	luaprim_cache_end();
+}
+
 /* ---- the worker ---- */
 
 void inspect_init(struct worker *w)

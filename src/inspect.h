@@ -18,6 +18,12 @@
  * and every config load. */
 int inspect_script_check(const char *script, uint64_t memory_max, char *why, size_t cap);
 
+/* Around all the checks of one config load: compiled pattern databases
+ * are kept for the workers that will be forked, and those of the previous
+ * load that are no longer used are freed. */
+void inspect_check_begin(void);
+void inspect_check_end(void);
+
 struct worker;
 /* Worker start: create the state, load the scripts of W's listeners and
  * set each listener's insp. A script that fails to load here is logged,

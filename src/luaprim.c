@@ -152,8 +152,24 @@ static int regex_match(lua_State *L)
 
 /* ---- sluice.multi ---- */
 
+/* Compiled databases, by their exact source (patterns, flags, ids). The
+ * master compiles every script's databases when it checks the config; the
+ * workers it forks then find them here instead of compiling again (a
+ * ruleset of a few hundred regexes takes seconds to compile, and would
+ * otherwise delay every worker start and reload). */
+struct hs_cached {
+	char *src;             /* the serialised source, the key */
+	size_t srclen;
+	hs_database_t *db;
+	unsigned refs;         /* live sluice.multi objects using it */
+	unsigned mark;         /* last check pass that used it */
+};
+static struct hs_cached **hcache;  /* entries never move: objects point at them */
+static unsigned nhcache, hmark;
+
 struct lmulti {
 	hs_database_t *db;
+	struct hs_cached *cached;
 	unsigned n;            /* patterns */
 	unsigned *hits;        /* scan(): ids found, at most N (SINGLEMATCH) */
 	unsigned nhits;
@@ -163,7 +179,11 @@ struct lmulti {
 static int multi_gc(lua_State *L)
 {
 	struct lmulti *m = luaL_checkudata(L, 1, MULTI_MT);
-	hs_free_database(m->db);
+	if (m->cached)
+		m->cached->refs--;
+	else
+		hs_free_database(m->db);
+	m->cached = NULL;
 	free(m->hits);
 	m->db = NULL;
 	m->hits = NULL;
@@ -272,7 +292,25 @@ static int multi_new(lua_State *L)
 		}
 		lua_pop(L, 1);
 	}
+	struct hs_cached *hit = NULL;
 	if (!bad) {
+		/* The cache key: every pattern with its flags and id. */
+		for (lua_Integer i = 0; i < n; i++)
+			buf_appendf(&text, "%u:%u;", flags[i], ids[i]);
+		for (unsigned k = 0; k < nhcache && !hit; k++)
+			if (hcache[k]->srclen == text.len && memcmp(hcache[k]->src, text.data, text.len) == 0)
+				hit = hcache[k];
+	}
+	if (hit) {
+		hit->refs++;
+		hit->mark = hmark;
+		m->db = hit->db;
+		m->cached = hit;
+		if (hs_alloc_scratch(m->db, &hs_scratch) != HS_SUCCESS) {
+			snprintf(why, sizeof(why), "cannot allocate scan scratch");
+			bad = why;
+		}
+	} else if (!bad) {
 		for (lua_Integer i = 0; i < n; i++)
 			exprs[i] = text.data + offs[i];
 		hs_compile_error_t *ce = NULL;
@@ -287,6 +325,21 @@ static int multi_new(lua_State *L)
 		} else if (hs_alloc_scratch(m->db, &hs_scratch) != HS_SUCCESS) {
 			snprintf(why, sizeof(why), "cannot allocate scan scratch");
 			bad = why;
+		} else {
+			struct hs_cached **grown = realloc(hcache, (nhcache + 1) * sizeof(*hcache));
+			struct hs_cached *e = malloc(sizeof(*e));
+			char *src = malloc(text.len);
+			if (grown)
+				hcache = grown;
+			if (grown && e && src) {
+				memcpy(src, text.data, text.len);
+				*e = (struct hs_cached){ src, text.len, m->db, 1, hmark };
+				hcache[nhcache++] = e;
+				m->cached = e;
+			} else {
+				free(e);
+				free(src);  /* not cached: this object owns its database */
+			}
 		}
 	}
 	free(offs), free(exprs), free(flags), free(ids), buf_free(&text);
@@ -536,6 +589,26 @@ void luaprim_open(lua_State *L)
 	new_mt(L, MULTI_MT, multi_m, multi_gc);
 	new_mt(L, CIDRS_MT, cidrs_m, cidrs_gc);
 	luaL_setfuncs(L, funcs, 0);
+}
+
+void luaprim_cache_begin(void)
+{
+	hmark++;
+}
+
+void luaprim_cache_end(void)
+{
+	unsigned w = 0;
+	for (unsigned k = 0; k < nhcache; k++) {
+		if (hcache[k]->refs == 0 && hcache[k]->mark != hmark) {
+			hs_free_database(hcache[k]->db);
+			free(hcache[k]->src);
+			free(hcache[k]);
+		} else {
+			hcache[w++] = hcache[k];
+		}
+	}
+	nhcache = w;
 }
 
 void luaprim_close(void)

@@ -11,6 +11,10 @@
 /* Register the primitives' metatables and set them as fields of the table
  * on top of the stack (sluice.regex, sluice.multi, ...). */
 void luaprim_open(lua_State *L);
+/* A config check is starting / has ended: compiled databases no script of
+ * that check used, and no live object holds, are freed at the end. */
+void luaprim_cache_begin(void);
+void luaprim_cache_end(void);
 /* Release the per-process scratch (Hyperscan scratch, transform buffer). */
 void luaprim_close(void);
 
