@@ -95,6 +95,8 @@ def scratch(tmp_path_factory):
     d = tmp_path_factory.mktemp("docs")
     subprocess.run(["sh", os.path.join(REPO, "conf", "make-demo-certs.sh"), str(d / "conf" / "tls")],
                    check=True, capture_output=True, timeout=60)
+    # Scripts in configs are relative to the working directory, as in `make run`.
+    os.symlink(os.path.join(REPO, "lua"), str(d / "lua"))
     tls = d / "conf" / "tls"
     files = {
         "ecdsa.cert": str(tls / "ecdsa.pem"), "ecdsa.key": str(tls / "ecdsa.key"),
