@@ -267,6 +267,10 @@ static lua_State *state_new(uint64_t memory_max, char *why, size_t cap)
 	}
 	G.L = L;
 	lua_atpanic(L, on_panic);
+	/* Requests make short-lived garbage (strings from reads and
+	 * transformations): the generational collector handles it in small
+	 * steps instead of long incremental cycles over the rule tables. */
+	lua_gc(L, LUA_GCGEN, 0, 0);
 	lua_pushcfunction(L, sandbox_open);
 	if (lua_pcall(L, 0, 0, 0) != LUA_OK) {
 		snprintf(why, cap, "cannot set up Lua: %s", lua_tostring(L, -1));
