@@ -1,0 +1,52 @@
+-- primitives.lua: e2e fixture. Exercises the sluice module's primitives
+-- and reports each result as name=value;... in the request header X-Prim.
+
+local re = sluice.regex('a(b+)(c)?', 'i')
+local mu = sluice.multi({'foo', {id = 42, pattern = 'ba+r', flags = 'i'},
+                         {id = 7, pattern = 'x.y', literal = true}})
+local cidrs = sluice.cidrs({'10.0.0.0/8', '10.1.0.0/16', '192.0.2.1', '2001:db8::/32'})
+
+function inspect(req)
+  local out = {}
+  local function put(k, v) out[#out + 1] = k .. '=' .. tostring(v) end
+  put('test', re:test('xxABBd'))
+  local s, e = re:find('xxabbd') put('find', s .. ',' .. e)
+  put('find_init', (re:find('ab ab', 2)))
+  local m, g1, g2 = re:match('zABBc') put('match', m .. ',' .. g1 .. ',' .. tostring(g2))
+  local m2, h1, h2 = re:match('ab') put('match2', m2 .. ',' .. h1 .. ',' .. tostring(h2))
+  put('nomatch', re:match('zzz'))
+  put('multiline', sluice.regex('^b$', 'm'):test('a\nb\nc'))
+  put('dotall', sluice.regex('a.b', 's'):test('a\nb'))
+  put('nodotall', sluice.regex('a.b'):test('a\nb'))
+  local ok, err = pcall(sluice.regex, '(ab') put('badre', not ok and err:find('offset') ~= nil)
+  put('m_test', mu:test('..BAAR..'))
+  put('m_none', mu:test('nothing'))
+  put('m_first', mu:first('xx bar foo'))
+  put('m_first_nil', mu:first('nothing'))
+  local t = {9, 9, 9, 9, 9}
+  local n = mu:scan('bar x.y foo bar', t) table.sort(t) put('m_scan', n .. ':' .. table.concat(t, ','))
+  put('m_scan_empty', mu:scan('nothing', t) .. ':' .. #t)
+  put('m_lit', mu:test('xzy'))
+  local ok2 = pcall(sluice.multi, {'abc', '(a)\\1'}) put('m_bad', not ok2)
+  put('c_count', cidrs:count())
+  put('c_in', cidrs:contains('10.200.1.1'))
+  put('c_mapped', cidrs:contains('::ffff:192.0.2.1'))
+  put('c_out', cidrs:contains('192.0.2.2'))
+  put('c_v6', cidrs:contains('2001:db8:ffff::1'))
+  put('c_v6out', cidrs:contains('2001:db9::1'))
+  put('tr', sluice.transform('%3Cscript%3E+A  B', 'urldecode,lower,compress_ws'))
+  put('tr_uni', sluice.transform('%u003c+x', 'urldecode_uni'))
+  put('html', sluice.htmldecode('&lt;a&gt; &#65;&#x42; &amp;&quot;'))
+  put('b64', sluice.b64decode('aGVsbG8='))
+  put('path', sluice.transform('/a//b/./c/../d', 'normalize_path'))
+  put('rmws', sluice.transform(' a b\tc ', 'remove_ws'))
+  put('trim', sluice.transform('  a b  ', 'trim'))
+  put('nulls', sluice.transform('a\0b', 'remove_nulls'))
+  put('lower', sluice.lower('MiXeD'))
+  put('urld', sluice.urldecode('a%20b+c'))
+  local ok3 = pcall(sluice.transform, 'x', 'nosuchstep') put('tr_bad', not ok3)
+  put('now', type(sluice.now()) == 'number' and sluice.now() > 0)
+  put('time', sluice.time() > 1.6e9)
+  put('worker', sluice.worker)
+  req:set_header('X-Prim', table.concat(out, ';'))
+end
