@@ -1,6 +1,6 @@
 -- waf.lua: a CRS-inspired web application firewall with anomaly scoring.
 --
--- What it does. 340 rules, numbered like the OWASP Core Rule Set (913 scanners,
+-- What it does. Over 340 rules, numbered like the OWASP Core Rule Set (913 scanners,
 -- 920/921 protocol, 930 LFI, 931 RFI, 932 command injection, 933 PHP, 934 generic/SSTI/SSRF,
 -- 941 XSS, 942 SQLi, 944 Java), look at the request. Each rule that matches adds its
 -- severity (critical 5, error 4, warning 3, notice 2) to the request's anomaly score and
