@@ -367,13 +367,30 @@ def test_reads_tls_facts(sluice, recorder, tmp_path, id_pki, version):
         with P.TlsClient(s.port, ctx, sni="a.test") as c:
             assert c.request("GET", path).status == 200
             cipher = c.sock.cipher()[0]
-        want_cipher = "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256" if version == "TLSv1.2" else cipher
-        assert one_req(be, path).header("x-tls") == "|".join(
-            ["true", version, want_cipher, "a.test", subject]), path
+        got = one_req(be, path).header("x-tls").split("|")
+        assert got[:2] + got[3:] == ["true", version, "a.test", subject], (path, got)
+        if version == "TLSv1.3":
+            assert got[2] == cipher, got     # TLS 1.3 names are the standard ones
+        else:
+            assert got[2] in ("TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256", "ECDHE-ECDSA-AES128-GCM-SHA256"), got
     # no SNI
     with P.TlsClient(s.port, P.cctx(min_v=tv, max_v=tv), sni=None) as c:
         assert c.request("GET", "/nosni").status == 200
     assert one_req(be, "/nosni").header("x-tls").split("|")[3] == "<nil>"
+
+
+def test_tls_cipher_is_the_standard_name(sluice, recorder, tmp_path, id_pki):
+    """docs: req:tls_cipher() is the cipher's standard (RFC/IANA) name; on
+    TLS 1.2 that differs from OpenSSL's: TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+    not ECDHE-ECDSA-AES128-GCM-SHA256."""
+    import ssl
+    name = write_script(tmp_path, "tls.lua", TLS_SCRIPT)
+    s, be = start(sluice, recorder, name, listener={"tls": {"certificates": [id_pki.ecdsa.entry()]}})
+    ctx = P.cctx(min_v=ssl.TLSVersion.TLSv1_2, max_v=ssl.TLSVersion.TLSv1_2)
+    ctx.set_ciphers("ECDHE-ECDSA-AES128-GCM-SHA256")
+    with P.TlsClient(s.port, ctx, sni="a.test") as c:
+        assert c.request("GET", "/c12").status == 200
+    assert one_req(be, "/c12").header("x-tls").split("|")[2] == "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256"
 
 
 def test_sluice_primitives(sluice, recorder):
@@ -425,8 +442,8 @@ def test_deny_default_and_custom(sluice, recorder):
     r = ev(s, "req:deny(451, 'custom \\0 body')", path="/d2")
     assert (r.status, r.body) == (451, b"custom \x00 body"), r
     assert r.header("content-length") == str(len(r.body))
-    r = ev(s, "req:deny(599, '')", path="/d3")      # an explicit empty body is sent as given
-    assert (r.status, r.body) == (599, b""), r
+    r = ev(s, "req:deny(599)", path="/d3")
+    assert r.status == 599 and b"599" in r.body, r
     r = ev(s, "req:deny(400, 'x')", path="/d4", method="HEAD")
     assert (r.status, r.body) == (400, b""), r
     assert r.header("content-length") == "1"
@@ -434,6 +451,14 @@ def test_deny_default_and_custom(sluice, recorder):
     e = access(s, "/d2")
     assert (e["status"], e["inspect"], e["server"], e["reason"]) == ("451", "deny", "-", "inspect_denied"), e
     assert re.fullmatch(r"\d+", e["inspect_us"]), e
+
+
+def test_deny_explicit_empty_body(sluice, recorder):
+    """deny(status, "") gives an empty body: the default text page is for
+    when no body is given (docs: "with body (default: a short text page)")."""
+    s, be = start(sluice, recorder)
+    r = ev(s, "req:deny(403, '')", path="/empty")
+    assert (r.status, r.body, r.header("content-length")) == (403, b"", "0"), r
 
 
 @pytest.mark.parametrize("on_error", ["allow", "deny"])
@@ -630,8 +655,17 @@ def test_tags_in_access_log_and_metrics(sluice, recorder):
                               "req:tag(string.rep('t', 65))", "req:tag('a\"b')"]):
         assert ev(s, code + " req:deny()", path="/bt%d" % i).status == 200, code
         assert access(s, "/bt%d" % i)["inspect"] == "error", code
-    assert ev(s, "req:tag(string.rep('t', 64)) req:tag('a-b_c.d:e')", path="/gt").status == 200
-    assert access(s, "/gt")["tags"] == "t" * 64 + ",a-b_c.d:e"
+    assert ev(s, "req:tag(string.rep('t', 64)) req:tag('a-b_c.d')", path="/gt").status == 200
+    assert access(s, "/gt")["tags"] == "t" * 64 + ",a-b_c.d"
+
+
+def test_tag_with_colon(sluice, recorder):
+    """A tag may use letters, digits and -_.: (the message of the error for
+    a bad tag says so); "rule:942100" is a valid tag."""
+    s, be = start(sluice, recorder)
+    assert ev(s, "req:tag('crs:942100') req:tag('a-b_c.d:e')", path="/colon").status == 200
+    e = access(s, "/colon")
+    assert (e["inspect"], e["tags"]) == ("allow", "crs:942100,a-b_c.d:e"), e
 
 
 # ==========================================================================
@@ -991,9 +1025,19 @@ def test_error_log_names_script_reason_and_line(sluice, recorder, tmp_path):
     assert H.http_request(s.port, "GET", "/e?kind=loop").status == 200
     m = s.wait_error_log(r"GET /e\?kind=loop: (.*)$", start=off)
     assert "instruction budget exceeded" in m.group(1)
-    # the script is named on every error line, budget overruns included
+
+
+def test_error_log_names_script_for_every_error_kind(sluice, recorder, tmp_path):
+    """docs ("Errors"): the error log names the script, the reason and the
+    Lua message with its line, for budget, time, memory and error alike."""
+    name = write_script(tmp_path, "errs.lua", ERR_SCRIPT)
+    s, be = start(sluice, recorder, name, inspect={"budget": {"instructions": "50000", "time": "0"}})
+    off = err_offset(s)
+    for kind in ("str", "obj", "loop"):
+        assert H.http_request(s.port, "GET", "/e?kind=" + kind).status == 200
+        s.wait_error_log(r"GET /e\?kind=%s: " % kind, start=off)
     lines = [l for l in errlog_since(s, off).splitlines() if "inspect() failed" in l]
-    assert len(lines) == 4
+    assert len(lines) == 3
     missing = [l for l in lines if "errs.lua" not in l]
     assert not missing, "error log lines that do not name the script: %r" % missing
 
@@ -1525,6 +1569,14 @@ def test_live_switch_two_workers(sluice, recorder, tmp_path):
         for c in conns.values():
             H.wait_for(lambda: inspected(c, path()), 1.0, interval=0.05, what="switch on")
         assert {reqs_to(be, "/sw%d" % k)[0].header("x-worker") for k in (1, 2)} == {"0", "1"}
+        # sluice.shared is per worker: each worker counted its own calls from 1, without gaps
+        counts = {}
+        for q in be.all_requests():
+            if q.header("x-count") is not None:
+                counts.setdefault(q.header("x-worker"), []).append(int(q.header("x-count")))
+        assert set(counts) == {"0", "1"}
+        for w, got in counts.items():
+            assert sorted(got) == list(range(1, len(got) + 1)), (w, sorted(got))
     finally:
         for c in opened:
             c.close()
