@@ -166,14 +166,6 @@ def seen_body(q):
     return None if h is None else bytes.fromhex(h)
 
 
-def lua_str(b):
-    """A Lua string literal for BYTES (decimal escapes; safe in a header)."""
-    if isinstance(b, str):
-        b = b.encode("latin-1")
-    return '"' + "".join(chr(c) if 0x20 <= c < 0x7f and chr(c) not in '"\\' else "\\%d" % c
-                         for c in b) + '"'
-
-
 def run_check(sluice_bin, workdir, path, timeout=30):
     """`sluice -t -c PATH` run in WORKDIR (scripts are named relative to it)."""
     return subprocess.run([sluice_bin, "-t", "-c", path], cwd=str(workdir), capture_output=True,
@@ -690,6 +682,21 @@ def test_deny_without_body_keeps_connection(sluice, recorder):
     assert (e["status"], e["inspect"], e["reason"], e["server"]) == ("403", "deny", "inspect_denied", "-"), e
 
 
+def test_deny_http10_keepalive(sluice, recorder):
+    """An HTTP/1.0 client that asked for keep-alive keeps its connection
+    after a deny (the answer says Connection: keep-alive)."""
+    s, be = start(sluice, recorder)
+    with H.Client(s.port) as c:
+        c.send(H.build_request("GET", "/h10", [("Connection", "keep-alive"), ("X-Lua", "req:deny(403, 'x')")],
+                               version="HTTP/1.0"))
+        r = c.read_response()
+        assert (r.status, r.body) == (403, b"x"), r
+        assert r.has_token("connection", "keep-alive"), r
+        c.send(H.build_request("GET", "/h10b", [("Connection", "keep-alive")], version="HTTP/1.0"))
+        assert c.read_response().status == 200
+    assert [q.target for q in be.all_requests()] == ["/h10b"]
+
+
 def test_deny_with_unread_body_closes_connection(sluice, recorder):
     """The hook answers at the head; a body not yet read makes the
     connection unusable: Connection: close, then EOF, nothing forwarded."""
@@ -748,6 +755,30 @@ def test_inspect_response_edits_headers_client_sees(sluice, recorder):
     # inspect_response does not run for a request the hook answered
     r = ev(s, "req:deny()", resp="resp:set_header('X-Resp', 'ran')", path="/denied")
     assert r.status == 403 and r.header("x-resp") is None, r
+
+
+def chunked_handler(conn):
+    """Answer every request with a chunked 200 carrying X-Backend headers."""
+    while True:
+        q = conn.read_request()
+        body = b"chunked body for " + q.target.encode()
+        conn.send(b"HTTP/1.1 200 OK\r\nX-Backend: a\r\nX-Backend: b\r\nTransfer-Encoding: chunked\r\n\r\n"
+                  + H.chunk_encode(body, chunk=5))
+
+
+def test_inspect_response_on_chunked_response(sluice, recorder):
+    """Edits of a chunked response's head keep its framing: the client gets
+    the same de-chunked body, and the connection goes on."""
+    be = recorder(chunked_handler)
+    s = sluice(config(be, EVAL))
+    code = ("resp:set_header('X-Backend', resp:header('x-backend') .. resp:header_count('X-Backend')) "
+            "resp:add_header('X-Te', resp:header('transfer-encoding'))")
+    with H.Client(s.port) as c:
+        for i in range(2):
+            r = ev(s, None, resp=code, path="/ch%d" % i, client=c)
+            assert r.status == 200 and r.chunked, r
+            assert r.body == b"chunked body for /ch%d" % i, r
+            assert r.header_all("x-backend") == ["a2"] and r.header_all("x-te") == ["chunked"], r
 
 
 @pytest.mark.parametrize("code", [
@@ -900,6 +931,8 @@ def test_guard_stops_call_worker_survives(sluice, recorder, case):
         assert r.status == 200, r
     assert len(reqs_to(be, "/guard")) == 1      # only the on_error: allow one
     assert s.worker_pids() == pids
+    H.wait_for(lambda: len([e for e in s.access_entries() if e["target"] == "/guard"]) >= 2, 3,
+               what="2 access log lines for /guard")
     ent = [e for e in s.access_entries() if e["target"] == "/guard"]
     assert sorted((e["status"], e["inspect"], e["reason"]) for e in ent) == \
         [("200", "error", "ok"), ("500", "error", "inspect_error")], ent
@@ -1104,8 +1137,11 @@ def test_shadow_mode(sluice, recorder):
     off = err_offset(s)
     code = ("req:tag('sh-1') req:set_header('X-Added', '1') req:remove_header('X-Client') "
             "req:set_backend('alt') req:deny(451, 'no')")
-    r = ev(s, code, path="/sh", headers=[("X-Client", "c")])
+    r = ev(s, code, path="/sh", headers=[("X-Client", "c")],
+           resp="resp:set_header('X-Resp', '1') resp:remove_header('X-Conn')")
     assert r.status == 200 and r.body.startswith(b"conn="), r
+    # response edits are not applied either
+    assert r.header("x-resp") is None and r.header_all("x-conn") == ["0"], r
     q = one_req(be, "/sh")
     assert q.header_all("x-added") == [] and q.header_all("x-client") == ["c"], q
     assert reqs_to(alt, "/sh") == []
@@ -1131,9 +1167,6 @@ def test_shadow_mode(sluice, recorder):
 
 # ==========================================================================
 # 8. body inspection
-
-BODY_CODE_SEEN = {"budget": ROOMY}
-
 
 def body_start(sluice, recorder, body, overflow=None, script=SEEN, **kw):
     ins = {"body": body, "budget": ROOMY}
@@ -1223,6 +1256,8 @@ def test_body_overflow_reject(sluice, recorder, chunked):
     assert reqs_to(be, "/toobig") == []
     e = access(s, "/toobig")
     assert e["status"] == "413" and e["reason"] == "inspect_body_too_large", e
+    st = s.status()["listeners"][0]["inspect"]
+    assert st["body"] == 1024 and st["allow"] + st["deny"] + st["error"] == 0, st
     # the hook was not called: nothing counted, nothing timed
     assert H.http_request(s.port, "GET", "/small").status == 200
     m = wait_metric(s, lambda m: m.n("sluice_inspect_seconds_count", LI) >= 1)
@@ -1243,6 +1278,41 @@ def test_body_exactly_the_limit_is_not_over_it(sluice, recorder, overflow):
     assert seen_body(q) == payload and q.body == payload
     r = H.http_request(s.port, "POST", "/exact-plus-one", body=payload + b"!")
     assert r.status == (200 if overflow == "partial" else 413), r
+
+
+def test_body_pipelined_requests(sluice, recorder):
+    """Pipelined requests with bodies (Content-Length, chunked, none) under
+    body inspection: each is inspected with its own body and forwarded
+    intact, in order."""
+    s, be = body_start(sluice, recorder, "16k")
+    bodies = [b"first body", b"", H.pattern_bytes(3000, seed=8), b"last"]
+    with H.Client(s.port) as c:
+        c.send(H.build_request("POST", "/pb0", body=bodies[0]) +
+               H.build_request("GET", "/pb1") +
+               H.build_request("POST", "/pb2", [("Transfer-Encoding", "chunked")]) +
+               H.chunk_encode(bodies[2], chunk=1000) +
+               H.build_request("PUT", "/pb3", body=bodies[3]))
+        got = [c.read_response().status for _ in range(4)]
+    assert got == [200] * 4
+    assert [q.target for q in be.all_requests()] == ["/pb%d" % i for i in range(4)]
+    for i, b in enumerate(bodies):
+        q = one_req(be, "/pb%d" % i)
+        assert q.body == b, i
+        assert (seen_body(q) or b"") == b, i
+
+
+def test_body_error_with_on_error_deny_keeps_connection(sluice, recorder, tmp_path):
+    """A script error after the whole body was held: 500 (on_error deny),
+    nothing forwarded, and the connection goes on (the body was read)."""
+    name = write_script(tmp_path, "bodyerr.lua",
+                        "function inspect(req) if req:body() == 'bad' then error('bad body') end end\n")
+    s, be = start(sluice, recorder, name, inspect={"body": "1k", "on_error": "deny"})
+    with H.Client(s.port) as c:
+        r = c.request("POST", "/be1", body=b"bad")
+        assert r.status == 500 and not r.has_token("connection", "close"), r
+        assert c.request("POST", "/be2", body=b"good").status == 200
+    assert [q.target for q in be.all_requests()] == ["/be2"]
+    assert access(s, "/be1")["reason"] == "inspect_error"
 
 
 def test_body_expect_100_continue(sluice, recorder):
@@ -1721,6 +1791,7 @@ def test_shipped_allow_all(sluice, recorder):
                                           ("DELETE", "/../../etc/passwd", None), ("GET", "/%00", None)]):
             assert c.request(m, p, body=body).status == 200, p
     assert len(be.all_requests()) == 4
+    H.wait_for(lambda: len(s.access_entries()) >= 4, 3, what="4 access log lines")
     assert {e["inspect"] for e in s.access_entries()} == {"allow"}
 
 
@@ -1743,7 +1814,7 @@ def test_shipped_rate_limit(sluice, recorder):
     assert got[:burst] == [200] * burst, got[:burst]
     assert 429 in got
     assert ok <= burst + int(took * rate) + 1, (ok, took)
-    e = [x for x in s.access_entries() if x["status"] == "429"][0]
+    e = s.wait_access_entry(lambda x: x["status"] == "429")
     assert (e["inspect"], e["tags"]) == ("deny", "ratelimit"), e
     # a different client address is not limited
     with H.Client(s.port, source=(CLIENT_IP, 0)) as c:
