@@ -447,7 +447,7 @@ static void client_reply(struct client *cl, enum reason r, int close)
 	size_t blen = 0;
 	char text[200];
 	int redirect = r == REASON_INSPECT_DENIED && in->decision == INSPECT_REDIRECT;
-	if (r == REASON_INSPECT_DENIED && !redirect && in->local.len) {
+	if (r == REASON_INSPECT_DENIED && !redirect && in->deny_body) {
 		body = in->local.data;
 		blen = in->local.len;
 	} else {
@@ -642,7 +642,8 @@ static int on_req_body(llhttp_t *p, const char *at, size_t len)
 		return 0;  /* answered locally: the rest of the body is read and dropped */
 	if (t->insp.waiting) {
 		buf_append(&t->tobe, at, len);
-		if (t->tobe.len < cl->li->cfg->inspect.body)
+		/* Exactly `body` bytes may be the whole body: on_req_done says. */
+		if (t->tobe.len <= cl->li->cfg->inspect.body)
 			return 0;
 		enum reason r = txn_body_held(cl, 0);
 		return r == REASON_OK ? 0 : req_fail(cl, r);

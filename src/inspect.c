@@ -45,13 +45,13 @@ struct guard {
 	uint64_t deadline;              /* now_us() bound, 0 = none */
 	const char *doom;               /* why the current call is being stopped, or NULL */
 	int in_call;
+	int need_gc;                    /* the call hit the memory cap: collect once it is cleaned up */
 };
 
 static struct guard G;
 static struct inspect_script *scripts;
 static unsigned nscripts;
 static struct inspect_ref *req_ref, *resp_ref;
-static int req_reg = LUA_NOREF, resp_reg = LUA_NOREF;
 static struct { uint64_t second; unsigned n, dropped; } errlog;
 
 static const char *const decision_names[] = {
@@ -134,17 +134,19 @@ static const char *guarded_pcall(int nargs, uint64_t instructions, uint64_t us)
 	G.in_call = 0;
 	if (rc == LUA_OK)
 		return NULL;
-	const char *msg = lua_tostring(G.L, -1);
-	if (G.doom)
+	/* The guard's own errors carry the script position luaL_error put
+	 * in front ("waf.lua:12: time budget exceeded"); keep it. */
+	const char *msg = lua_type(G.L, -1) == LUA_TSTRING ? lua_tostring(G.L, -1) : NULL;
+	if (G.doom && !(msg && strstr(msg, G.doom)))
 		snprintf(why, sizeof(why), "%s", G.doom);
 	else if (rc == LUA_ERRMEM)
 		snprintf(why, sizeof(why), "memory limit exceeded");
+	else if (msg)
+		snprintf(why, sizeof(why), "%s", msg);
 	else
-		snprintf(why, sizeof(why), "%s", msg ? msg : "error object is not a string");
-	int mem = G.doom ? strcmp(G.doom, "memory limit exceeded") == 0 : rc == LUA_ERRMEM;
+		snprintf(why, sizeof(why), "error object is a %s value, not a string", luaL_typename(G.L, -1));
+	G.need_gc = G.doom ? strcmp(G.doom, "memory limit exceeded") == 0 : rc == LUA_ERRMEM;
 	lua_pop(G.L, 1);
-	if (mem)
-		lua_gc(G.L, LUA_GCCOLLECT);
 	G.doom = NULL;
 	return why;
 }
@@ -166,6 +168,44 @@ static int l_load_text(lua_State *L)
 		if (!lua_setupvalue(L, -2, 1))
 			lua_pop(L, 1);
 	}
+	return 1;
+}
+
+/* xpcall whose message handler runs after the stack has unwound, as an
+ * ordinary call the guard can stop. (Lua runs a handler at the error site,
+ * and an error raised by the guard's own hook would run it inside the
+ * hook, where hooks are off: a looping handler could never be stopped.) */
+static int l_xpcall(lua_State *L)
+{
+	int n = lua_gettop(L);
+	luaL_checktype(L, 2, LUA_TFUNCTION);
+	lua_pushvalue(L, 1);            /* f */
+	for (int i = 3; i <= n; i++)
+		lua_pushvalue(L, i);
+	if (lua_pcall(L, n - 2 > 0 ? n - 2 : 0, LUA_MULTRET, 0) == LUA_OK) {
+		lua_pushboolean(L, 1);
+		lua_replace(L, n);      /* keep 1..n-1 as they are; results follow */
+		return lua_gettop(L) - n + 1;
+	}
+	lua_pushvalue(L, 2);            /* handler, then the error */
+	lua_insert(L, -2);
+	if (lua_pcall(L, 1, 1, 0) != LUA_OK && G.doom)
+		return lua_error(L);    /* a stopped handler stays stopped */
+	lua_pushboolean(L, 0);
+	lua_insert(L, -2);
+	return 2;
+}
+
+/* setmetatable that refuses __gc: finalizers run inside the collector
+ * with hooks off, beyond the guard's reach. */
+static int l_setmetatable(lua_State *L)
+{
+	if (lua_type(L, 2) == LUA_TTABLE && lua_getfield(L, 2, "__gc") != LUA_TNIL)
+		return luaL_error(L, "setmetatable: __gc is not allowed in inspection scripts");
+	lua_settop(L, 2);
+	lua_pushvalue(L, lua_upvalueindex(1));
+	lua_insert(L, 1);
+	lua_call(L, 2, 1);
 	return 1;
 }
 
@@ -223,6 +263,11 @@ static int sandbox_open(lua_State *L)
 	}
 	lua_pushcfunction(L, l_load_text);
 	lua_setglobal(L, "load");
+	lua_pushcfunction(L, l_xpcall);
+	lua_setglobal(L, "xpcall");
+	lua_getglobal(L, "setmetatable");
+	lua_pushcclosure(L, l_setmetatable, 1);
+	lua_setglobal(L, "setmetatable");
 	lua_pushcfunction(L, l_log);
 	lua_setglobal(L, "print");
 	lua_getglobal(L, LUA_STRLIBNAME);
@@ -397,11 +442,6 @@ void inspect_init(struct worker *w)
 	char why[512];
 	if (state_new(w->cfg->lua_memory_max, why, sizeof(why)) == NULL) {
 		log_error("inspection: %s; inspected listeners apply on_error to every request", why);
-	} else {
-		req_ref = inspect_api_new(G.L, 0);
-		req_reg = luaL_ref(G.L, LUA_REGISTRYINDEX);
-		resp_ref = inspect_api_new(G.L, 1);
-		resp_reg = luaL_ref(G.L, LUA_REGISTRYINDEX);
 	}
 	scripts = calloc(want, sizeof(*scripts));
 	AN(scripts);
@@ -455,41 +495,67 @@ static void error_log(const struct client *cl, const char *phase, const char *wh
 		return;
 	}
 	const struct txn *t = &cl->txn;
-	log_warn("inspection: listener %s: %s() failed for %s %s %.*s: %s", cl->li->cfg->name, phase, cl->peer,
+	/* Lua's messages start with "script:line:"; give the others the script. */
+	const char *colon = strchr(why, ':');
+	int positioned = colon && colon[1] >= '0' && colon[1] <= '9';
+	log_warn("inspection: listener %s: %s() failed for %s %s %.*s: %s%s%s", cl->li->cfg->name, phase, cl->peer,
 		 llhttp_method_name((llhttp_method_t)t->method), (int)(t->req.url_len > 200 ? 200 : t->req.url_len),
-		 msg_str(&t->req, t->req.url_off), why);
+		 msg_str(&t->req, t->req.url_off), positioned ? "" : cl->li->insp->path, positioned ? "" : ": ", why);
 }
 
-/* Push the phase function and point the req (and resp) objects at CL. */
-static int phase_begin(struct client *cl, int fn, int phase, int with_resp)
+/* One call into a phase, set up inside the protected call so that making
+ * the objects may fail (memory cap) like anything else the script does. */
+struct phase_call {
+	struct client *cl;
+	int fn;
+	int phase;
+	int with_resp;
+};
+
+/* New req (and resp) objects each call: one a script kept from an earlier
+ * call stays cleared and raises, instead of reading another request. */
+static int phase_entry(lua_State *L)
 {
-	const struct cfg_inspect *ic = &cl->li->cfg->inspect;
-	lua_rawgeti(G.L, LUA_REGISTRYINDEX, fn);
-	if (with_resp) {
-		resp_ref->cl = cl;
+	const struct phase_call *pc = lua_touserdata(L, 1);
+	const struct cfg_inspect *ic = &pc->cl->li->cfg->inspect;
+	lua_rawgeti(L, LUA_REGISTRYINDEX, pc->fn);
+	if (pc->with_resp) {
+		resp_ref = inspect_api_new(L, 1);
+		resp_ref->cl = pc->cl;
 		resp_ref->ic = ic;
-		resp_ref->phase = (uint8_t)phase;
-		lua_rawgeti(G.L, LUA_REGISTRYINDEX, resp_reg);
+		resp_ref->phase = (uint8_t)pc->phase;
 	}
-	req_ref->cl = cl;
+	req_ref = inspect_api_new(L, 0);
+	req_ref->cl = pc->cl;
 	req_ref->ic = ic;
-	req_ref->phase = (uint8_t)phase;
-	lua_rawgeti(G.L, LUA_REGISTRYINDEX, req_reg);
-	return with_resp ? 2 : 1;
-}
-
-static void phase_end(void)
-{
-	req_ref->cl = resp_ref->cl = NULL;
-	req_ref->phase = resp_ref->phase = INSPECT_PH_NONE;
+	req_ref->phase = (uint8_t)pc->phase;
+	lua_call(L, pc->with_resp ? 2 : 1, 0);
+	return 0;
 }
 
 static const char *phase_call(struct client *cl, int fn, int phase, int with_resp)
 {
 	const struct cfg_inspect *ic = &cl->li->cfg->inspect;
-	int nargs = phase_begin(cl, fn, phase, with_resp);
-	const char *why = guarded_pcall(nargs, ic->budget_instructions, ic->budget_us);
-	phase_end();
+	struct phase_call pc = { cl, fn, phase, with_resp };
+	req_ref = resp_ref = NULL;
+	lua_pushcfunction(G.L, phase_entry);   /* a light C function: no allocation */
+	lua_pushlightuserdata(G.L, &pc);
+	const char *why = guarded_pcall(1, ic->budget_instructions, ic->budget_us);
+	/* Nothing has allocated since the call ended, so the objects are
+	 * still there even if nothing references them any more. */
+	if (req_ref) {
+		req_ref->cl = NULL;
+		req_ref->phase = INSPECT_PH_NONE;
+	}
+	if (resp_ref) {
+		resp_ref->cl = NULL;
+		resp_ref->phase = INSPECT_PH_NONE;
+	}
+	req_ref = resp_ref = NULL;
+	if (G.need_gc) {
+		G.need_gc = 0;
+		lua_gc(G.L, LUA_GCCOLLECT);
+	}
 	return why;
 }
 

@@ -60,6 +60,12 @@ static int req_method(lua_State *L)
 	return 1;
 }
 
+static int req_version(lua_State *L)
+{
+	lua_pushstring(L, req_txn(L)->http_minor ? "1.1" : "1.0");
+	return 1;
+}
+
 static int req_uri(lua_State *L)
 {
 	size_t n;
@@ -497,7 +503,7 @@ static int tls_fact(lua_State *L, int which)
 	}
 	struct tls_facts f;
 	tls_conn_facts(cl->tls, &f);
-	const char *v = which == 0 ? f.version : which == 1 ? f.cipher : f.sni;
+	const char *v = which == 0 ? f.version : which == 1 ? f.cipher_std : f.sni;
 	push_or_nil(L, v && v[0] ? v : NULL, v ? strlen(v) : 0);
 	return 1;
 }
@@ -536,6 +542,7 @@ static int req_deny(lua_State *L)
 	in->decision = r->ic->shadow ? INSPECT_WOULD_DENY : INSPECT_DENY;
 	in->status = (uint16_t)status;
 	in->local.len = 0;
+	in->deny_body = body != NULL;
 	if (body)
 		buf_append(&in->local, body, bl);
 	return 0;
@@ -582,7 +589,8 @@ static int req_tag(lua_State *L)
 	if (tl == 0 || tl > 64)
 		return luaL_error(L, "req:tag(): a tag is 1 to 64 bytes");
 	for (size_t i = 0; i < tl; i++)
-		if (!is_tchar((unsigned char)tag[i]) || tag[i] == ',' || tag[i] == '"')
+		if (!(is_tchar((unsigned char)tag[i]) || tag[i] == ':') || tag[i] == ',' || tag[i] == '"' ||
+		    tag[i] == '\\')
 			return luaL_error(L, "req:tag(): use letters, digits and -_.:");
 	if (in->ntags >= INSPECT_MAX_TAGS)
 		return 0;
@@ -666,7 +674,7 @@ static void new_mt(lua_State *L, const char *name, const luaL_Reg *methods)
 void inspect_api_open(lua_State *L)
 {
 	static const luaL_Reg req_m[] = {
-		{ "method", req_method }, { "uri", req_uri }, { "path", req_path }, { "query", req_query },
+		{ "method", req_method }, { "version", req_version }, { "uri", req_uri }, { "path", req_path }, { "query", req_query },
 		{ "arg", req_arg }, { "args", req_args },
 		{ "header", req_header }, { "header_count", req_header_count }, { "headers", req_headers },
 		{ "cookie", req_cookie }, { "cookies", req_cookies },

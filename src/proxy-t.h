@@ -62,6 +62,7 @@ struct txn_insp {
 	uint8_t reply_pending;     /* answer locally once the request is read */
 	uint8_t ntags;
 	uint8_t body_truncated;
+	uint8_t deny_body;         /* deny() was given a body (LOCAL holds it, maybe empty) */
 };
 
 /* The request a client connection is carrying now (responses are in order,

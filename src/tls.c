@@ -834,6 +834,7 @@ void tls_conn_facts(const struct tls_conn *t, struct tls_facts *f)
 	const SSL_CIPHER *c = SSL_get_current_cipher(t->ssl);
 	f->version = SSL_get_version(t->ssl);
 	f->cipher = c ? SSL_CIPHER_get_name(c) : NULL;
+	f->cipher_std = c ? SSL_CIPHER_standard_name(c) : NULL;
 	f->sni = SSL_get_servername(t->ssl, TLSEXT_NAMETYPE_host_name);
 	SSL_get0_alpn_selected(t->ssl, &f->alpn, &f->alpn_len);
 	f->resumed = SSL_session_reused(t->ssl);

@@ -71,7 +71,8 @@ const char *tls_conn_error(const struct tls_conn *t);
  * point into the connection (valid while it lives) or are NULL. */
 struct tls_facts {
 	const char *version;       /* "TLSv1.3" */
-	const char *cipher;
+	const char *cipher;        /* the library's name (OpenSSL style, as HAProxy sends it) */
+	const char *cipher_std;    /* the IANA/RFC name: TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256 */
 	const char *sni;
 	const uint8_t *alpn;
 	unsigned alpn_len;

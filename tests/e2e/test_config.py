@@ -136,9 +136,10 @@ def test_shipped_default_config_passes(sluice_bin, tmp_path):
     import subprocess
     subprocess.run(["sh", os.path.join(REPO, "conf", "make-demo-certs.sh"), str(tmp_path / "conf" / "tls")],
                    check=True, capture_output=True, timeout=60)
+    os.symlink(os.path.join(REPO, "lua"), str(tmp_path / "lua"))  # the inspect scripts
     path = os.path.join(REPO, "conf", "sluice.yaml")
     r = subprocess.run([sluice_bin, "-t", "-c", path], cwd=str(tmp_path), capture_output=True,
-                       text=True, timeout=30)
+                       text=True, timeout=60)
     assert r.returncode == 0, r.stderr
 
 
