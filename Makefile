@@ -59,7 +59,7 @@ DEB_BUILD_PKGS = gcc make pkg-config openssl libuv1-dev node-llhttp libssl-dev a
                  liblua5.4-dev libjemalloc-dev libcyaml-dev libyaml-dev libpcre2-dev libhyperscan-dev
 DEB_TEST_PKGS  = curl wrk haproxy nginx openssl python3 python3-pip python3-prometheus-client chromium
 
-.PHONY: all run test unit e2e e2e-tls asan test-asan deps test-deps bench-core bench-tls bench-identity bench-stats bench-inspect clean
+.PHONY: all run test unit e2e e2e-tls asan test-asan deps test-deps bench-core bench-tls bench-identity bench-stats bench-inspection clean
 all: $(BUILD)/sluice $(BUILD)/demo_backend
 
 # Rebuild everything when the flags change (conventions: "rebuild when flags change").
@@ -156,8 +156,8 @@ bench-identity: all $(BUILD)/srcload
 
 # The Lua hook's cost: off vs allow_all.lua vs waf.lua (req/s, CPU, and
 # sluice's own inspect_seconds histogram).
-bench-inspect: all
-	BUILD=$(BUILD) sh bench/inspect.sh
+bench-inspection: all
+	BUILD=$(BUILD) sh bench/inspection.sh
 
 # Stats on vs the same code built with STATS=0 (stats calls compiled out).
 bench-stats: all

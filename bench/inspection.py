@@ -11,14 +11,14 @@ experiment's shape, as a wrk Lua script), for these variants:
   allow_all  lua/allow_all.lua: the bare cost of calling into Lua
   waf        lua/waf.lua: the CRS-inspired ruleset (300+ rules), no match
 
-Usage: sh bench/inspect.sh (or `make bench-inspect`). Environment knobs:
+Usage: sh bench/inspection.sh (or `make bench-inspection`). Environment knobs:
   QUICK=1          3 s runs, 2 rounds (default 10 s, 3 rounds)
   DURATION=N, WARMUP=N, CONNECTIONS=N, WRK_THREADS=N, PIN=0   as bench/core.py
   ROUNDS=N         rounds; each round runs every variant once, rotating the order
   VARIANTS=a,b     subset/order of off,allow_all,waf
   BUILD=dir        where sluice is (build); RESULTS=dir (bench/results)
 
-Output: RESULTS/<UTC timestamp>/inspect.md, inspect.png, inspect/ (configs,
+Output: RESULTS/<UTC timestamp>/inspection.md, inspection.png, inspection/ (configs,
 raw wrk output, logs); RESULTS/latest/ gets a copy plus report.md.
 """
 import datetime
@@ -38,7 +38,7 @@ from benchlib import (ROOT, cmd_out, fmt, free_port, fsize, git_describe,  # noq
                       machine_facts as base_facts, read_tail, refresh_latest, report_configs_and_machine,
                       start, stop, stop_all, wait_children, wait_port, write)
 
-PROG = "bench/inspect.py"
+PROG = "bench/inspection.py"
 ROUNDS, DURATION, BUILD, RESULTS = core.ROUNDS, core.DURATION, core.BUILD, core.RESULTS
 SCRIPTS = {"off": "lua/allow_all.lua", "allow_all": "lua/allow_all.lua", "waf": "lua/waf.lua"}
 VARIANTS = [v for v in os.environ.get("VARIANTS", "off,allow_all,waf").split(",") if v]
@@ -69,7 +69,7 @@ end
 
 
 def log(msg):
-    print(f"[inspect] {msg}", flush=True)
+    print(f"[inspection] {msg}", flush=True)
 
 
 def conf(d, variant, port, bport, aport):
@@ -181,8 +181,8 @@ def write_report(outdir, runs, facts, commands, confs, backend_cmd, notes, start
     summ = {v: summarize(runs, v) for v in VARIANTS}
     summ = {k: s for k, s in summ.items() if s}
     try:
-        chart(os.path.join(outdir, "inspect.png"), summ)
-        chart_line = "![inspect chart](inspect.png)"
+        chart(os.path.join(outdir, "inspection.png"), summ)
+        chart_line = "![inspection chart](inspection.png)"
     except Exception as e:  # noqa: BLE001
         chart_line = f"(chart not drawn: {e!r})"
     L = ["# Inspection cost — the Lua hook off, calling an empty function, and running the WAF", ""]
@@ -229,24 +229,24 @@ def write_report(outdir, runs, facts, commands, confs, backend_cmd, notes, start
         L.append(f"| {r['round']} | {r['variant']} | {fmt(r['rps'])} | {fmt(r['p50'], 3)} | {fmt(r['p99'], 3)} | "
                  f"{fmt(r['cpu_us'], 2)} | {fmt(r.get('insp_mean'), 2)} | {fmt(r.get('insp_p50'))} | "
                  f"{fmt(r.get('insp_p99'))} | {fmt(r['other_pct'])}{' ⚠' if r['noisy'] else ''} | "
-                 f"[{os.path.basename(r['raw'])}](inspect/{r['raw']}) |")
+                 f"[{os.path.basename(r['raw'])}](inspection/{r['raw']}) |")
     L += ["", "## Commands (exact)", "", "```sh", f"# backend (started once)\n{backend_cmd}"]
     for k, v in commands.items():
         L.append(f"# sluice, {k}\n{v}")
-    L.append("# load (warm-up uses -d%ds); inspect/wrk-random-ua.lua is below" % core.WARMUP)
-    L.append(" ".join(core.wrk_cmd("PORT", DURATION, ("-s", "inspect/wrk-random-ua.lua"))))
+    L.append("# load (warm-up uses -d%ds); inspection/wrk-random-ua.lua is below" % core.WARMUP)
+    L.append(" ".join(core.wrk_cmd("PORT", DURATION, ("-s", "inspection/wrk-random-ua.lua"))))
     L += ["```", "", "`wrk-random-ua.lua`:", "", "```lua", WRK_SCRIPT.rstrip(), "```", ""]
     report_configs_and_machine(L, confs, facts)
-    L.append("Reproduce: `make bench-inspect` (or `QUICK=1 make bench-inspect`); see docs/benchmarking.md.")
+    L.append("Reproduce: `make bench-inspection` (or `QUICK=1 make bench-inspection`); see docs/benchmarking.md.")
     L.append("")
-    write(os.path.join(outdir, "inspect.md"), "\n".join(L))
+    write(os.path.join(outdir, "inspection.md"), "\n".join(L))
     return summ
 
 
 def main():
     started = datetime.datetime.now(datetime.timezone.utc)
     outdir = os.path.join(RESULTS, started.strftime("%Y%m%dT%H%M%SZ"))
-    d = os.path.join(outdir, "inspect")
+    d = os.path.join(outdir, "inspection")
     os.makedirs(os.path.join(d, "raw"), exist_ok=True)
     wrk_lua = write(os.path.join(d, "wrk-random-ua.lua"), WRK_SCRIPT)
     t_start = time.monotonic()
@@ -288,10 +288,10 @@ def main():
     stop(backend)
     summ = write_report(outdir, runs, facts, commands, confs, backend_cmd, notes,
                         started.strftime("%Y-%m-%d %H:%M:%S"), time.monotonic() - t_start)
-    refresh_latest(RESULTS, outdir, "inspect")
-    with open(os.path.join(outdir, "inspect.md")) as f:
+    refresh_latest(RESULTS, outdir, "inspection")
+    with open(os.path.join(outdir, "inspection.md")) as f:
         print("\n" + f.read().split("The inspect columns")[0].rstrip() + "\n")
-    log(f"report: {os.path.join(outdir, 'inspect.md')}")
+    log(f"report: {os.path.join(outdir, 'inspection.md')}")
     return 0 if summ else 1
 
 
