@@ -94,6 +94,21 @@ def stop(p, grace=10.0):
     return p.returncode
 
 
+def run_main(main, prog):
+    """Run a scenario's main(): SIGTERM and Ctrl-C stop it cleanly, and
+    every process it started is stopped by PID whatever happens."""
+    def _term(signum, _frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+    signal.signal(signal.SIGTERM, _term)
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted, stopping everything", file=sys.stderr)
+        sys.exit(130)
+    finally:
+        stop_all()
+
+
 def stop_all():
     for p in list(reversed(STARTED)):
         stop(p, grace=5.0)

@@ -35,13 +35,12 @@ import http.client
 import os
 import re
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
 import time
 
-from benchlib import (report_configs_and_machine, BODY_SIZE, CLK_TCK, ROOT, Quiet, children_cpu, cmd_out, fmt, free_port,
+from benchlib import (run_main, report_configs_and_machine, BODY_SIZE, CLK_TCK, ROOT, Quiet, children_cpu, cmd_out, fmt, free_port,
                       fsize, git_describe, machine_facts as base_facts, parse_wrk, pinning,
                       read_tail, refresh_latest as base_refresh_latest, start, start_backend_nginx,
                       stop, stop_all, system_busy_ticks, tree_ticks, wait_children, wait_port, write)
@@ -626,13 +625,4 @@ def main():
 
 
 if __name__ == "__main__":
-    def _term(signum, _frame):
-        raise KeyboardInterrupt(f"signal {signum}")
-    signal.signal(signal.SIGTERM, _term)
-    try:
-        sys.exit(main())
-    except KeyboardInterrupt:
-        print("bench/core.py: interrupted, stopping everything", file=sys.stderr)
-        sys.exit(130)
-    finally:
-        stop_all()
+    run_main(main, "bench/core.py")

@@ -62,7 +62,6 @@ import os
 import re
 import resource
 import shutil
-import signal
 import socket
 import statistics
 import subprocess
@@ -70,7 +69,7 @@ import sys
 import threading
 import time
 
-from benchlib import (report_configs_and_machine, CLK_TCK, ROOT, STARTED, Quiet, cmd_out, fmt,
+from benchlib import (run_main, report_configs_and_machine, CLK_TCK, ROOT, STARTED, Quiet, cmd_out, fmt,
                       free_port, fsize, git_describe, machine_facts, mmm, pinning, read_tail,
                       refresh_latest, start, stop, stop_all, system_busy_ticks, tree_ticks,
                       wait_children, wait_port, write)
@@ -904,13 +903,4 @@ def main():
 
 
 if __name__ == "__main__":
-    def _term(signum, _frame):
-        raise KeyboardInterrupt(f"signal {signum}")
-    signal.signal(signal.SIGTERM, _term)
-    try:
-        sys.exit(main())
-    except KeyboardInterrupt:
-        print(f"{PROG}: interrupted, stopping everything", file=sys.stderr)
-        sys.exit(130)
-    finally:
-        stop_all()
+    run_main(main, PROG)

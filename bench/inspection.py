@@ -25,7 +25,6 @@ import datetime
 import json
 import os
 import re
-import signal
 import statistics
 import sys
 import time
@@ -34,7 +33,7 @@ import urllib.request
 QUICK = os.environ.get("QUICK", "") not in ("", "0")
 os.environ.setdefault("ROUNDS", "2" if QUICK else "3")
 import core  # noqa: E402  (reads the shared knobs from the environment)
-from benchlib import (ROOT, cmd_out, fmt, free_port, fsize, git_describe,  # noqa: E402
+from benchlib import (run_main, ROOT, cmd_out, fmt, free_port, fsize, git_describe,  # noqa: E402
                       machine_facts as base_facts, read_tail, refresh_latest, report_configs_and_machine,
                       start, stop, stop_all, wait_children, wait_port, write)
 
@@ -296,13 +295,4 @@ def main():
 
 
 if __name__ == "__main__":
-    def _term(signum, _frame):
-        raise KeyboardInterrupt(f"signal {signum}")
-    signal.signal(signal.SIGTERM, _term)
-    try:
-        sys.exit(main())
-    except KeyboardInterrupt:
-        print(f"{PROG}: interrupted, stopping everything", file=sys.stderr)
-        sys.exit(130)
-    finally:
-        stop_all()
+    run_main(main, PROG)

@@ -33,7 +33,6 @@ output, logs); RESULTS/latest/ gets a copy plus report.md linking them.
 import datetime
 import os
 import shutil
-import signal
 import statistics
 import sys
 import threading
@@ -43,7 +42,7 @@ import urllib.request
 QUICK = os.environ.get("QUICK", "") not in ("", "0")
 os.environ.setdefault("ROUNDS", "3" if QUICK else "5")
 import core  # noqa: E402  (reads the shared knobs from the environment)
-from benchlib import (ROOT, CLK_TCK, cmd_out, fmt, free_port, fsize, git_describe,  # noqa: E402
+from benchlib import (run_main, ROOT, CLK_TCK, cmd_out, fmt, free_port, fsize, git_describe,  # noqa: E402
                       machine_facts as base_facts, read_tail, refresh_latest, report_configs_and_machine,
                       start, stop, stop_all, wait_children, wait_port, write)
 
@@ -357,13 +356,4 @@ def main():
 
 
 if __name__ == "__main__":
-    def _term(signum, _frame):
-        raise KeyboardInterrupt(f"signal {signum}")
-    signal.signal(signal.SIGTERM, _term)
-    try:
-        sys.exit(main())
-    except KeyboardInterrupt:
-        print(f"{PROG}: interrupted, stopping everything", file=sys.stderr)
-        sys.exit(130)
-    finally:
-        stop_all()
+    run_main(main, PROG)

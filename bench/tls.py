@@ -52,7 +52,6 @@ import os
 import re
 import resource
 import shutil
-import signal
 import socket
 import ssl
 import statistics
@@ -60,7 +59,7 @@ import subprocess
 import sys
 import time
 
-from benchlib import (report_configs_and_machine, BODY_SIZE, CLK_TCK, ROOT, STARTED, Quiet, children_cpu, cmd_out, fmt, free_port,
+from benchlib import (run_main, report_configs_and_machine, BODY_SIZE, CLK_TCK, ROOT, STARTED, Quiet, children_cpu, cmd_out, fmt, free_port,
                       fsize, git_describe, machine_facts, mmm, parse_wrk, pinning, read_tail,
                       refresh_latest, start, start_backend_nginx, stop, stop_all, system_busy_ticks,
                       tree_rss_kb, tree_ticks, wait_children, wait_port, write)
@@ -1243,13 +1242,4 @@ def main():
 
 
 if __name__ == "__main__":
-    def _term(signum, _frame):
-        raise KeyboardInterrupt(f"signal {signum}")
-    signal.signal(signal.SIGTERM, _term)
-    try:
-        sys.exit(main())
-    except KeyboardInterrupt:
-        print(f"{PROG}: interrupted, stopping everything", file=sys.stderr)
-        sys.exit(130)
-    finally:
-        stop_all()
+    run_main(main, PROG)
