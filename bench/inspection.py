@@ -25,7 +25,6 @@ import datetime
 import json
 import os
 import re
-import statistics
 import sys
 import time
 import urllib.request
@@ -33,7 +32,7 @@ import urllib.request
 QUICK = os.environ.get("QUICK", "") not in ("", "0")
 os.environ.setdefault("ROUNDS", "2" if QUICK else "3")
 import core  # noqa: E402  (reads the shared knobs from the environment)
-from benchlib import (run_main, ROOT, cmd_out, fmt, free_port, fsize, git_describe,  # noqa: E402
+from benchlib import (mmm as mmm_of, run_main, ROOT, cmd_out, fmt, free_port, fsize, git_describe,  # noqa: E402
                       machine_facts as base_facts, read_tail, refresh_latest, report_configs_and_machine,
                       start, stop, stop_all, wait_children, wait_port, write)
 
@@ -134,8 +133,7 @@ def summarize(runs, v):
     rs = [r for r in allr if not r["noisy"]] or allr
 
     def mmm(k):
-        vals = [r[k] for r in rs if r.get(k) is not None]
-        return (statistics.median(vals), min(vals), max(vals)) if vals else (None, None, None)
+        return mmm_of([r.get(k) for r in rs])
     return {"n": len(rs), "total": len(allr), **{k: mmm(k) for k in (
         "rps", "p50", "p99", "cpu_us", "insp_mean", "insp_p50", "insp_p90", "insp_p99", "insp_p999")},
         "errors": sum(r["sock_errors"] + r["non2xx"] for r in allr),

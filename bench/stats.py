@@ -42,7 +42,7 @@ import urllib.request
 QUICK = os.environ.get("QUICK", "") not in ("", "0")
 os.environ.setdefault("ROUNDS", "3" if QUICK else "5")
 import core  # noqa: E402  (reads the shared knobs from the environment)
-from benchlib import (run_main, ROOT, CLK_TCK, cmd_out, fmt, free_port, fsize, git_describe,  # noqa: E402
+from benchlib import (mmm as mmm_of, run_main, ROOT, CLK_TCK, cmd_out, fmt, free_port, fsize, git_describe,  # noqa: E402
                       machine_facts as base_facts, read_tail, refresh_latest, report_configs_and_machine,
                       start, stop, stop_all, wait_children, wait_port, write)
 
@@ -115,8 +115,7 @@ def summarize(runs, workload, variant):
     rs = [r for r in allr if not r["noisy"]] or allr
 
     def mmm(k):
-        v = [r[k] for r in rs if r[k] is not None]
-        return (statistics.median(v), min(v), max(v)) if v else (None, None, None)
+        return mmm_of([r[k] for r in rs])
 
     return {"n": len(rs), "total": len(allr), "rps": mmm("rps"), "p50": mmm("p50"), "p99": mmm("p99"),
             "cpu_us": mmm("cpu_us"), "cpu_pct": mmm("cpu_pct"),

@@ -169,27 +169,6 @@ static void txn_log_json(struct client *cl, uint64_t total, uint64_t queue, uint
 	log_access_commit();
 }
 
-static void txn_log_text(struct client *cl, uint64_t total, uint64_t queue, uint64_t conn, uint64_t be);
-
-static void txn_log(struct client *cl)
-{
-	struct txn *t = &cl->txn;
-	uint64_t now = now_us();
-	uint64_t total = t->t_start ? now - t->t_start : 0;
-	uint64_t queue = t->t_connect_start > t->t_queue && t->t_queue ? t->t_connect_start - t->t_queue : 0;
-	uint64_t conn = t->t_connected > t->t_connect_start && t->t_connect_start ? t->t_connected - t->t_connect_start : 0;
-	uint64_t be = t->t_first_byte > t->t_sent && t->t_sent ? t->t_first_byte - t->t_sent : 0;
-	txn_stats(cl, total, queue, conn, be);
-	if (log_access_enabled()) {
-		if (W->cfg->access_log_format == CFG_LOG_JSON)
-			txn_log_json(cl, total, queue, conn, be);
-		else
-			txn_log_text(cl, total, queue, conn, be);
-	}
-	if (t->insp.ran)
-		inspect_finish(cl);
-}
-
 static void txn_log_text(struct client *cl, uint64_t total, uint64_t queue, uint64_t conn, uint64_t be)
 {
 	struct txn *t = &cl->txn;
@@ -226,6 +205,25 @@ static void txn_log_text(struct client *cl, uint64_t total, uint64_t queue, uint
 	if (cl->tls)
 		tls_conn_describe(cl->tls, b);
 	log_access_commit();
+}
+
+static void txn_log(struct client *cl)
+{
+	struct txn *t = &cl->txn;
+	uint64_t now = now_us();
+	uint64_t total = t->t_start ? now - t->t_start : 0;
+	uint64_t queue = t->t_connect_start > t->t_queue && t->t_queue ? t->t_connect_start - t->t_queue : 0;
+	uint64_t conn = t->t_connected > t->t_connect_start && t->t_connect_start ? t->t_connected - t->t_connect_start : 0;
+	uint64_t be = t->t_first_byte > t->t_sent && t->t_sent ? t->t_first_byte - t->t_sent : 0;
+	txn_stats(cl, total, queue, conn, be);
+	if (log_access_enabled()) {
+		if (W->cfg->access_log_format == CFG_LOG_JSON)
+			txn_log_json(cl, total, queue, conn, be);
+		else
+			txn_log_text(cl, total, queue, conn, be);
+	}
+	if (t->insp.ran)
+		inspect_finish(cl);
 }
 
 static void txn_reset(struct client *cl)

@@ -32,7 +32,6 @@
 
 struct inspect_script {
 	char path[512];
-	const struct cfg_inspect *cfg;  /* first listener's; phases use their own listener's */
 	int fn_inspect, fn_response, fn_log;  /* registry refs, LUA_NOREF if absent */
 	int broken;                     /* did not load in this worker */
 };
@@ -458,7 +457,6 @@ void inspect_init(struct worker *w)
 			continue;
 		struct inspect_script *sc = &scripts[nscripts++];
 		snprintf(sc->path, sizeof(sc->path), "%s", ic->script);
-		sc->cfg = ic;
 		li->insp = sc;
 		uint64_t t0 = now_us();
 		if (G.L == NULL) {
