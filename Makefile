@@ -59,7 +59,8 @@ DEB_BUILD_PKGS = gcc make pkg-config openssl libuv1-dev node-llhttp libssl-dev a
                  liblua5.4-dev libjemalloc-dev libcyaml-dev libyaml-dev libpcre2-dev libhyperscan-dev
 DEB_TEST_PKGS  = curl wrk haproxy nginx openssl python3 python3-pip python3-prometheus-client chromium
 
-.PHONY: all run test unit e2e e2e-tls asan test-asan deps test-deps bench-core bench-tls bench-identity bench-stats bench-inspection clean
+.PHONY: all run test unit e2e e2e-tls asan test-asan deps test-deps bench bench-offload bench-inspection bench-churn \
+        bench-throughput bench-memory bench-reuse bench-core bench-tls bench-identity bench-stats clean
 all: $(BUILD)/sluice $(BUILD)/demo_backend
 
 # Rebuild everything when the flags change (conventions: "rebuild when flags change").
@@ -138,6 +139,25 @@ run: deps
 	$(MAKE) all
 	@sh tests/run-demo.sh $(BUILD)
 
+# The whole suite (docs/benchmarking.md): every scenario of the published
+# experiments, one after the other, then bench/results/latest/report.md.
+# QUICK=1 shortens every scenario (the whole suite in under 5 minutes).
+BENCH_SCENARIOS = offload inspection churn throughput memory reuse
+bench: all $(BUILD)/srcload
+	BUILD=$(BUILD) sh bench/all.sh $(BENCH_SCENARIOS)
+
+bench-offload: all
+	BUILD=$(BUILD) sh bench/offload.sh
+
+bench-churn: all
+	BUILD=$(BUILD) sh bench/churn.sh
+
+bench-throughput: all
+	BUILD=$(BUILD) sh bench/throughput.sh
+
+bench-memory: all
+	BUILD=$(BUILD) sh bench/memory.sh
+
 bench-core: all
 	sh bench/core.sh
 
@@ -151,8 +171,10 @@ bench-tls: all
 $(BUILD)/srcload: bench/srcload.c $(BUILD)/.flags
 	$(CC) $(CFLAGS) -o $@ $< $(LDFLAGS)
 
-bench-identity: all $(BUILD)/srcload
-	BUILD=$(BUILD) sh bench/identity.sh
+bench-reuse: all $(BUILD)/srcload
+	BUILD=$(BUILD) sh bench/reuse.sh
+
+bench-identity: bench-reuse
 
 # The Lua hook's cost: off vs allow_all.lua vs waf.lua (req/s, CPU, and
 # sluice's own inspect_seconds histogram).

@@ -25,3 +25,19 @@ bench_install_deps() { # $1 = caller name, for messages
 		{ $SUDO apt-get update && $SUDO apt-get install -y $missing; } ||
 		echo "$1: could not install everything; the scenario says what is missing" >&2
 }
+
+# fortio is not packaged by Debian: `go install` the pinned version (later
+# versions need a module that cannot be fetched here). Prints the binary's path.
+bench_fortio() { # $1 = caller name
+	for f in "${FORTIO:-}" "$(command -v fortio 2>/dev/null)" "${GOPATH:-$HOME/go}/bin/fortio"; do
+		[ -n "$f" ] && [ -x "$f" ] && { echo "$f"; return 0; }
+	done
+	if ! command -v go >/dev/null 2>&1; then
+		echo "$1: installing: golang-go (for fortio)" >&2
+		SUDO=; [ "$(id -u)" -eq 0 ] || SUDO=sudo
+		DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y golang-go >&2 || true
+	fi
+	echo "$1: go install fortio.org/fortio@v1.63.0" >&2
+	go install fortio.org/fortio@v1.63.0 >&2 || { echo "$1: fortio could not be installed" >&2; return 1; }
+	echo "$(go env GOPATH)/bin/fortio"
+}
