@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Identity benchmark: telling the backend who the client was, and what it
+"""Reuse benchmark (formerly "identity"): telling the backend who the client was, and what it
 costs in backend connection reuse.
 
 1,000 keepalive clients, each from its own source address in 127.0.0.0/8
@@ -36,12 +36,13 @@ barriers where no request is in flight), hence requests per backend
 connection and % of requests on reused backend connections; the proxy's CPU
 per request (utime+stime of its process tree).
 
-Usage: sh bench/identity.sh  (or `make bench-identity`). Environment knobs:
-  QUICK=1          1 round of 3 s runs (1 s warm-up)
-  DURATION=N       measured seconds per run (8; QUICK 3)
-  WARMUP=N         unmeasured seconds before it, same connections (2)
+Usage: sh bench/reuse.sh  (or `make bench-reuse`). Environment knobs:
+  QUICK=1          2 s runs after a 1 s warm-up, only the four targets
+                   sluice-hdr, haproxy-hdr, sluice-pp2, haproxy-pp2
+  DURATION=N       measured seconds per run (8; QUICK 2)
+  WARMUP=N         unmeasured seconds before it, same connections (2; QUICK 1)
   CLIENTS=N        client connections, one source address each (1000)
-  ROUNDS=N         rounds; each round runs every target once (3; QUICK 1)
+  ROUNDS=N         rounds; each round runs every target once (3)
   TARGETS=a,b      subset/order of the targets above
   MAX_CONNS=N      sluice max_connections and HAProxy server maxconn (2000)
   IDLE_MAX=N       sluice idle_max of the non-"idle64" targets, and HAProxy's
@@ -52,7 +53,7 @@ Usage: sh bench/identity.sh  (or `make bench-identity`). Environment knobs:
   BUILD=dir        where sluice and srcload are (build)
   RESULTS=dir      results root (bench/results)
 
-Output: RESULTS/<UTC timestamp>/identity.md, identity.png, identity/
+Output: RESULTS/<UTC timestamp>/reuse.md, reuse.png, reuse/
 (configs, srcload JSON lines, logs, runs.json); RESULTS/latest/ gets a copy
 and report.md links it. Every process started here is stopped by its PID.
 """
@@ -75,7 +76,7 @@ from benchlib import (run_main, report_configs_and_machine, CLK_TCK, ROOT, START
                       wait_children, wait_port, write)
 from benchlib import env_int as _env_int
 
-PROG = "bench/identity.py"
+PROG = "bench/reuse.py"
 
 
 def env_int(name, default, lo=0):
@@ -83,10 +84,10 @@ def env_int(name, default, lo=0):
 
 
 QUICK = os.environ.get("QUICK", "") not in ("", "0")
-DURATION = env_int("DURATION", 3 if QUICK else 8, 1)
-WARMUP = env_int("WARMUP", 2, 0)
+DURATION = env_int("DURATION", 2 if QUICK else 8, 1)
+WARMUP = env_int("WARMUP", 1 if QUICK else 2, 0)
 CLIENTS = env_int("CLIENTS", 1000, 1)
-ROUNDS = env_int("ROUNDS", 1 if QUICK else 3, 1)
+ROUNDS = env_int("ROUNDS", 3, 1)
 MAX_CONNS = env_int("MAX_CONNS", 2000, 1)
 IDLE_MAX = env_int("IDLE_MAX", 1100, 0)
 IDLE_DEFAULT = 64                 # the small pool of the *-idle64 targets (sluice's default was 64 until it became "no limit")
@@ -103,7 +104,8 @@ CHECK_SRC = "127.0.9.9"           # source address of the identity check request
 ALL_TARGETS = ["sluice-hdr", "haproxy-hdr", "sluice-hdr-idle64",
                "sluice-pp2", "haproxy-pp2", "sluice-pp2-idle64", "haproxy-pp2-reqid",
                "haproxy-pp2-defpool"]
-DEFAULT_TARGETS = ALL_TARGETS[:6]
+# QUICK leaves out the small-pool variants: the four that answer the question.
+DEFAULT_TARGETS = ["sluice-hdr", "haproxy-hdr", "sluice-pp2", "haproxy-pp2"] if QUICK else ALL_TARGETS[:6]
 TARGETS = [t for t in os.environ.get("TARGETS", ",".join(DEFAULT_TARGETS)).split(",") if t]
 for _t in TARGETS:
     if _t not in ALL_TARGETS:
@@ -140,7 +142,7 @@ def describe(t):
 
 
 def log(msg):
-    print(f"[identity] {msg}", flush=True)
+    print(f"[reuse] {msg}", flush=True)
 
 
 PROXY_PIN, LOAD_PIN, _ = pinning(PIN)
@@ -406,7 +408,7 @@ def measure(t, rnd, d, port, proxy, backend, stats_port):
     r = {"label": t, "mode": mode_of(t), "proxy": proxy_of(t), "round": rnd + 1,
          "raw": os.path.relpath(raw, d), "rps": 0.0, "requests": 0, "p50": None, "p99": None,
          "errors": 0, "non2xx": 0, "cpu_us": None, "cpu_pct": None, "other_pct": 0.0,
-         "new_conns": None, "be_requests": None, "req_per_conn": None, "reused_pct": None,
+         "new_conns": None, "be_requests": None, "req_per_conn": None, "new_per_1k": None, "reused_pct": None,
          "be_open_end": None}
     js = None
     for line in reversed(lines):
@@ -441,6 +443,7 @@ def measure(t, rnd, d, port, proxy, backend, stats_port):
         other_pct=((b["sys"] - a["sys"]) - dp - db - dl) / CLK_TCK / wall * 100,
         new_conns=new_conns, be_requests=be_req,
         req_per_conn=(be_req / new_conns) if new_conns > 0 else None,
+        new_per_1k=(1000.0 * new_conns / be_req) if be_req > 0 else None,
         reused_pct=(100.0 * max(be_req - new_conns, 0) / be_req) if be_req > 0 else None,
         be_open_end=b["stats"]["active"] - 1, stats=(a["stats"], b["stats"]))
     if js["p50_ms"] < 0:
@@ -487,7 +490,8 @@ def summarize(runs, t):
 
     return {"n": len(rs), "total": len(allr), "rps": col("rps"), "p50": col("p50"), "p99": col("p99"),
             "cpu_us": col("cpu_us"), "cpu_pct": col("cpu_pct"), "new_conns": col("new_conns"),
-            "req_per_conn": col("req_per_conn"), "reused_pct": col("reused_pct"),
+            "req_per_conn": col("req_per_conn"), "new_per_1k": col("new_per_1k"),
+            "reused_pct": col("reused_pct"),
             "be_open_end": col("be_open_end"), "new_per_s": mmm([r["new_conns"] / r["wrk_secs"]
                                                                  for r in rs if r.get("new_conns") is not None]),
             "errors": sum(r["errors"] + r["non2xx"] for r in allr),
@@ -590,7 +594,7 @@ def chart(path, summ, targets):
             ax.set_ylim(0, 110)
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=max(1, len(labels)), fontsize=8, frameon=False)
-    fig.suptitle(f"sluice identity: {CLIENTS} keepalive clients from distinct 127.x addresses, one proxy "
+    fig.suptitle(f"sluice reuse: {CLIENTS} keepalive clients from distinct 127.x addresses, one proxy "
                  f"worker, {DURATION} s runs, {ROUNDS} round(s)", fontsize=10)
     fig.tight_layout(rect=(0, 0.06, 1, 1))
     fig.savefig(path, dpi=110)
@@ -602,11 +606,11 @@ def write_report(outdir, d, runs, targets, facts, commands, confs, backend_cmd, 
     summ = {t: summarize(runs, t) for t in targets}
     summ = {k: v for k, v in summ.items() if v}
     try:
-        chart(os.path.join(outdir, "identity.png"), summ, targets)
-        chart_line = "![identity chart](identity.png)"
+        chart(os.path.join(outdir, "reuse.png"), summ, targets)
+        chart_line = "![reuse chart](reuse.png)"
     except Exception as e:  # noqa: BLE001 — a missing chart must not lose the table
         chart_line = f"(chart not drawn: {e!r})"
-    L = ["# Identity benchmark — header-only vs PROXY v2 identity, backend connection reuse", ""]
+    L = ["# Reuse benchmark — backend connection reuse, header-only vs PROXY v2 identity", ""]
     L.append(f"Run {started_at} UTC, {elapsed:.0f} s in all. {'QUICK mode. ' if QUICK else ''}"
              f"{ROUNDS} round(s) × {DURATION} s measured runs (after {WARMUP} s of unmeasured warm-up on "
              f"the same connections), **{CLIENTS} keepalive client connections, each from its own source "
@@ -616,8 +620,8 @@ def write_report(outdir, d, runs, targets, facts, commands, confs, backend_cmd, 
     L.append("")
     L.append("| target | mode | runs used | req/s median (min–max) | p50 ms | p99 ms (min–max) | "
              "proxy CPU µs/req | proxy CPU % | new backend conns / run | new conns /s | "
-             "requests per backend conn | % requests on reused backend conns | backend conns open at end | errors |")
-    L.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+             "backend conns opened per 1,000 requests | requests per backend conn | % requests on reused backend conns | backend conns open at end | errors |")
+    L.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for t in targets:
         if t not in summ:
             continue
@@ -625,7 +629,7 @@ def write_report(outdir, d, runs, targets, facts, commands, confs, backend_cmd, 
         L.append(f"| **{t}** | {'header' if mode_of(t) == 'hdr' else 'PROXY v2'} | {s['n']}/{s['total']} | "
                  f"{fmt_mmm(s['rps'])} | {fmt(s['p50'][0], 1)} | {fmt_mmm(s['p99'], 1)} | "
                  f"{fmt_mmm(s['cpu_us'], 1)} | {fmt(s['cpu_pct'][0])} | {fmt_mmm(s['new_conns'])} | "
-                 f"{fmt(s['new_per_s'][0])} | {rpc_text(s)} | {fmt_mmm(s['reused_pct'], 1)} | "
+                 f"{fmt(s['new_per_s'][0])} | {fmt_mmm(s['new_per_1k'], 2)} | {rpc_text(s)} | {fmt_mmm(s['reused_pct'], 1)} | "
                  f"{fmt(s['be_open_end'][0])} | {s['errors']} |")
     L.append("")
     L.append("Targets: " + "; ".join(f"`{t}` = {describe(t)}" for t in targets) + ".")
@@ -636,7 +640,8 @@ def write_report(outdir, d, runs, targets, facts, commands, confs, backend_cmd, 
              "request is in flight (after the warm-up and after the measured run's last response), so "
              "they cover exactly the requests of the measured run. *% on reused* = (requests − new "
              "connections) ÷ requests: the share of requests that did not need a new backend "
-             "connection. *backend conns open at end* = the backend's active connections at the second "
+             "connection; *backend conns opened per 1,000 requests* = 1,000 × new connections ÷ requests "
+             "(0 when every request rode an already open connection). *backend conns open at end* = the backend's active connections at the second "
              "barrier. errors = srcload errors + non-2xx, over all runs.")
     L.append("")
     pairs = []
@@ -712,7 +717,7 @@ def write_report(outdir, d, runs, targets, facts, commands, confs, backend_cmd, 
                  f"{fmt(r.get('load_cpu_pct'))} | {fmt(r['other_pct'])}{' ⚠' if r.get('noisy') else ''} | "
                  f"{fmt(r['new_conns'])} | {fmt(r['be_requests'])} | {fmt(r['reused_pct'], 1)} | "
                  f"{fmt(r['be_open_end'])} | {r.get('sluice_reuse', '—')} | {r['errors'] + r['non2xx']} | "
-                 f"[{os.path.basename(r['raw'])}](identity/{r['raw']}) |")
+                 f"[{os.path.basename(r['raw'])}](reuse/{r['raw']}) |")
     L.append("")
     L.append("## What was measured")
     L.append("")
@@ -778,13 +783,13 @@ def write_report(outdir, d, runs, targets, facts, commands, confs, backend_cmd, 
     L.append(" ".join(srcload_cmd("PORT")))
     L.append("```")
     L.append("")
-    L.append("Ports are picked free at run time. Configs as used (also in [identity/](identity/)):")
+    L.append("Ports are picked free at run time. Configs as used (also in [reuse/](reuse/)):")
     L.append("")
     report_configs_and_machine(L, confs, facts)
-    L.append("Reproduce: `make bench-identity` (or `QUICK=1 make bench-identity`); see "
-             "docs/benchmarking.md, section identity.")
+    L.append("Reproduce: `make bench-reuse` (or `QUICK=1 make bench-reuse`); see "
+             "docs/bench/reuse.md.")
     L.append("")
-    write(os.path.join(outdir, "identity.md"), "\n".join(L))
+    write(os.path.join(outdir, "reuse.md"), "\n".join(L))
     return summ
 
 
@@ -799,7 +804,7 @@ def main():
     global SLUICE, SRCLOAD
     for tool in ("haproxy", "nginx") + (("taskset",) if PROXY_PIN else ()):
         if not shutil.which(tool):
-            sys.exit(f"{PROG}: {tool} not found (bench/identity.sh installs it)")
+            sys.exit(f"{PROG}: {tool} not found (bench/reuse.sh installs it)")
     for b in (SLUICE, SRCLOAD):
         if not os.access(b, os.X_OK):
             sys.exit(f"{PROG}: {b} missing: make BUILD={os.path.relpath(BUILD, ROOT)} all "
@@ -811,8 +816,8 @@ def main():
         log(f"warning: open-files limit {hard} may be too low for {CLIENTS} clients")
 
     started = datetime.datetime.now(datetime.timezone.utc)
-    outdir = os.path.join(RESULTS, started.strftime("%Y%m%dT%H%M%SZ"))
-    d = os.path.join(outdir, "identity")
+    outdir = os.path.join(RESULTS, os.environ.get("BENCH_TS") or started.strftime("%Y%m%dT%H%M%SZ"))
+    d = os.path.join(outdir, "reuse")
     os.makedirs(os.path.join(d, "raw"), exist_ok=True)
     os.makedirs(os.path.join(d, "bin"), exist_ok=True)
     # Run copies: others may rebuild build*/ while the benchmark runs.
@@ -828,7 +833,7 @@ def main():
     built = datetime.datetime.fromtimestamp(os.path.getmtime(SLUICE_SRC), datetime.timezone.utc)
     facts = machine_facts([
         ("sluice", f"{os.path.relpath(SLUICE_SRC, ROOT)} (built {built:%Y-%m-%d %H:%M:%S} UTC, run as a copy "
-                   f"in identity/bin/): {cmd_out([SLUICE, '-V']).splitlines()[0]} ({git_describe()}; -O2, jemalloc)"),
+                   f"in reuse/bin/): {cmd_out([SLUICE, '-V']).splitlines()[0]} ({git_describe()}; -O2, jemalloc)"),
         ("haproxy", cmd_out(["haproxy", "-v"]).splitlines()[0]),
         ("nginx", cmd_out(["nginx", "-v"]).replace("nginx version: ", "")),
         ("srcload", f"{os.path.relpath(SRCLOAD_SRC, ROOT)} from bench/srcload.c"),
@@ -892,13 +897,13 @@ def main():
         json.dump(runs, f, indent=1, default=str)
     summ = write_report(outdir, d, runs, targets, facts, commands, confs, backend_cmd, checks, notes,
                         loglines, started.strftime("%Y-%m-%d %H:%M:%S"), elapsed)
-    refresh_latest(RESULTS, outdir, "identity")
+    refresh_latest(RESULTS, outdir, "reuse")
     print()
-    with open(os.path.join(outdir, "identity.md")) as f:
+    with open(os.path.join(outdir, "reuse.md")) as f:
         text = f.read()
     print(text.split("## Identity checks")[0].rstrip())
     print()
-    log(f"report: {os.path.join(outdir, 'identity.md')}  (latest: {os.path.join(RESULTS, 'latest', 'report.md')})")
+    log(f"report: {os.path.join(outdir, 'reuse.md')}  (latest: {os.path.join(RESULTS, 'latest', 'report.md')})")
     return 0 if summ else 1
 
 

@@ -1,18 +1,18 @@
 #!/bin/sh
-# Identity benchmark: keepalive req/s and backend connection reuse with
+# Reuse benchmark: keepalive req/s and backend connection reuse with
 # header-only identity (X-Forwarded-For) vs PROXY v2 identity, 1,000 clients
 # from distinct 127.x source addresses, sluice vs HAProxy send-proxy-v2, one
-# proxy worker. Run by `make bench-identity`. Knobs (environment): see
-# bench/identity.py or docs/benchmarking.md, section "identity".
+# proxy worker. Run by `make bench-reuse`. Knobs (environment): see
+# bench/reuse.py or docs/bench/reuse.md.
 #
 # This wrapper makes sure the tools exist (a fresh Debian machine has none of
 # them), builds sluice and the srcload client if they are missing, raises the
-# open-files limit, then hands over to bench/identity.py.
+# open-files limit, then hands over to bench/reuse.py.
 set -eu
 cd "$(dirname "$0")/.."
 
 . bench/deps.sh
-bench_install_deps bench/identity.sh
+bench_install_deps bench/reuse.sh
 
 BUILD=${BUILD:-build}
 export BUILD
@@ -25,4 +25,4 @@ fi
 # is above it).
 ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 
-exec "$(py)" bench/identity.py "$@"
+exec "$(py)" bench/reuse.py "$@"
