@@ -52,7 +52,6 @@ import os
 import re
 import resource
 import shutil
-import socket
 import ssl
 import statistics
 import subprocess
@@ -64,6 +63,9 @@ from benchlib import (run_main, report_configs_and_machine, BODY_SIZE, CLK_TCK, 
                       refresh_latest, start, start_backend_nginx, stop, stop_all, system_busy_ticks,
                       tree_rss_kb, tree_ticks, wait_children, wait_port, write)
 from benchlib import env_int as _env_int
+from tlslib import (CERT_NAME, VERSIONS, find_sluice, haproxy_bind_ssl, haproxy_global_ssl, make_certs,
+                    nginx_ssl, sluice_tls, sluice_tls_failures)
+from tlslib import probe as tlslib_probe
 
 PROG = "bench/tls.py"
 
@@ -102,7 +104,6 @@ PROXY_PIN, LOAD_PIN, PIN_TEXT = pinning(PIN)
 
 # The cases measured with wrk. mode: full (no resumption possible), resumed
 # (tickets on), keepalive (no Connection: close).
-VERSIONS = {"1.2": "TLSv1.2", "1.3": "TLSv1.3"}
 CASES = []
 if "plain" in PARTS:
     CASES += [{"mode": "plain", "cert": "none", "ver": "none"}]
@@ -114,7 +115,6 @@ if "keepalive" in PARTS:
     CASES += [{"mode": "keepalive", "cert": "ecdsa", "ver": "1.3"}]
 for c in CASES:
     c["key"] = "plain-close" if c["mode"] == "plain" else f"{c['mode']}-{c['cert']}-{c['ver']}"
-CERT_NAME = {"ecdsa": "ECDSA P-256", "rsa": "RSA-2048"}
 MODE_NAME = {"full": "full handshakes", "resumed": "resumed handshakes (tickets on)",
              "keepalive": "keepalive", "plain": "no TLS"}
 
@@ -137,80 +137,15 @@ def log(msg):
 
 # ---------------------------------------------------------------- binaries
 
-def sluice_lib(path):
-    """('openssl' | 'boringssl' | None, the TLS line of `sluice -V`)."""
-    v = cmd_out([path, "-V"])
-    tls_line = next((ln for ln in v.splitlines() if ln.startswith("TLS ")), "")
-    lib = "boringssl" if "BoringSSL" in tls_line else "openssl" if "OpenSSL" in tls_line else None
-    return lib, tls_line[4:]
-
-
-def find_sluice():
-    """{'openssl': (path, TLS line), 'boringssl': (...)}: SLUICE_OPENSSL /
-    SLUICE_BORINGSSL if set, else the newest binary built with each library
-    among build/, build-boringssl/, build-openssl/ (the Makefile puts the
-    default library in build/ and the other in build-<name>/; a directory
-    left over from before the default changed is older)."""
-    found = {}
-    for lib, var in (("openssl", "SLUICE_OPENSSL"), ("boringssl", "SLUICE_BORINGSSL")):
-        path = os.environ.get(var)
-        if path:
-            got, tls_line = sluice_lib(path) if os.access(path, os.X_OK) else (None, "")
-            if got != lib:
-                sys.exit(f"{PROG}: {var}={path} is not a sluice built with {lib}")
-            found[lib] = (os.path.abspath(path), tls_line)
-    cands = []
-    for b in ("build", "build-boringssl", "build-openssl"):
-        path = os.path.join(ROOT, b, "sluice")
-        if os.access(path, os.X_OK):
-            lib, tls_line = sluice_lib(path)
-            if lib and lib not in found:
-                cands.append((os.path.getmtime(path), lib, path, tls_line))
-    for _, lib, path, tls_line in sorted(cands, reverse=True):
-        found.setdefault(lib, (os.path.abspath(path), tls_line))
-    return found
-
-
-SLUICE = find_sluice()
+SLUICE = find_sluice(PROG)
 SLUICE_SRC = {}               # where the run copies in tls/bin/ came from
-
-
-# ---------------------------------------------------------------- certificates
-
-def make_certs(d):
-    """ECDSA P-256 and RSA-2048 self-signed certificates for localhost.
-    X.pem = certificate then key (HAProxy's crt), X.key = the key alone;
-    all three proxies load these same files."""
-    cd = os.path.join(d, "certs")
-    os.makedirs(cd, exist_ok=True)
-    cmds = []
-    for name, newkey in (("ecdsa", ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256"]),
-                         ("rsa", ["-newkey", "rsa:2048"])):
-        key, crt = os.path.join(cd, f"{name}.key"), os.path.join(cd, f"{name}.crt")
-        cmd = (["openssl", "req", "-x509"] + newkey + ["-nodes", "-keyout", key, "-out", crt,
-               "-days", "30", "-subj", "/CN=localhost",
-               "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"])
-        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        with open(os.path.join(cd, f"{name}.pem"), "w") as f:
-            f.write(open(crt).read() + open(key).read())
-        cmds.append(" ".join(cmd) + f"; cat {name}.crt {name}.key > {name}.pem")
-    return cd, cmds
 
 
 # ---------------------------------------------------------------- configs
 
 def conf_sluice(d, tgt, port, bport, case, certs, access_log):
     full = case["mode"] == "full"
-    v = VERSIONS.get(case["ver"])
-    tls = "" if case["mode"] == "plain" else f"""    tls:
-      certificates:
-        - cert: {certs}/{case['cert']}.pem
-          key: {certs}/{case['cert']}.key
-      min_version: {v}
-      max_version: {v}
-      tickets: {"off" if full else "on"}
-      session_cache: 0
-"""
+    tls = "" if case["mode"] == "plain" else sluice_tls(certs, case["cert"], case["ver"], full)
     return f"""# {tgt}: one worker, one {"plain" if not tls else "TLS"} listener -> one backend with one server
 workers: 1
 error_log: {d}/{tgt}.error.log
@@ -233,11 +168,8 @@ listeners:
 
 def conf_haproxy(d, port, bport, case, certs, access_log):
     full = case["mode"] == "full"
-    v = VERSIONS.get(case["ver"])
-    ssl_ = ("" if case["mode"] == "plain" else
-            f" ssl crt {certs}/{case['cert']}.pem ssl-min-ver {v} ssl-max-ver {v}"
-            + (" no-tls-tickets" if full else ""))
-    g_extra = "    tune.ssl.cachesize 0\n" if full else ""
+    ssl_ = "" if case["mode"] == "plain" else haproxy_bind_ssl(certs, case["cert"], case["ver"], full)
+    g_extra = haproxy_global_ssl(full)
     if access_log:
         g_extra += "    log stdout format raw local0\n"
         fe_log = "    log global\n    log-format \"resumed=%[ssl_fc_is_resumed] status=%ST\"\n"
@@ -270,18 +202,12 @@ backend be
 def conf_nginx(d, port, bport, case, certs, access_log):
     full = case["mode"] == "full"
     plain = case["mode"] == "plain"
-    v = VERSIONS.get(case["ver"])
     if access_log:
         alog = (f"    log_format r 'resumed=$ssl_session_reused status=$status';\n"
                 f"    access_log {access_log} r;\n")
     else:
         alog = "    access_log off;\n"
-    sess = ("        ssl_session_tickets off;\n        ssl_session_cache off;\n" if full
-            else "        ssl_session_tickets on;   # default; ssl_session_cache: default (none)\n")
-    tls = ("" if plain else
-           f"        ssl_certificate {certs}/{case['cert']}.pem;\n"
-           f"        ssl_certificate_key {certs}/{case['cert']}.key;\n"
-           f"        ssl_protocols {v};\n" + sess)
+    tls = "" if plain else nginx_ssl(certs, case["cert"], case["ver"], full)
     return f"""# nginx, one worker, upstream keepalive; {"no TLS" if plain else "tickets and session cache off" if full else "tickets on"}
 worker_processes 1;
 worker_rlimit_nofile 16384;
@@ -358,48 +284,11 @@ def start_proxy(tgt, d, bport, case, certs, access_log=None):
 
 # ---------------------------------------------------------------- TLS probe (Python ssl)
 
-def client_ctx(ver):
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    ctx.check_hostname = False
-    ctx.verify_mode = ssl.CERT_NONE
-    ctx.minimum_version = ctx.maximum_version = getattr(ssl.TLSVersion, VERSIONS[ver].replace(".", "_"))
-    return ctx
-
-
 def probe(port, ver, tries=3):
-    """`tries` HTTPS GETs, each on a new connection offering the previous
-    connection's session (ver "none": plain HTTP). Returns (error or None,
-    facts dict)."""
-    ctx = client_ctx(ver) if ver in VERSIONS else None
-    sess, reused, facts = None, [], {}
-    for i in range(tries):
-        try:
-            s = socket.create_connection(("127.0.0.1", port), timeout=5)
-            ss = ctx.wrap_socket(s, server_hostname="localhost", session=sess) if ctx else s
-            ss.sendall(b"GET / HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
-            data = b""
-            while True:
-                chunk = ss.recv(65536)
-                if not chunk:
-                    break
-                data += chunk
-            if ctx:
-                if i == 0:
-                    facts = {"version": ss.version(), "cipher": ss.cipher()[0]}
-                else:
-                    reused.append(ss.session_reused)
-                sess = ss.session
-            ss.close()
-        except (OSError, ssl.SSLError) as e:
-            return f"GET / failed: {e!r}", facts
-        head, _, body = data.partition(b"\r\n\r\n")
-        status = head.split(b" ", 2)[1:2]
-        if status != [b"200"] or len(body) != BODY_SIZE:
-            return f"GET / -> {head[:60]!r}, {len(body)} body bytes", facts
-    if ctx:
-        facts["reused"] = sum(reused)
-        facts["reuse_tries"] = len(reused)
-    return None, facts
+    """tlslib.probe, answers must be 200 with BODY_SIZE bytes."""
+    err, facts = tlslib_probe(port, ver, tries, size=BODY_SIZE)
+    facts.pop("last", None)
+    return err, facts
 
 
 # ---------------------------------------------------------------- wrk runs
@@ -416,12 +305,6 @@ def run_wrk(port, seconds, close, outfile, scheme="https"):
     if outfile:
         write(outfile, " ".join(cmd) + "\n" + cp.stdout)
     return cp.stdout
-
-
-def sluice_tls_failures(text):
-    """sluice logs handshake failures and TLS errors at info level."""
-    return [ln for ln in text.splitlines()
-            if re.search(r"TLS (handshake failed|error|handshake timeout)", ln)]
 
 
 def measure(tgt, case, rnd, d, port, proxy, backend):
