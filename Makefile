@@ -59,7 +59,7 @@ DEB_BUILD_PKGS = gcc make pkg-config openssl libuv1-dev node-llhttp libssl-dev a
                  liblua5.4-dev libjemalloc-dev libcyaml-dev libyaml-dev libpcre2-dev libhyperscan-dev
 DEB_TEST_PKGS  = curl wrk haproxy nginx openssl python3 python3-pip python3-prometheus-client chromium
 
-.PHONY: all run test unit e2e e2e-tls asan test-asan deps test-deps bench bench-offload bench-inspection bench-churn \
+.PHONY: all run test unit e2e e2e-tls asan test-asan deps test-deps bench bench-smoke bench-offload bench-inspection bench-churn \
         bench-throughput bench-memory bench-reuse bench-core bench-tls bench-identity bench-stats clean
 all: $(BUILD)/sluice $(BUILD)/demo_backend
 
@@ -128,6 +128,12 @@ test: test-deps
 	$(MAKE) e2e
 	$(MAKE) TLS=openssl all e2e-tls
 	$(MAKE) SANITIZE=1 all unit e2e
+	$(MAKE) bench-smoke
+
+# The bench scripts in QUICK mode with tiny durations (tests/bench): they
+# still produce tables with figures and charts. Never asserts speed.
+bench-smoke: all $(BUILD)/srcload
+	BUILD=$(BUILD) python3 -m pytest -q -p no:cacheprovider tests/bench $(PYTEST_ARGS)
 
 asan: deps
 	$(MAKE) SANITIZE=1 all
