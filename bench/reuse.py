@@ -37,9 +37,9 @@ connection and % of requests on reused backend connections; the proxy's CPU
 per request (utime+stime of its process tree).
 
 Usage: sh bench/reuse.sh  (or `make bench-reuse`). Environment knobs:
-  QUICK=1          2 s runs after a 1 s warm-up, only the four targets
+  QUICK=1          1 s runs after a 1 s warm-up, only the four targets
                    sluice-hdr, haproxy-hdr, sluice-pp2, haproxy-pp2
-  DURATION=N       measured seconds per run (8; QUICK 2)
+  DURATION=N       measured seconds per run (5; QUICK 1)
   WARMUP=N         unmeasured seconds before it, same connections (2; QUICK 1)
   CLIENTS=N        client connections, one source address each (1000)
   ROUNDS=N         rounds; each round runs every target once (3)
@@ -49,7 +49,7 @@ Usage: sh bench/reuse.sh  (or `make bench-reuse`). Environment knobs:
                    pool-low-conn (1100)
   PIN=0            do not pin with taskset
   NOISE_PCT=N      others' CPU (% of one CPU) that makes a run noisy (25)
-  QUIET_BUDGET=N   seconds in all for waiting for quiet / re-running (45; QUICK 10)
+  QUIET_BUDGET=N   seconds in all for waiting for quiet / re-running (30; QUICK 5)
   BUILD=dir        where sluice and srcload are (build)
   RESULTS=dir      results root (bench/results)
 
@@ -84,7 +84,7 @@ def env_int(name, default, lo=0):
 
 
 QUICK = os.environ.get("QUICK", "") not in ("", "0")
-DURATION = env_int("DURATION", 2 if QUICK else 8, 1)
+DURATION = env_int("DURATION", 1 if QUICK else 5, 1)
 WARMUP = env_int("WARMUP", 1 if QUICK else 2, 0)
 CLIENTS = env_int("CLIENTS", 1000, 1)
 ROUNDS = env_int("ROUNDS", 3, 1)
@@ -93,7 +93,7 @@ IDLE_MAX = env_int("IDLE_MAX", 1100, 0)
 IDLE_DEFAULT = 64                 # the small pool of the *-idle64 targets (sluice's default was 64 until it became "no limit")
 PIN = os.environ.get("PIN", "1") != "0"
 NOISE_PCT = env_int("NOISE_PCT", 25)
-QUIET_BUDGET = env_int("QUIET_BUDGET", 10 if QUICK else 45)
+QUIET_BUDGET = env_int("QUIET_BUDGET", 5 if QUICK else 30)
 ATTEMPTS = 3
 DRAIN = 3                         # srcload --drain: max seconds to finish in-flight requests
 SETTLE = 0.3                      # seconds between a barrier and reading the backend's counters
