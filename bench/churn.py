@@ -389,6 +389,20 @@ def check_identity(tgt, port, c):
     return (None if ok else f"the origin did not learn the client: {desc}"), desc, neg
 
 
+def quiet_run(quiet, fn, what, notes, describe):
+    """quiet.run() (wait for a quiet machine, re-run a noisy run); with
+    QUIET_BUDGET=0 just run once and flag noise, without the 0.5 s sample
+    of the machine that Quiet.wait takes before every run."""
+    if QUIET_BUDGET > 0:
+        return quiet.run(fn, what, DURATION, notes, describe)
+    r = fn()
+    r["noise"] = quiet.reasons(r, DURATION)
+    r["noisy"] = bool(r["noise"])
+    if r["noisy"]:
+        notes.append(f"{what}: noisy run kept ({'; '.join(r['noise'])}; QUIET_BUDGET=0)")
+    return r
+
+
 # ---------------------------------------------------------------- report
 
 def summarize(runs, tgt, key):
@@ -439,7 +453,9 @@ def chart(path, summ, targets):
     if SCALE_KEYS:
         panels.append(("Scaling: CPS with 1 and 2 workers",
                        [k for s in SCALE_KEYS for k in (f"{s}-w1", f"{s}-w2")], "rps"))
-    fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 4.6), squeeze=False)
+    ncol = 2 if len(panels) == 4 else len(panels)
+    nrow = (len(panels) + ncol - 1) // ncol
+    fig, axes = plt.subplots(nrow, ncol, figsize=(6.2 * ncol, 4.4 * nrow + 0.4), squeeze=False)
     width = 0.8 / max(1, len(targets))
     drawn = False
     for ax, (title, keys, metric) in zip(axes.flat, panels):
@@ -474,7 +490,7 @@ def chart(path, summ, targets):
         ax.set_axisbelow(True)
     axes.flat[0].legend(fontsize=8)
     fig.suptitle(f"Connection churn, full TLS handshake per request, PROXY v2 to the backend "
-                 f"(nginx: X-Forwarded-For); wrk -t{WRK_THREADS} -c{CONNECTIONS} -d{DURATION}s, "
+                 f"(nginx: X-Forwarded-For)\nwrk -t{WRK_THREADS} -c{CONNECTIONS} -d{DURATION}s, "
                  f"{ROUNDS} rounds, medians (bars: min–max)", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -778,8 +794,8 @@ def main():
             if idents[(tgt, c["key"])][0]:
                 notes.append(f"round {rnd + 1}, {c['key']}, {tgt}: {idents[(tgt, c['key'])][0]}")
                 log(notes[-1])
-        r = quiet.run(lambda: measure(tgt, c, rnd, d, port, proxy, origin),
-                      f"round {rnd + 1}, {c['key']}, {tgt}", DURATION, notes,
+        r = quiet_run(quiet, lambda: measure(tgt, c, rnd, d, port, proxy, origin),
+                      f"round {rnd + 1}, {c['key']}, {tgt}", notes,
                       lambda x: f"{fmt(x['rps'])} CPS, {fmt(x['cpu_us'], 1)} µs/hs")
         rc = stop(proxy)
         if rc not in (0, None) and not (tgt == "haproxy" and rc in (143, -15)):
