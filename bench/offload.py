@@ -1,0 +1,1042 @@
+#!/usr/bin/env python3
+"""Offload benchmark: a traffic manager in front of a thread-per-request app server.
+
+The published experiment (Zeus Traffic Manager in front of WebLogic): users
+without keepalive request a JSP page; simulated users 30 -> 1000 and on "to
+destruction". The app server alone became unstable past ~500 users; through
+the traffic manager (many client connections funnelled into a few reused
+keepalive connections, requests queued in front of the server) the
+transaction rate doubled and the errors went away. With SSL and no session
+reuse the app server alone managed 54-65 TPS at 100% CPU; with the proxy
+decrypting, over 15x.
+
+Here: Apache Tomcat 10 (Debian tomcat10, our own CATALINA_BASE, a small
+thread pool: maxThreads=THREADS, maxConnections=MAXCONN, acceptCount=ACCEPT)
+serves a JSP page that burns a fixed amount of CPU (JSP_ITER rounds of
+SHA-256). bench/userload (a C epoll client) runs N closed-loop users, each
+making one request per new connection (Connection: close), no think time.
+Targets, alternating (order rotated by round and level):
+
+  direct   userload -> Tomcat (plain: its HTTP connector; SSL: its HTTPS
+           connector, JSSE, RSA-2048 certificate)
+  sluice   one worker; server max_connections = THREADS (the rest queue,
+           queue_timeout 30s), keepalive pool to Tomcat
+  haproxy  nbthread 1; server maxconn THREADS + backend queue (timeout queue
+           30s), http-reuse always, option abortonclose
+  nginx    one worker; upstream keepalive THREADS. OSS nginx has no request
+           queue (`queue` is NGINX Plus only): every request is forwarded at
+           once, on a new backend connection when the pool is busy.
+
+Sets of runs (SETS):
+  plain    HTTP, Tomcat                         -> offload.png
+  ssl      TLS 1.2 (TLS_VERSION) full handshake on every connection, no
+           session reuse, RSA-2048: direct = Tomcat HTTPS; the proxies
+           terminate TLS and speak plain HTTP to Tomcat  -> offload-ssl.png
+  demo     HTTP, $BUILD/demo_backend (thread per connection, THREADS
+           threads, backlog ACCEPT, DEMO_CPU_MS ms of CPU per request)
+                                                -> offload-demo.png
+
+Per run: TPS average (completed 200 responses / measured seconds), TPS peak
+(best 1-s window, sliding over 100-ms buckets), error rate (refused, reset,
+timed out after TIMEOUT ms, TLS failures, non-200, truncated: / all ended
+requests), mean and p99 time (connect to last byte, completed requests),
+users served (users that completed at least one request), the CPU % of the
+proxy's process tree, of the app server and of the client.
+
+Usage: sh bench/offload.sh  (or `make bench-offload`). Environment knobs:
+  QUICK=1          short runs, fewer levels (plain 1000, ssl 300, no demo)
+  DURATION=S       measured seconds per run (2; QUICK 1; fractions ok)
+  WARMUP=S         unmeasured seconds at the start of each run (1; QUICK 0.3)
+  ROUNDS=N         rounds per level; each runs every target once (3)
+  LEVELS=a,b       users for the plain set (30,300,600,1000,2000,5000; QUICK 1000)
+  SSL_LEVELS=a,b   users for the ssl set (30,300,1000; QUICK 300)
+  DEMO_LEVELS=a,b  users for the demo set (1000; QUICK none)
+  SETS=a,b         subset/order of plain,ssl,demo
+  TARGETS=a,b      subset/order of direct,sluice,haproxy,nginx
+  THREADS=N        Tomcat maxThreads / demo_backend threads / proxies' backend
+                   connection limit (16)
+  MAXCONN=N        Tomcat maxConnections (THREADS: thread-per-connection, the
+                   WebLogic shape; Tomcat NIO's own default is 8192)
+  ACCEPT=N         Tomcat acceptCount / demo_backend backlog (10)
+  JSP_ITER=N       SHA-256 rounds per JSP request (16000, ~1.4 ms on this machine)
+  DEMO_CPU_MS=N    demo_backend --cpu-ms (1)
+  TIMEOUT=MS       userload per-request timeout, connect to last byte; also
+                   the proxies' queue timeout (2000)
+  SOURCES=N        127.x source addresses userload spreads users over (256)
+  TLS_VERSION=v    1.2 or 1.3 for the ssl set (1.2)
+  APP_WARMUP=S     unmeasured load on Tomcat's HTTP connector after it starts
+                   (JIT), half as long on HTTPS (6; QUICK 2)
+  SETTLE_MAX=S     after a run, wait up to S s for the app server to go idle (3)
+  PIN=0            do not pin with taskset
+  BUILD=dir        where sluice, demo_backend and userload are (build)
+  RESULTS=dir      results root (bench/results); BENCH_TS=name: the
+                   results directory name (default: UTC timestamp)
+
+Output: RESULTS/<ts>/offload.md, offload.png, offload-ssl.png,
+offload-demo.png, offload/ (CATALINA_BASE, configs, certificates, raw
+userload JSON, logs); RESULTS/latest/ gets a copy and report.md links it.
+Every process started here is stopped by its PID on exit.
+"""
+import datetime
+import json
+import os
+import resource
+import select
+import shutil
+import subprocess
+import sys
+import time
+
+from benchlib import (CLK_TCK, ROOT, cmd_out, fmt, free_port, fsize, git_describe, machine_facts,
+                      mmm, read_tail, refresh_latest, report_configs_and_machine, run_main, start,
+                      stop, system_busy_ticks, tree_ticks, wait_children, wait_port, write)
+from benchlib import env_int as _env_int
+import tlslib
+
+PROG = "bench/offload.py"
+
+
+def env_int(name, default, lo=0):
+    return _env_int(name, default, lo, prog=PROG)
+
+
+def env_float(name, default, lo=0.0):
+    v = os.environ.get(name, "")
+    if v == "":
+        return default
+    try:
+        x = float(v)
+    except ValueError:
+        sys.exit(f"{PROG}: {name}={v!r} is not a number")
+    if x < lo:
+        sys.exit(f"{PROG}: {name} must be >= {lo}")
+    return x
+
+
+def env_levels(name, default):
+    v = os.environ.get(name)
+    if v is None:
+        return default
+    try:
+        out = [int(x) for x in v.split(",") if x.strip()]
+    except ValueError:
+        sys.exit(f"{PROG}: {name}={v!r}: expected comma-separated user counts")
+    if any(x < 1 for x in out):
+        sys.exit(f"{PROG}: {name}: user counts must be >= 1")
+    return out
+
+
+QUICK = os.environ.get("QUICK", "") not in ("", "0")
+DURATION = env_float("DURATION", 1.0 if QUICK else 2.0, 0.2)
+WARMUP = env_float("WARMUP", 0.3 if QUICK else 1.0, 0.0)
+ROUNDS = env_int("ROUNDS", 3, 1)
+LEVELS = {
+    "plain": env_levels("LEVELS", [1000] if QUICK else [30, 300, 600, 1000, 2000, 5000]),
+    "ssl": env_levels("SSL_LEVELS", [300] if QUICK else [30, 300, 1000]),
+    "demo": env_levels("DEMO_LEVELS", [] if QUICK else [1000]),
+}
+ALL_SETS = ["plain", "ssl", "demo"]
+SETS = [s for s in os.environ.get("SETS", ",".join(ALL_SETS)).split(",") if s]
+ALL_TARGETS = ["direct", "sluice", "haproxy", "nginx"]
+TARGETS = [t for t in os.environ.get("TARGETS", ",".join(ALL_TARGETS)).split(",") if t]
+THREADS = env_int("THREADS", 16, 1)
+MAXCONN = env_int("MAXCONN", THREADS, 1)
+ACCEPT = env_int("ACCEPT", 10, 1)
+JSP_ITER = env_int("JSP_ITER", 16000, 1)
+DEMO_CPU_MS = env_int("DEMO_CPU_MS", 1, 0)
+TIMEOUT = env_int("TIMEOUT", 2000, 1)
+# The proxies' queue timeouts: what the clients tolerate. A longer one only
+# keeps requests whose client has given up in the queue.
+QUEUE_TIMEOUT = f"{TIMEOUT}ms"
+SOURCES = env_int("SOURCES", 256, 0)
+TLS_VERSION = os.environ.get("TLS_VERSION", "1.2")
+APP_WARMUP = env_float("APP_WARMUP", 2.0 if QUICK else 6.0, 0.0)
+SETTLE_MAX = env_float("SETTLE_MAX", 3.0, 0.0)
+PIN = os.environ.get("PIN", "1") != "0"
+BUILD = os.path.join(ROOT, os.environ.get("BUILD", "build"))
+RESULTS = os.path.abspath(os.environ.get("RESULTS", os.path.join(ROOT, "bench", "results")))
+CATALINA_HOME = os.environ.get("CATALINA_HOME", "/usr/share/tomcat10")
+TEMPLATES = os.path.join(ROOT, "bench", "offload")
+
+for s in SETS:
+    if s not in ALL_SETS:
+        sys.exit(f"{PROG}: unknown set {s!r} in SETS (known: {','.join(ALL_SETS)})")
+for t in TARGETS:
+    if t not in ALL_TARGETS:
+        sys.exit(f"{PROG}: unknown target {t!r} in TARGETS (known: {','.join(ALL_TARGETS)})")
+if TLS_VERSION not in tlslib.VERSIONS:
+    sys.exit(f"{PROG}: TLS_VERSION must be 1.2 or 1.3")
+SETS = [s for s in SETS if LEVELS[s]]
+PROXIES = [t for t in TARGETS if t != "direct"]
+
+SET_TITLE = {
+    "plain": "Plain HTTP, Tomcat (JSP page)",
+    "ssl": f"SSL: TLS {TLS_VERSION}, RSA-2048, full handshake on every connection, Tomcat (JSP page)",
+    "demo": "Plain HTTP, demo_backend (thread per connection)",
+}
+SET_CHART = {"plain": "offload.png", "ssl": "offload-ssl.png", "demo": "offload-demo.png"}
+COLORS = {"sluice": "#2b7bba", "haproxy": "#e07b39", "nginx": "#3a9e4f", "direct": "#777777"}
+
+
+def log(msg):
+    print(f"[offload] {msg}", flush=True)
+
+
+# ---------------------------------------------------------------- pinning
+
+def pins():
+    """(app_pin, front_pin, text): the app server alone on the first CPU we
+    may use (the constrained app server); proxy and client on the others."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if PIN and len(cpus) >= 2:
+        a, f = str(cpus[0]), ",".join(str(c) for c in cpus[1:])
+        return (["taskset", "-c", a], ["taskset", "-c", f],
+                f"app server (Tomcat's JVM, or demo_backend) on CPU {a}; the proxy (all its "
+                f"processes) and the load client (userload) on CPU {f} (taskset -c)")
+    return [], [], ("nothing pinned" + ("" if PIN else " (PIN=0)")
+                    + (f" (only {len(cpus)} CPU)" if len(cpus) < 2 else ""))
+
+
+APP_PIN, FRONT_PIN, PIN_TEXT = pins()
+
+
+# ---------------------------------------------------------------- app servers
+
+def start_tomcat(d, certs):
+    """Tomcat 10 from the Debian package with our own CATALINA_BASE in
+    d/tomcat: generated server.xml, the JSP page as ROOT/index.jsp. One
+    connector per target: {"direct": HTTP, "direct-tls": HTTPS, proxy: HTTP}.
+    Returns (Popen, {target: port}, command line, env text)."""
+    base = os.path.join(d, "tomcat")
+    if os.path.exists(base):
+        shutil.rmtree(base)
+    for sub in ("conf", "logs", "temp", "work", "webapps/ROOT"):
+        os.makedirs(os.path.join(base, sub), exist_ok=True)
+    for f in ("web.xml", "catalina.properties", "context.xml", "logging.properties"):
+        shutil.copy(os.path.join("/etc/tomcat10", f), os.path.join(base, "conf", f))
+    # Faster start: the one JSP page needs no TLD or annotation scan of the jars.
+    with open(os.path.join(base, "conf", "catalina.properties"), "a") as f:
+        f.write("\n# bench/offload: no jar scanning (one JSP page, no TLDs)\n"
+                "tomcat.util.scan.StandardJarScanFilter.jarsToSkip=*.jar\n")
+    ports = {}
+    conns = []
+    for name in ["direct", "direct-tls"] + PROXIES:
+        ports[name] = free_port()
+        tmpl = "connector-https.xml" if name == "direct-tls" else "connector-http.xml"
+        what = {"direct": "direct clients, HTTP", "direct-tls": "direct clients, HTTPS"}.get(
+            name, f"{name}'s backend connections (its own pool)")
+        conns.append(open(os.path.join(TEMPLATES, tmpl)).read()
+                     .replace("@NAME@", what).replace("@PORT@", str(ports[name])))
+    xml = open(os.path.join(TEMPLATES, "server.xml")).read().replace("@CONNECTORS@", "".join(conns).rstrip("\n"))
+    for k, v in (("@THREADS@", THREADS), ("@MAXCONN@", MAXCONN), ("@ACCEPT@", ACCEPT),
+                 ("@CERT@", os.path.join(certs, "rsa.crt")), ("@KEY@", os.path.join(certs, "rsa.key")),
+                 ("@TLS_PROTOCOLS@", tlslib.VERSIONS[TLS_VERSION])):
+        xml = xml.replace(k, str(v))
+    write(os.path.join(base, "conf", "server.xml"), xml)
+    jsp = open(os.path.join(TEMPLATES, "index.jsp")).read().replace("@ITER@", str(JSP_ITER))
+    write(os.path.join(base, "webapps", "ROOT", "index.jsp"), jsp)
+    java_opts = "-Xms256m -Xmx256m -Djava.security.egd=file:/dev/./urandom"
+    env = dict(os.environ, CATALINA_HOME=CATALINA_HOME, CATALINA_BASE=base,
+               CATALINA_TMPDIR=os.path.join(base, "temp"), JAVA_OPTS=java_opts)
+    env.pop("CATALINA_OPTS", None)
+    env.pop("CATALINA_PID", None)
+    cmd = APP_PIN + [os.path.join(CATALINA_HOME, "bin", "catalina.sh"), "run"]
+    # catalina.sh execs java: the PID we get is the JVM's.
+    logf = open(os.path.join(d, "tomcat.out"), "ab")
+    from benchlib import STARTED
+    p = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                         env=env, cwd=base)
+    logf.close()
+    STARTED.append(p)
+    envtxt = (f"CATALINA_HOME={CATALINA_HOME} CATALINA_BASE={base} "
+              f"CATALINA_TMPDIR={base}/temp JAVA_OPTS='{java_opts}'")
+    for i, port in enumerate(ports.values()):
+        if not wait_port(port, p, 60 if i == 0 else 10):
+            sys.exit(f"{PROG}: Tomcat did not start, see {d}/tomcat.out and {base}/logs/")
+    return p, ports, " ".join(cmd), envtxt
+
+
+def start_demo(d, name):
+    """demo_backend for one target (thread per connection: a proxy's idle pool
+    holds threads, so every target gets its own instance). Returns (Popen,
+    port, command line)."""
+    import re
+    outf = os.path.join(d, f"demo_backend-{name}.log")
+    cmd = APP_PIN + [os.path.join(BUILD, "demo_backend"), "--listen", "127.0.0.1:0",
+                     "--threads", str(THREADS), "--backlog", str(ACCEPT),
+                     "--cpu-ms", str(DEMO_CPU_MS), "--size", "1024",
+                     "--keepalive-ms", "60000", "--quiet"]
+    p = start(cmd, outf)
+    end = time.monotonic() + 10
+    port = None
+    while time.monotonic() < end and port is None and p.poll() is None:
+        with open(outf) as f:
+            m = re.search(r"listening on 127\.0\.0\.1:(\d+)", f.read())
+        if m:
+            port = int(m.group(1))
+        else:
+            time.sleep(0.05)
+    if port is None or not wait_port(port, p):
+        sys.exit(f"{PROG}: demo_backend did not start, see {outf}")
+    return p, port, " ".join(c if c != "127.0.0.1:0" else "127.0.0.1:0  # (any free port)" for c in cmd)
+
+
+# ---------------------------------------------------------------- proxies
+
+def conf_sluice(d, name, port, bport, tls, certs):
+    tls_txt = tlslib.sluice_tls(certs, "rsa", TLS_VERSION, True) if tls else ""
+    return f"""# sluice, one worker; {THREADS} connections at most to the app server, the rest queue
+workers: 1
+error_log: {d}/{name}.error.log
+access_log: off
+timeouts:
+  drain: 0
+listeners:
+  - name: fe
+    address: 127.0.0.1:{port}
+    backlog: 4096
+    backend: app
+{tls_txt}backends:
+  - name: app
+    queue_timeout: {QUEUE_TIMEOUT}
+    queue_max: 10000
+    idle_timeout: 50s
+    connect_timeout: 3s
+    response_timeout: 30s
+    servers:
+      - name: app1
+        address: 127.0.0.1:{bport}
+        max_connections: {THREADS}
+"""
+
+
+def conf_haproxy(d, port, bport, tls, certs):
+    bind_ssl = tlslib.haproxy_bind_ssl(certs, "rsa", TLS_VERSION, True) if tls else ""
+    g_ssl = tlslib.haproxy_global_ssl(True) if tls else ""
+    return f"""# HAProxy, one thread; {THREADS} connections at most to the app server, the rest queue
+global
+    nbthread 1
+    maxconn 8000
+    pidfile {d}/haproxy.pid
+{g_ssl}
+defaults
+    mode http
+    option http-keep-alive
+    option abortonclose
+    http-reuse always
+    timeout connect 3s
+    timeout client 30s
+    timeout server 30s
+    timeout queue {QUEUE_TIMEOUT}
+    timeout http-keep-alive 10s
+
+frontend fe
+    bind 127.0.0.1:{port} backlog 4096{bind_ssl}
+    default_backend be
+
+backend be
+    server app1 127.0.0.1:{bport} maxconn {THREADS}
+"""
+
+
+def conf_nginx(d, port, bport, tls, certs):
+    ssl_txt = tlslib.nginx_ssl(certs, "rsa", TLS_VERSION, True) if tls else ""
+    return f"""# nginx, one worker, upstream keepalive {THREADS}; OSS nginx has no request queue
+worker_processes 1;
+worker_rlimit_nofile 20000;
+daemon off;
+master_process on;
+pid {d}/nginx.pid;
+error_log {d}/nginx.error.log warn;
+events {{ worker_connections 16384; }}
+http {{
+    access_log off;
+    client_body_temp_path {d}/tmp-nginx/body;
+    proxy_temp_path {d}/tmp-nginx/proxy;
+    fastcgi_temp_path {d}/tmp-nginx/fastcgi;
+    uwsgi_temp_path {d}/tmp-nginx/uwsgi;
+    scgi_temp_path {d}/tmp-nginx/scgi;
+    upstream be {{
+        server 127.0.0.1:{bport};
+        keepalive {THREADS};
+        keepalive_requests 1000000;
+        keepalive_timeout 50s;
+    }}
+    server {{
+        listen 127.0.0.1:{port} backlog=4096{" ssl" if tls else ""};
+{ssl_txt}        location / {{
+            proxy_pass http://be;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_connect_timeout 3s;
+            proxy_read_timeout 30s;
+        }}
+    }}
+}}
+"""
+
+
+def proxy_errlog(name, d):
+    return os.path.join(d, {"sluice": "sluice.error.log", "haproxy": "haproxy.out",
+                            "nginx": "nginx.error.log"}[name])
+
+
+def start_proxy(name, d, bport, tls, certs, tag):
+    """Returns (Popen or None, port, command line, config path)."""
+    port = free_port()
+    cfgdir = os.path.join(d, "configs")
+    os.makedirs(cfgdir, exist_ok=True)
+    if name == "sluice":
+        conf = write(os.path.join(cfgdir, f"sluice-{tag}.yaml"),
+                     conf_sluice(d, "sluice", port, bport, tls, certs))
+        cmd = FRONT_PIN + [os.path.join(BUILD, "sluice"), "-c", conf]
+        p = start(cmd, os.path.join(d, "sluice.out"))
+    elif name == "haproxy":
+        conf = write(os.path.join(cfgdir, f"haproxy-{tag}.cfg"), conf_haproxy(d, port, bport, tls, certs))
+        cmd = FRONT_PIN + ["haproxy", "-f", conf, "-db"]
+        p = start(cmd, proxy_errlog(name, d))
+    else:
+        os.makedirs(os.path.join(d, "tmp-nginx"), exist_ok=True)
+        conf = write(os.path.join(cfgdir, f"nginx-{tag}.conf"), conf_nginx(d, port, bport, tls, certs))
+        cmd = FRONT_PIN + ["nginx", "-p", d, "-e", proxy_errlog(name, d), "-c", conf]
+        p = start(cmd, os.path.join(d, "nginx.out"))
+    if not wait_port(port, p):
+        stop(p)
+        return None, port, " ".join(cmd), conf
+    if name != "haproxy":
+        wait_children(p)
+    return p, port, " ".join(cmd), conf
+
+
+def check(port, tls, expect):
+    """One GET / on a new connection: None if 200 and the body contains
+    `expect`, else what went wrong."""
+    try:
+        r = tlslib.get(port, TLS_VERSION if tls else "none", "/", timeout=10)
+    except Exception as e:  # noqa: BLE001 — any failure is the answer
+        return f"GET / failed: {e!r}"
+    if r["status"] != b"200" or expect not in r["body"]:
+        return f"GET / -> {r['head'][:80]!r}, {len(r['body'])} body bytes"
+    return None
+
+
+# ---------------------------------------------------------------- one run
+
+USERLOAD = os.path.join(BUILD, "userload")
+
+
+def userload_cmd(port, users, tls, warmup, duration):
+    return (FRONT_PIN + [USERLOAD, "--port", str(port), "--users", str(users),
+                         "--warmup", f"{warmup:g}", "--duration", f"{duration:g}",
+                         "--timeout", str(TIMEOUT), "--sources", str(SOURCES)]
+            + (["--tls", "--tls-max", TLS_VERSION] if tls else []))
+
+
+def run_userload(cmd, on_phase=None):
+    """Run userload; on_phase(name) at 'phase measure' / 'phase end'.
+    Returns (result dict or None, stdout text, stderr text, client CPU ticks
+    during the measured phase)."""
+    errf = open(os.path.join(RAW_TMP[0], "userload.stderr"), "w+b")
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=errf, stdin=subprocess.DEVNULL)
+    from benchlib import STARTED
+    STARTED.append(p)
+    lines, c0, c1, pending = [], None, None, b""
+    deadline = time.monotonic() + WARMUP_MAX + 60
+    fd = p.stdout.fileno()
+    try:
+        eof = False
+        while not eof and time.monotonic() < deadline:
+            r, _, _ = select.select([fd], [], [], 1.0)
+            if not r:
+                continue
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                eof = True
+            pending += chunk
+            while b"\n" in pending:
+                raw_line, pending = pending.split(b"\n", 1)
+                line = raw_line.decode("utf-8", "replace") + "\n"
+                lines.append(line)
+                if line.startswith("phase "):
+                    ph = line.split()[1]
+                    if ph == "measure":
+                        c0 = sum(tree_ticks(p.pid).values())
+                    elif ph == "end":
+                        c1 = sum(tree_ticks(p.pid).values())
+                    if on_phase:
+                        on_phase(ph)
+        if pending:
+            lines.append(pending.decode("utf-8", "replace"))
+    finally:
+        stop(p, grace=2.0)
+        p.stdout.close()
+    errf.seek(0)
+    err = errf.read().decode("utf-8", "replace")
+    errf.close()
+    out = "".join(lines)
+    res = None
+    for line in reversed(lines):
+        if line.startswith("{"):
+            try:
+                res = json.loads(line)
+            except ValueError:
+                pass
+            break
+    ticks = (c1 - c0) if c0 is not None and c1 is not None else None
+    return res, out, err, ticks
+
+
+WARMUP_MAX = 0.0              # longest warmup+duration asked of userload (for its deadline)
+
+
+def settle(app):
+    """Wait (up to SETTLE_MAX s) until the app server uses < 20% of a CPU:
+    requests a proxy still had queued, or a backlog still being drained,
+    must not spill into the next run. Returns seconds waited."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < SETTLE_MAX:
+        a = sum(tree_ticks(app.pid).values())
+        time.sleep(0.1)
+        if sum(tree_ticks(app.pid).values()) - a <= 0.02 * CLK_TCK:
+            break
+    return time.monotonic() - t0
+
+
+def measure(set_name, label, users, rnd, d, port, proxy, app, tls):
+    """One userload run against port; proxy: Popen or None (direct)."""
+    raw = os.path.join(d, "raw", f"{set_name}-u{users}-r{rnd + 1}-{label}.json")
+    cmd = userload_cmd(port, users, tls, WARMUP, DURATION)
+    snap = {}
+
+    def on_phase(ph):
+        snap[ph] = (sum(tree_ticks(proxy.pid).values()) if proxy else 0,
+                    sum(tree_ticks(app.pid).values()), system_busy_ticks(), time.monotonic())
+
+    res, out, err, cticks = run_userload(cmd, on_phase)
+    write(raw, " ".join(cmd) + "\n" + out + (("\n# stderr:\n" + err) if err else ""))
+    r = {"set": set_name, "label": label, "users": users, "round": rnd + 1,
+         "raw": os.path.relpath(raw, d), "problems": []}
+    if res is None:
+        r["problems"].append(f"userload produced no result ({err.strip()[-200:] or 'no output'})")
+        r.update(ok=0, tps_avg=None, tps_peak=None, error_pct=None, mean_ms=None, p99_ms=None,
+                 served_pct=None, proxy_cpu=None, app_cpu=None, client_cpu=None, other_pct=None,
+                 errors=0, err={}, resumed=0)
+        return r
+    r.update(ok=res["ok"], errors=res["errors"], err=res["err"], status=res["status"],
+             tps_avg=res["tps_avg"], tps_peak=res["tps_peak"], error_pct=res["error_pct"],
+             mean_ms=res["mean_ms"] if res["mean_ms"] >= 0 else None,
+             p99_ms=res["p99_ms"] if res["p99_ms"] >= 0 else None,
+             served_pct=100.0 * res["users_served"] / users, resumed=res["resumed"],
+             handshakes=res["handshakes"])
+    if "measure" in snap and "end" in snap:
+        (p0, a0, s0, t0), (p1, a1, s1, t1) = snap["measure"], snap["end"]
+        wall = max(t1 - t0, 1e-3)
+        r["proxy_cpu"] = (p1 - p0) / CLK_TCK / wall * 100 if proxy else None
+        r["app_cpu"] = (a1 - a0) / CLK_TCK / wall * 100
+        r["client_cpu"] = cticks / CLK_TCK / wall * 100 if cticks is not None else None
+        # Everything else that kept the CPUs busy: other people's processes
+        # and kernel work charged to nobody (loopback softirq), % of one CPU.
+        r["other_pct"] = ((s1 - s0) - (p1 - p0) - (a1 - a0) - (cticks or 0)) / CLK_TCK / wall * 100
+    else:
+        r.update(proxy_cpu=None, app_cpu=None, client_cpu=None, other_pct=None)
+        r["problems"].append("userload did not report its phases")
+    if proxy is not None and proxy.poll() is not None:
+        r["problems"].append(f"proxy exited during the run (status {proxy.returncode})")
+    if res["ok"] == 0:
+        r["problems"].append("no request completed")
+    if res["resumed"]:
+        r["problems"].append(f"{res['resumed']} TLS sessions were resumed (must be 0)")
+    r["settle"] = settle(app)
+    if r["settle"] >= SETTLE_MAX > 0:
+        r["problems"].append(f"the app server was still busy {SETTLE_MAX:g} s after the run")
+    return r
+
+
+# ---------------------------------------------------------------- summaries
+
+KEYS = ("tps_avg", "tps_peak", "error_pct", "mean_ms", "p99_ms", "served_pct", "proxy_cpu",
+        "app_cpu", "client_cpu")
+
+
+def summarize(runs):
+    """{(set, users, label): {key: (median, min, max)}, n, errors by kind}."""
+    out = {}
+    for r in runs:
+        out.setdefault((r["set"], r["users"], r["label"]), []).append(r)
+    summ = {}
+    for k, rs in out.items():
+        s = {key: mmm([r.get(key) for r in rs]) for key in KEYS}
+        s["n"] = len([r for r in rs if r.get("tps_avg") is not None])
+        kinds = {}
+        for r in rs:
+            for kk, v in (r.get("err") or {}).items():
+                kinds[kk] = kinds.get(kk, 0) + v
+        s["err_kinds"] = {kk: v for kk, v in kinds.items() if v}
+        summ[k] = s
+    return summ
+
+
+def err_text(kinds):
+    return ", ".join(f"{k} {v:,}" for k, v in sorted(kinds.items(), key=lambda x: -x[1])) or "—"
+
+
+def ratio(a, b, nd=2):
+    if a is None or b is None or b == 0:
+        return "—"
+    return f"{a / b:.{nd}f}"
+
+
+def chart(path, set_name, summ, labels):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    levels = LEVELS[set_name]
+    fig, (a1, a2, a3) = plt.subplots(1, 3, figsize=(15, 4.4))
+    for lab in labels:
+        xs, med, lo, hi, er, mt = [], [], [], [], [], []
+        for u in levels:
+            s = summ.get((set_name, u, lab))
+            if not s or s["tps_avg"][0] is None:
+                continue
+            xs.append(u)
+            med.append(s["tps_avg"][0])
+            lo.append(s["tps_avg"][0] - s["tps_avg"][1])
+            hi.append(s["tps_avg"][2] - s["tps_avg"][0])
+            er.append(s["error_pct"][0])
+            mt.append(s["mean_ms"][0] if s["mean_ms"][0] is not None else float("nan"))
+        if not xs:
+            continue
+        style = dict(color=COLORS.get(lab), marker="o", label=lab if lab != "direct" else "direct (no proxy)",
+                     linestyle="--" if lab == "direct" else "-")
+        a1.errorbar(xs, med, yerr=[lo, hi], capsize=4, **style)
+        a2.plot(xs, er, **style)
+        a3.plot(xs, mt, **style)
+    for ax, title in ((a1, "TPS average (median of rounds; bars: min–max)"),
+                      (a2, "error rate % (median)"),
+                      (a3, "mean time ms, completed requests (median)")):
+        ax.set_xscale("log")
+        ax.set_xticks(levels)
+        ax.set_xticklabels([str(u) for u in levels], fontsize=8)
+        ax.set_xlabel("simulated users (connections, no keepalive)")
+        ax.set_title(title, fontsize=10)
+        ax.grid(alpha=0.3)
+        ax.set_ylim(bottom=0)
+    a1.legend(fontsize=8)
+    fig.suptitle(f"offload — {SET_TITLE[set_name]}; {ROUNDS} rounds × {DURATION:g} s", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+# ---------------------------------------------------------------- report
+
+def set_tables(L, set_name, summ, labels):
+    """The per-set tables: every (users, target) row; the reference-shaped
+    table; gains and ratios."""
+    levels = LEVELS[set_name]
+    L.append("| users | target | TPS peak | TPS avg | TPS avg min–max | errors % | mean ms | p99 ms | "
+             "users served % | proxy CPU % | app CPU % | client CPU % | gain vs direct | errors by kind (all rounds) |")
+    L.append("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    for u in levels:
+        d = summ.get((set_name, u, "direct"))
+        for lab in labels:
+            s = summ.get((set_name, u, lab))
+            if not s:
+                continue
+            gain = "—" if lab == "direct" or not d else ratio(s["tps_avg"][0], d["tps_avg"][0])
+            name = "direct (no proxy)" if lab == "direct" else f"**{lab}**"
+            L.append(f"| {u:,} | {name} | {fmt(s['tps_peak'][0])} | {fmt(s['tps_avg'][0])} | "
+                     f"{fmt(s['tps_avg'][1])}–{fmt(s['tps_avg'][2])} | {fmt(s['error_pct'][0], 2)} | "
+                     f"{fmt(s['mean_ms'][0])} | {fmt(s['p99_ms'][0])} | {fmt(s['served_pct'][0])} | "
+                     f"{fmt(s['proxy_cpu'][0])} | {fmt(s['app_cpu'][0])} | {fmt(s['client_cpu'][0])} | "
+                     f"{gain} | {err_text(s['err_kinds'])} |")
+    L.append("")
+    # The reference's shape: one row per users level, TPS avg / errors / mean time per target.
+    L.append("Reference shape (TPS average / error rate / mean time, medians):")
+    L.append("")
+    L.append("| users | " + " | ".join(("direct" if x == "direct" else x) for x in labels) + " |")
+    L.append("|---:|" + "---|" * len(labels))
+    for u in levels:
+        cells = []
+        for lab in labels:
+            s = summ.get((set_name, u, lab))
+            cells.append("—" if not s else f"{fmt(s['tps_avg'][0])} TPS / {fmt(s['error_pct'][0], 2)}% / "
+                         f"{fmt(s['mean_ms'][0])} ms")
+        L.append(f"| {u:,} | " + " | ".join(cells) + " |")
+    L.append("")
+    proxies = [x for x in labels if x != "direct"]
+    if proxies:
+        L.append("Gain (via-proxy TPS avg / direct TPS avg, medians) and sluice / peer TPS:")
+        L.append("")
+        head = ["users"] + [f"{p} gain" for p in proxies]
+        if "sluice" in proxies:
+            head += [f"sluice / {p}" for p in proxies if p != "sluice"]
+        L.append("| " + " | ".join(head) + " |")
+        L.append("|" + "---:|" * len(head))
+        for u in levels:
+            d = summ.get((set_name, u, "direct"))
+            cells = [f"{u:,}"]
+            for p in proxies:
+                s = summ.get((set_name, u, p))
+                cells.append(ratio(s["tps_avg"][0], d["tps_avg"][0]) if s and d else "—")
+            if "sluice" in proxies:
+                a = summ.get((set_name, u, "sluice"))
+                for p in proxies:
+                    if p != "sluice":
+                        b = summ.get((set_name, u, p))
+                        cells.append(ratio(a["tps_avg"][0], b["tps_avg"][0], 3) if a and b else "—")
+            L.append("| " + " | ".join(cells) + " |")
+        L.append("")
+
+
+def write_report(outdir, d, runs, facts, commands, confs, app_cmds, notes, loglines, started_at,
+                 elapsed, certs_cmds):
+    summ = summarize(runs)
+    labels = [x for x in TARGETS if any(k[2] == x for k in summ)]
+    charts = {}
+    for s in SETS:
+        try:
+            chart(os.path.join(outdir, SET_CHART[s]), s, summ, labels)
+            charts[s] = f"![offload {s}]({SET_CHART[s]})"
+        except Exception as e:  # noqa: BLE001 — a missing chart must not lose the tables
+            charts[s] = f"(chart not drawn: {e!r})"
+    L = ["# Offload — a traffic manager in front of a thread-per-request app server", ""]
+    L.append(f"Run {started_at} UTC, {elapsed:.0f} s in all. {'QUICK mode. ' if QUICK else ''}"
+             f"{ROUNDS} rounds per users level × {DURATION:g} s measured (after {WARMUP:g} s "
+             f"unmeasured, in the same connection-churning run), per-request timeout {TIMEOUT} ms. "
+             f"Users = concurrent closed-loop connections, one request per connection "
+             f"(`Connection: close`), no think time. App server: Tomcat 10 maxThreads={THREADS}, "
+             f"maxConnections={MAXCONN}, acceptCount={ACCEPT}, JSP page = {JSP_ITER} SHA-256 rounds. "
+             f"Pinning: {PIN_TEXT}.")
+    L.append("")
+    L.append("Reference (Zeus in front of WebLogic): WebLogic alone unstable past ~500 users (600 "
+             "users: 511 TPS, 6.4% errors, 1170 ms); through the traffic manager 1029 TPS, 0.00% "
+             "errors, 583 ms. SSL without session reuse: 54-65 TPS with 3.5-12.4% errors alone, "
+             "923-970 TPS with the proxy decrypting (over 15x), the proxy at 20-25% CPU.")
+    L.append("")
+    for s in SETS:
+        L.append(f"## {SET_TITLE[s]}")
+        L.append("")
+        set_tables(L, s, summ, labels)
+        L.append(charts[s])
+        L.append("")
+    L.append("How to read: TPS peak = best 1-s window (sliding over 100-ms buckets) of completed "
+             "200 responses, TPS avg = completed / measured seconds; both medians over the rounds. "
+             "errors % = failed / (completed + failed) requests ended in the measured window. "
+             "mean / p99 ms: time from connect to the last byte of completed requests only (a "
+             "request that timed out is an error, not a time). users served % = users that "
+             "completed at least one request in the window: a server that leaves connections in "
+             "its SYN backlog starves those users while the rest run fast. gain = the target's "
+             "TPS avg / direct TPS avg at the same users level. CPU % is of one core, over the "
+             "measured window. Trust ratios from the same run over absolute numbers on a noisy "
+             "shared machine.")
+    L.append("")
+    if notes:
+        L.append("## Problems seen")
+        L.append("")
+        L += [f"- {n}" for n in notes]
+        L.append("")
+    L.append("## Proxy and app server log lines above info level")
+    L.append("")
+    L += [f"- {ln}" for ln in (loglines[:60] or ["none"])]
+    if len(loglines) > 60:
+        L.append(f"- … {len(loglines) - 60} more (see the logs in [offload/](offload/))")
+    L.append("")
+    L.append("## Every run (in the order they ran)")
+    L.append("")
+    L.append("| set | users | round | target | TPS peak | TPS avg | errors % | mean ms | p99 ms | "
+             "served % | proxy CPU % | app CPU % | client CPU % | others' CPU % | settle s | raw |")
+    L.append("|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    for r in runs:
+        L.append(f"| {r['set']} | {r['users']} | {r['round']} | {r['label']} | {fmt(r.get('tps_peak'))} | "
+                 f"{fmt(r.get('tps_avg'))} | {fmt(r.get('error_pct'), 2)} | {fmt(r.get('mean_ms'))} | "
+                 f"{fmt(r.get('p99_ms'))} | {fmt(r.get('served_pct'))} | {fmt(r.get('proxy_cpu'))} | "
+                 f"{fmt(r.get('app_cpu'))} | {fmt(r.get('client_cpu'))} | {fmt(r.get('other_pct'))} | "
+                 f"{fmt(r.get('settle'), 1)} | [{os.path.basename(r['raw'])}](offload/{r['raw']}) |")
+    L.append("")
+    L.append("## What was measured")
+    L.append("")
+    L.append(f"- App server: Apache Tomcat 10 from Debian's `tomcat10` (CATALINA_HOME={CATALINA_HOME}), "
+             "our own CATALINA_BASE (server.xml generated from bench/offload/server.xml, the JSP page "
+             "from bench/offload/index.jsp as webapps/ROOT/index.jsp), started once with "
+             "`catalina.sh run` (which execs the JVM) and stopped by its PID. One NIO connector "
+             "per target (direct HTTP, direct HTTPS with JSSE and the RSA-2048 PEM certificate, and "
+             "one HTTP connector per proxy, so that one proxy's idle keepalive pool never holds the "
+             "connection slots another target needs; only one target is loaded at a time), each "
+             f"with its own maxThreads={THREADS} threads, maxConnections={MAXCONN} (connections "
+             f"beyond it wait in the kernel's accept queue of acceptCount={ACCEPT}, and beyond "
+             "that the kernel drops SYNs: clients retry after 1 s, 3 s, ... — the "
+             "thread-per-connection server's collapse), keepAliveTimeout 60 s and "
+             "maxKeepAliveRequests=-1 so the proxies' pooled connections stay open. Warmed up "
+             f"(JSP compiled, JIT) with {APP_WARMUP:g} s of unmeasured load (30 users) on the "
+             f"direct HTTP connector and {APP_WARMUP / 2:g} s on HTTPS before the first measurement.")
+    L.append(f"- The JSP page costs a fixed amount of CPU: {JSP_ITER} rounds of SHA-256 over the "
+             "previous digest (same output every time), ~760-byte HTML response, no session.")
+    L.append(f"- demo set: `{os.path.basename(BUILD)}/demo_backend` — one thread per connection, "
+             f"{THREADS} threads, backlog {ACCEPT}, {DEMO_CPU_MS} ms of CPU per request, 1024-byte "
+             "body; one instance per target (a proxy's idle pooled connections hold threads), all "
+             "on the app server's CPU.")
+    L.append(f"- Proxies: one worker/thread each, all on the same CPU as the client. sluice: "
+             f"`max_connections: {THREADS}` on the server (requests beyond wait in the backend queue, "
+             f"queue_timeout {QUEUE_TIMEOUT}), pooled keepalive connections. HAProxy: `server ... maxconn "
+             f"{THREADS}` (the rest wait in the backend queue, `timeout queue {QUEUE_TIMEOUT}`), "
+             "`http-reuse always`, `option abortonclose` (drop queued requests whose client left). "
+             f"nginx: `keepalive {THREADS}` upstream pool; OSS nginx has no request queue (the "
+             "`queue` directive is NGINX Plus only), so when the pool is busy it opens more "
+             "connections to the app server, which end up in its accept queue like direct clients. "
+             "Listen backlog 4096 on all three. SSL set: each proxy terminates TLS with the same "
+             "RSA-2048 certificate, tickets and session caches off, and speaks plain HTTP to "
+             "Tomcat's HTTP connector.")
+    L.append(f"- Load: bench/userload.c (`{os.path.basename(BUILD)}/userload`), one epoll thread: "
+             "each user opens a connection, (TLS: a full handshake — OpenSSL client with "
+             "SSL_OP_NO_TICKET and no session cache, never offering a session; the run fails if "
+             "one was resumed), sends one GET with `Connection: close`, reads the response, "
+             "closes, repeats at once. Errors: refused, reset, timed out (connect/handshake or "
+             f"response, {TIMEOUT} ms from the start of the request), TLS failures, non-200, "
+             "truncated or empty responses. Users are spread over "
+             f"{SOURCES} source addresses 127.0.x.y (IP_BIND_ADDRESS_NO_PORT) so the client does "
+             "not run out of ephemeral ports; the server side closes first (TIME_WAIT on its side), "
+             f"net.ipv4.tcp_tw_reuse={cmd_out(['sysctl', '-n', 'net.ipv4.tcp_tw_reuse'])} "
+             "(not changed by the script), open-files limit raised to the hard limit "
+             f"({resource.getrlimit(resource.RLIMIT_NOFILE)[1]}).")
+    L.append("- Each set starts its proxies once and runs every users level; in each level every "
+             "round runs each target once, the order rotating by one per round and per level. "
+             f"After every run the script waits (up to {SETTLE_MAX:g} s) for the app server to go "
+             "idle, so requests still queued or in its backlog do not spill into the next run.")
+    L.append("- CPU %: utime+stime from /proc/PID/stat of the proxy's process tree, of the app "
+             "server (the JVM, all threads) and of the client, between userload's 'phase measure' "
+             "and 'phase end' lines; others' CPU % = the machine's busy time minus those, in % of "
+             "one CPU (other people's processes plus loopback softirq work charged to nobody).")
+    L.append("- Caveats: closed-loop users with no think time, so the mean time of completed "
+             "requests ≈ users / TPS once the server is saturated (Little's law) — a long mean "
+             "time at 2,000+ users through a proxy is the queue working, not a failure, until it "
+             f"exceeds the {TIMEOUT} ms timeout. Short runs: requests started in the warm-up count "
+             "when they end in the window. Loopback, one machine, two cores: absolute TPS are "
+             "this machine's; compare ratios from the same run.")
+    L.append("")
+    L.append("## Commands (exact)")
+    L.append("")
+    L.append("```sh")
+    L += certs_cmds
+    for k, v in app_cmds.items():
+        L.append(f"# {k}\n{v}")
+    for k, v in commands.items():
+        L.append(f"# {k}\n{v}")
+    L.append("# load (per run; PORT = the target's port, USERS = the level; --tls for the ssl set)")
+    L.append(" ".join(userload_cmd("PORT", "USERS", False, WARMUP, DURATION)))
+    L.append(" ".join(userload_cmd("PORT", "USERS", True, WARMUP, DURATION)))
+    L.append("```")
+    L.append("")
+    L.append("Ports are picked free at run time. Configs as used (also in [offload/](offload/)):")
+    L.append("")
+    report_configs_and_machine(L, confs, facts)
+    L.append("Reproduce: `make bench-offload` (or `QUICK=1 make bench-offload`); see docs/bench/offload.md.")
+    L.append("")
+    write(os.path.join(outdir, "offload.md"), "\n".join(L))
+    return summ, labels
+
+
+# ---------------------------------------------------------------- main
+
+def facts_list():
+    tomcat_v = cmd_out(["sh", "-c", f"CATALINA_HOME={CATALINA_HOME} {CATALINA_HOME}/bin/version.sh "
+                        "2>/dev/null | grep -i 'Server number'"]).replace("Server number:", "").strip()
+    java_v = cmd_out(["java", "-version"]).splitlines()
+    return machine_facts([
+        ("sluice", f"{cmd_out([os.path.join(BUILD, 'sluice'), '-V']).splitlines()[0]} ({git_describe()})"),
+        ("haproxy", cmd_out(["haproxy", "-v"]).splitlines()[0]),
+        ("nginx", cmd_out(["nginx", "-v"]).replace("nginx version: ", "")),
+        ("tomcat", f"Apache Tomcat {tomcat_v or '?'} (Debian tomcat10)"),
+        ("java", java_v[0] if java_v else "?"),
+        ("openssl (userload)", cmd_out(["openssl", "version"])),
+    ])
+
+
+def proxy_log_lines(name, text):
+    out = []
+    for ln in text.splitlines():
+        if not ln.strip():
+            continue
+        if name == "sluice" and ("[info]" in ln or "[notice]" in ln):
+            continue
+        if name == "nginx" and ("[notice]" in ln or "[info]" in ln):
+            continue
+        if name == "haproxy" and ("[NOTICE]" in ln or "Proxy fe started" in ln or "Proxy be started" in ln):
+            continue
+        out.append(ln.strip())
+    return out
+
+
+def warm_app(port, tls, seconds, d, tag):
+    """Unmeasured load on the app server (JIT); its figures are kept in raw/."""
+    if seconds <= 0:
+        return
+    cmd = userload_cmd(port, 30, tls, 0, seconds)
+    res, out, err, _ = run_userload(cmd)
+    write(os.path.join(d, "raw", f"warmup-{tag}.json"), " ".join(cmd) + "\n" + out + err)
+    if res:
+        log(f"warm-up {tag}: {res['tps_avg']:.0f} TPS, {res['error_pct']:.2f}% errors")
+
+
+def run_set(set_name, d, apps, bports, tls, certs, expect, runs, notes, loglines, commands, confs):
+    """Every users level of one set. apps: {target: Popen of the app server
+    it loads}; bports: {target: the app server port it talks to} (direct:
+    the port userload connects to)."""
+    levels = LEVELS[set_name]
+    proxies = {}
+    for name in PROXIES:
+        errlog = proxy_errlog(name, d)
+        pos = fsize(errlog)
+        p, port, cmd, conf = start_proxy(name, d, bports[name], tls, certs, set_name)
+        commands[f"{name} ({set_name})"] = cmd
+        confs[f"{name} ({set_name})"] = conf
+        if p is None:
+            notes.append(f"{set_name}: {name} did not start; log: {read_tail(errlog, pos).strip()[-400:]!r}")
+            log(notes[-1])
+            continue
+        e = check(port, tls, expect)
+        if e:
+            notes.append(f"{set_name}: {name}: sanity check failed: {e}")
+            log(notes[-1])
+        proxies[name] = (p, port, errlog, pos)
+    labels = [t for t in TARGETS if t == "direct" or t in proxies]
+    for li, users in enumerate(levels):
+        for rnd in range(ROUNDS):
+            k = (rnd + li) % len(labels)
+            for label in labels[k:] + labels[:k]:
+                if label == "direct":
+                    proxy, port = None, bports["direct"]
+                else:
+                    proxy, port = proxies[label][0], proxies[label][1]
+                    if proxy.poll() is not None:
+                        continue
+                r = measure(set_name, label, users, rnd, d, port, proxy, apps[label], tls)
+                runs.append(r)
+                for pr in r["problems"]:
+                    notes.append(f"{set_name}, {users} users, round {rnd + 1}, {label}: {pr}")
+                log(f"{set_name:5} u={users:<5} r{rnd + 1} {label:8} TPS {fmt(r.get('tps_avg')):>7} "
+                    f"peak {fmt(r.get('tps_peak')):>7} err {fmt(r.get('error_pct'), 2):>6}% "
+                    f"mean {fmt(r.get('mean_ms')):>6} ms p99 {fmt(r.get('p99_ms')):>6} "
+                    f"served {fmt(r.get('served_pct')):>3}% cpu proxy {fmt(r.get('proxy_cpu'))} "
+                    f"app {fmt(r.get('app_cpu'))} client {fmt(r.get('client_cpu'))}"
+                    + (f"  PROBLEMS: {r['problems']}" if r["problems"] else ""))
+    for name, (p, port, errlog, pos) in proxies.items():
+        died = p.poll() is not None
+        rc = stop(p)
+        if died:
+            notes.append(f"{set_name}: {name} exited during the set (status {rc})")
+        for ln in proxy_log_lines(name, read_tail(errlog, pos))[:10]:
+            loglines.append(f"{set_name}, {name}, {os.path.basename(errlog)}: {ln}")
+
+
+RAW_TMP = ["/tmp"]              # where userload's stderr goes while it runs
+
+
+def main():
+    global WARMUP_MAX
+    for tool in ("haproxy", "nginx", "openssl", "java") + (("taskset",) if FRONT_PIN else ()):
+        if not shutil.which(tool):
+            sys.exit(f"{PROG}: {tool} not found (bench/offload.sh installs it)")
+    need = ["sluice", "userload"] + (["demo_backend"] if "demo" in SETS else [])
+    for b in need:
+        if not os.access(os.path.join(BUILD, b), os.X_OK):
+            sys.exit(f"{PROG}: {BUILD}/{b} missing (bench/offload.sh builds it)")
+    if any(s in SETS for s in ("plain", "ssl")) and not os.access(
+            os.path.join(CATALINA_HOME, "bin", "catalina.sh"), os.X_OK):
+        sys.exit(f"{PROG}: {CATALINA_HOME}/bin/catalina.sh missing (Debian package tomcat10)")
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    top = max([u for s in SETS for u in LEVELS[s]] or [0])
+    if hard < top + 100:
+        sys.exit(f"{PROG}: open-files hard limit {hard} is below {top} users + 100")
+    WARMUP_MAX = max(WARMUP + DURATION, APP_WARMUP)
+
+    started = datetime.datetime.now(datetime.timezone.utc)
+    ts = os.environ.get("BENCH_TS") or started.strftime("%Y%m%dT%H%M%SZ")
+    outdir = os.path.join(RESULTS, ts)
+    d = os.path.join(outdir, "offload")
+    os.makedirs(os.path.join(d, "raw"), exist_ok=True)
+    RAW_TMP[0] = d
+    t_start = time.monotonic()
+    nruns = sum(len(LEVELS[s]) for s in SETS) * ROUNDS * len(TARGETS)
+    log(f"results in {outdir}")
+    log(f"{nruns} runs x ~{WARMUP + DURATION + 0.5:.1f} s + app server start; sets {','.join(SETS)}; {PIN_TEXT}")
+    facts = facts_list()
+    certs, certs_cmds = tlslib.make_certs(d)
+    certs_cmds = ["# certificates (the RSA-2048 one is used)"] + certs_cmds
+
+    runs, notes, loglines, commands, confs, app_cmds = [], [], [], {}, {}, {}
+    tomcat_sets = [s for s in SETS if s in ("plain", "ssl")]
+    if tomcat_sets:
+        tc, tports, cmd, envtxt = start_tomcat(d, certs)
+        app_cmds["Tomcat (started once; CATALINA_BASE under offload/tomcat)"] = f"{envtxt} \\\n  {cmd}"
+        confs["Tomcat server.xml"] = os.path.join(d, "tomcat", "conf", "server.xml")
+        confs["JSP page"] = os.path.join(d, "tomcat", "webapps", "ROOT", "index.jsp")
+        expect = b"digest after"
+        for name, port in tports.items():
+            tls = name == "direct-tls"
+            e = None
+            for _ in range(40):              # the first request compiles the JSP
+                e = check(port, tls, expect)
+                if not e:
+                    break
+                time.sleep(0.5)
+            if e:
+                sys.exit(f"{PROG}: Tomcat connector for {name} check failed: {e}")
+        log(f"Tomcat up ({', '.join(f'{k} :{v}' for k, v in tports.items())}) "
+            f"after {time.monotonic() - t_start:.1f} s")
+        warm_app(tports["direct"], False, APP_WARMUP, d, "tomcat-http")
+        if "ssl" in tomcat_sets:
+            warm_app(tports["direct-tls"], True, APP_WARMUP / 2, d, "tomcat-https")
+        settle(tc)
+        for s in tomcat_sets:
+            bports = dict(tports)
+            if s == "ssl":
+                bports["direct"] = tports["direct-tls"]
+            run_set(s, d, {t: tc for t in ALL_TARGETS}, bports, s == "ssl", certs, expect, runs,
+                    notes, loglines, commands, confs)
+        if tc.poll() is not None:
+            notes.append(f"Tomcat exited during the benchmark (status {tc.returncode})")
+        stop(tc, grace=15)
+        tlog = read_tail(os.path.join(d, "tomcat.out"), 0)
+        for ln in tlog.splitlines():
+            if ("SEVERE" in ln or "Exception" in ln) and len(loglines) < 200:
+                loglines.append(f"tomcat, tomcat.out: {ln.strip()[:300]}")
+    if "demo" in SETS:
+        demos, dports = {}, {}
+        for name in TARGETS:
+            demos[name], dports[name], cmd = start_demo(d, name)
+            app_cmds[f"demo_backend for {name} (started once for the demo set)"] = cmd
+            e = check(dports[name], False, b"0123")
+            if e:
+                sys.exit(f"{PROG}: demo_backend check failed: {e}")
+        run_set("demo", d, demos, dports, False, certs, b"0123", runs, notes, loglines, commands, confs)
+        for name, p in demos.items():
+            if p.poll() is not None:
+                notes.append(f"demo_backend for {name} exited during the set (status {p.returncode})")
+            stop(p)
+
+    elapsed = time.monotonic() - t_start
+    summ, labels = write_report(outdir, d, runs, facts, commands, confs, app_cmds, notes, loglines,
+                                started.strftime("%Y-%m-%d %H:%M:%S"), elapsed, certs_cmds)
+    refresh_latest(RESULTS, outdir, "offload",
+                   ["offload.md"] + [SET_CHART[s] for s in SETS])
+    print()
+    text = open(os.path.join(outdir, "offload.md")).read()
+    print(text.split("How to read:")[0].rstrip())
+    print()
+    log(f"report: {os.path.join(outdir, 'offload.md')}  (latest: {os.path.join(RESULTS, 'latest', 'report.md')})")
+    # A target that produced no figure in a set fails the run.
+    missing = [f"{s}/{lab}" for s in SETS for lab in TARGETS
+               if not any(r["set"] == s and r["label"] == lab and r.get("ok") for r in runs)]
+    log(f"elapsed {time.monotonic() - t_start:.0f} s")
+    if missing:
+        log(f"no figures for: {', '.join(missing)}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    run_main(main, PROG)
