@@ -392,8 +392,9 @@ def check_identity(tgt, port, c):
 def quiet_run(quiet, fn, what, notes, describe):
     """quiet.run() (wait for a quiet machine, re-run a noisy run); with
     QUIET_BUDGET=0 just run once and flag noise, without the 0.5 s sample
-    of the machine that Quiet.wait takes before every run."""
-    if QUIET_BUDGET > 0:
+    of the machine that Quiet.wait takes before every run (nor once the
+    budget is spent)."""
+    if QUIET_BUDGET > 0 and quiet.spent < QUIET_BUDGET:
         return quiet.run(fn, what, DURATION, notes, describe)
     r = fn()
     r["noise"] = quiet.reasons(r, DURATION)

@@ -21,7 +21,8 @@ headline on a 2-CPU machine where wrk and the origin share the other CPU.
 Usage: sh bench/throughput.sh  (or `make bench-throughput`). Knobs:
   QUICK=1          1 s runs, no warm-up, cases plain-100,tls-20k,plain-1m
   DURATION=N       seconds per measured wrk run (2; QUICK 1)
-  WARMUP=N         unmeasured wrk seconds before each measured run (1; QUICK 0)
+  WARMUP=N         unmeasured wrk seconds before the first size's measured run
+                   of each target and mode (1; QUICK 0)
   CONNECTIONS=N    wrk connections (50)
   WRK_THREADS=N    wrk threads (1)
   ROUNDS=N         rounds; each round runs every case on every target once (3)
@@ -308,9 +309,9 @@ def run_wrk(port, seconds, mode, size, outfile):
     return cp.stdout
 
 
-def measure(tgt, key, rnd, d, port, proxy, origin):
+def measure(tgt, key, rnd, d, port, proxy, origin, warm=True):
     mode, size = key.split("-")
-    if WARMUP:
+    if WARMUP and warm:
         run_wrk(port, WARMUP, mode, size, None)
     raw = os.path.join(d, "raw", f"r{rnd + 1}-{key}-{tgt}.txt")
     pids_before = sorted(tree_ticks(proxy.pid)) if proxy else []
@@ -352,8 +353,9 @@ def measure(tgt, key, rnd, d, port, proxy, origin):
 def quiet_run(quiet, fn, what, notes, describe):
     """quiet.run() (wait for a quiet machine, re-run a noisy run); with
     QUIET_BUDGET=0 just run once and flag noise, without the 0.5 s sample
-    of the machine that Quiet.wait takes before every run."""
-    if QUIET_BUDGET > 0:
+    of the machine that Quiet.wait takes before every run (nor once the
+    budget is spent)."""
+    if QUIET_BUDGET > 0 and quiet.spent < QUIET_BUDGET:
         return quiet.run(fn, what, DURATION, notes, describe)
     r = fn()
     r["noise"] = quiet.reasons(r, DURATION)
@@ -468,8 +470,8 @@ def write_report(outdir, runs, targets, probes, facts, commands, confs, cert_cmd
     peers = [p for p in ("haproxy", "nginx") if p in targets]
     L = ["# throughput — keepalive req/s and latency by response size, plain and TLS", ""]
     L.append(f"Run {started_at} UTC, {elapsed:.0f} s in all. {'QUICK mode. ' if QUICK else ''}"
-             f"{ROUNDS} round(s) × {DURATION} s measured wrk runs (after {WARMUP} s of unmeasured "
-             f"warm-up each), keepalive `wrk -t{WRK_THREADS} -c{CONNECTIONS}`. Responses: static "
+             f"{ROUNDS} round(s) × {DURATION} s measured wrk runs ({WARMUP} s of unmeasured warm-up "
+             f"before the first size of each target and mode), keepalive `wrk -t{WRK_THREADS} -c{CONNECTIONS}`. Responses: static "
              "files of exactly 100 B, 20 KiB (20,480 B, the reference page size) and 1 MiB "
              "(1,048,576 B) from one nginx origin (sendfile). One proxy worker each: sluice "
              f"`workers: 1` (`{os.path.relpath(SLUICE.get('src', BUILD), ROOT)}`, TLS library "
@@ -558,8 +560,9 @@ def write_report(outdir, runs, targets, probes, facts, commands, confs, cert_cmd
     L.append("")
     L.append("- Each round runs, per mode (plain, then TLS), every target in an order that rotates "
              "by one each round; a proxy is started fresh for the mode, checked (one GET per size), "
-             "then for each size warmed up with an unmeasured wrk run and measured, then stopped "
-             "(SIGTERM). The origin stays up throughout; direct runs go straight to it.")
+             f"warmed up with an unmeasured {WARMUP} s wrk run on the first size, then measured on "
+             "each size in turn (100 B, 20 KiB, 1 MiB), then stopped (SIGTERM). The origin stays "
+             "up throughout; direct runs go straight to it.")
     L.append("- Proxies keep up to 64 pooled keepalive connections to the origin (sluice "
              "`idle_max`/`max_connections`, HAProxy `http-reuse always` + `maxconn`, nginx upstream "
              "`keepalive`). nginx is set `proxy_max_temp_file_size 0` so that a 1 MiB response is "
@@ -636,7 +639,7 @@ def main():
         lib, tls_line = sluice_lib(dst)
         SLUICE.update(path=dst, src=src, tls=tls_line or "?")
     log(f"results in {outdir}")
-    per = DURATION + WARMUP + 0.2
+    per = DURATION + WARMUP / 3 + 0.7
     log(f"{ROUNDS} rounds x {len(CASE_KEYS)} cases x {len(TARGETS)} targets x ~{per:.1f} s = about "
         f"{ROUNDS * len(CASE_KEYS) * len(TARGETS) * per:.0f} s of wrk; {PIN_TEXT}")
     facts = machine_facts(facts_software())
@@ -682,8 +685,10 @@ def main():
             if not probes[(tgt, mode)].startswith("ok"):
                 notes.append(f"round {rnd + 1}, {mode}, {tgt}: response check failed: {probes[(tgt, mode)]}")
                 log(notes[-1])
-        for k in keys:
-            r = quiet_run(quiet, lambda: measure(tgt, k, rnd, d, port, proxy, origin),
+        for i, k in enumerate(keys):
+            # Warm-up before the first size only: the proxy, its pool of origin
+            # connections and the origin are warm for the next sizes.
+            r = quiet_run(quiet, lambda: measure(tgt, k, rnd, d, port, proxy, origin, i == 0),
                           f"round {rnd + 1}, {k}, {tgt}", notes,
                           lambda x: f"{fmt(x['rps'])} req/s, {fmt(x['cpu_us'], 1)} µs/req")
             runs.append(r)
