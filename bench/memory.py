@@ -23,7 +23,8 @@ after the step settled; bytes per connection = least-squares slope of RSS
 (and of PSS) over the steps.
 
 Part "waf": sluice with lua/waf.lua (the inspection hook on) vs sluice with
-the same script loaded and the hook switched off (`inspection: off`), and
+no hook (no rules loaded: the reference's "without rules"), optionally
+sluice with the script loaded but `inspection: off` (sluice-off), and
 HAProxy and nginx without rules (no Lua WAF port for them in bench/ yet;
 HAPROXY_WAF=file adds one, see below), at increasing fixed request rates
 (fortio load -qps Q, Q=0 meaning as fast as it goes), a ~500-byte
@@ -33,18 +34,19 @@ proxy, achieved rate, latency. sluice exports no Lua-memory gauge on
 /metrics; its log line "Lua memory N KiB" at script load is reported.
 
 Usage: sh bench/memory.sh (or `make bench-memory`). Environment knobs:
-  QUICK=1             small steps, short rates (default: full)
-  ROUNDS=N            rounds, proxies alternating (order rotates) (3)
-  STEPS=a,b,...       connection counts (0,1000,2500,5000,10000; QUICK 0,1000,3000)
+  QUICK=1             small and short: the defaults marked QUICK below
+  ROUNDS=N            rounds, proxies alternating (order rotates) (3, QUICK too)
+  STEPS=a,b,...       connection counts (0,1000,2500,5000,10000; QUICK 0,1000)
   KINDS=a,b           subset of idle-plain,idle-tls,active
   TARGETS=a,b         subset/order of sluice,haproxy,nginx (conns part)
-  ACTIVE_INTERVAL_MS  ms between two requests of one active connection (1000; QUICK 500)
+  ACTIVE_INTERVAL_MS  ms between two requests of one active connection (1000; QUICK 200)
   SETTLE=S            most seconds to wait for RSS to settle at a step (3; QUICK 1)
   PARTS=a,b           subset of conns,waf
-  WAF_RATES=a,b       fortio -qps values, 0 = max (1000,3000,6000,0; QUICK 1000,0)
-  WAF_DURATION=S      seconds per rate (3; QUICK 1)
+  WAF_RATES=a,b       fortio -qps values, 0 = max (2000,6000,0; QUICK 0)
+  WAF_DURATION=S      seconds per rate, may be fractional (1.5; QUICK 0.5)
   WAF_CONNS=N         fortio connections (32)
-  WAF_TARGETS=a,b     subset/order of sluice-waf,sluice-off,haproxy,nginx
+  WAF_TARGETS=a,b     subset/order of sluice-waf,sluice-nohook,sluice-off,haproxy,nginx
+                      (all but sluice-off; QUICK sluice-waf,sluice-nohook)
   HAPROXY_WAF=file    a HAProxy Lua WAF (lua-load FILE plus
                       `http-request lua.waf`): adds target haproxy-waf
   PIN=0               do not pin with taskset
@@ -86,6 +88,17 @@ def env_int(name, default, lo=0):
     return _env_int(name, default, lo, prog=PROG)
 
 
+def env_float(name, default):
+    v = os.environ.get(name, "")
+    try:
+        x = float(v) if v else float(default)
+    except ValueError:
+        sys.exit(f"{PROG}: {name}={v!r} is not a number")
+    if x < 0:
+        sys.exit(f"{PROG}: {name} must be >= 0")
+    return x
+
+
 def env_list(name, default, conv=str):
     v = os.environ.get(name, "")
     items = [x.strip() for x in (v or default).split(",") if x.strip()]
@@ -97,21 +110,22 @@ def env_list(name, default, conv=str):
 
 QUICK = os.environ.get("QUICK", "") not in ("", "0")
 ROUNDS = env_int("ROUNDS", 3, 1)
-STEPS = sorted(set(env_list("STEPS", "0,1000,3000" if QUICK else "0,1000,2500,5000,10000", int)))
+STEPS = sorted(set(env_list("STEPS", "0,1000" if QUICK else "0,1000,2500,5000,10000", int)))
 ALL_KINDS = ["idle-plain", "idle-tls", "active"]
 KINDS = env_list("KINDS", ",".join(ALL_KINDS))
 ALL_TARGETS = ["sluice", "haproxy", "nginx"]
 TARGETS = env_list("TARGETS", ",".join(ALL_TARGETS))
-ACTIVE_INTERVAL_MS = env_int("ACTIVE_INTERVAL_MS", 500 if QUICK else 1000, 1)
-SETTLE = float(env_int("SETTLE", 1 if QUICK else 3, 0))
+ACTIVE_INTERVAL_MS = env_int("ACTIVE_INTERVAL_MS", 200 if QUICK else 1000, 1)
+SETTLE = env_float("SETTLE", 1 if QUICK else 3)
 ALL_PARTS = ["conns", "waf"]
 PARTS = env_list("PARTS", ",".join(ALL_PARTS))
-WAF_RATES = env_list("WAF_RATES", "1000,0" if QUICK else "1000,3000,6000,0", int)
-WAF_DURATION = env_int("WAF_DURATION", 1 if QUICK else 3, 1)
+WAF_RATES = env_list("WAF_RATES", "0" if QUICK else "2000,6000,0", int)
+WAF_DURATION = env_float("WAF_DURATION", 0.5 if QUICK else 1.5)
 WAF_CONNS = env_int("WAF_CONNS", 32, 1)
 HAPROXY_WAF = os.environ.get("HAPROXY_WAF", "")
-ALL_WAF_TARGETS = ["sluice-waf", "sluice-off", "haproxy", "nginx"] + (["haproxy-waf"] if HAPROXY_WAF else [])
-WAF_TARGETS = env_list("WAF_TARGETS", ",".join(ALL_WAF_TARGETS))
+ALL_WAF_TARGETS = ["sluice-waf", "sluice-nohook", "sluice-off", "haproxy", "nginx"] + (["haproxy-waf"] if HAPROXY_WAF else [])
+WAF_TARGETS = env_list("WAF_TARGETS", "sluice-waf,sluice-nohook" if QUICK else
+                       ",".join(t for t in ALL_WAF_TARGETS if t != "sluice-off"))
 PIN = os.environ.get("PIN", "1") != "0"
 BUILD = os.path.abspath(os.path.join(ROOT, os.environ.get("BUILD", "build")))
 RESULTS = os.path.abspath(os.environ.get("RESULTS", os.path.join(ROOT, "bench", "results")))
@@ -133,7 +147,8 @@ PROXY_PIN, LOAD_PIN, PIN_TEXT = pinning(PIN)
 PIN_TEXT = PIN_TEXT.replace("wrk and the backend", "connhold, fortio and the origin")
 KIND_TEXT = {"idle-plain": "idle plain", "idle-tls": "idle TLS", "active": "active"}
 COLORS = {"sluice": "#2b7bba", "haproxy": "#e07b39", "nginx": "#3a9e4f",
-          "sluice-waf": "#17467a", "sluice-off": "#7fb8e6", "haproxy-waf": "#a04d12"}
+          "sluice-waf": "#17467a", "sluice-nohook": "#7fb8e6", "sluice-off": "#5a8fc0",
+          "haproxy-waf": "#a04d12"}
 
 # A ~500-byte User-Agent (fixed, made once) and a query string: what the WAF
 # inspects on every request.
@@ -335,8 +350,19 @@ def wait_ready(px):
     return px
 
 
-def start_proxy(tgt, d, bport, certs, sluice_bin, tls=True):
-    return wait_ready(launch_proxy(tgt, d, bport, certs, sluice_bin, tls))
+def start_proxy(tgt, d, bport, certs, sluice_bin, tls=True, notes=None):
+    """launch_proxy + wait_ready. sluice loads a script's main chunk under a
+    10 s wall-clock budget, which compiling waf.lua can exceed on a busy
+    machine ("time budget exceeded"): up to 2 more tries then."""
+    for attempt in range(3):
+        px = wait_ready(launch_proxy(tgt, d, bport, certs, sluice_bin, tls))
+        if px["p"] is not None or "time budget exceeded" not in px.get("why", ""):
+            break
+        if notes is not None:
+            notes.append(f"{tgt}: start attempt {attempt + 1} failed: sluice's 10 s load budget for "
+                         "the script's main chunk ran out (a busy machine); retried")
+        log(f"{tgt}: load budget exceeded while compiling the WAF; retrying")
+    return px
 
 
 # ---------------------------------------------------------------- memory readings
@@ -445,11 +471,13 @@ def lsq_slope(xs, ys):
 def settle(p, kind):
     """Wait for the proxy's RSS to settle; returns (reading, seconds waited)."""
     t0 = time.monotonic()
-    minimum = 0.3 + (ACTIVE_INTERVAL_MS / 1000 * 1.2 if kind == "active" else 0)
+    # active: at least one interval, so every connection sent a request at
+    # this step's count
+    minimum = ACTIVE_INTERVAL_MS / 1000 if kind == "active" else 0.2
     time.sleep(minimum)
     prev = reading(p)
-    while time.monotonic() - t0 < max(SETTLE, minimum + 0.2):
-        time.sleep(0.2)
+    while time.monotonic() - t0 < max(SETTLE, minimum + 0.1):
+        time.sleep(0.1)
         cur = reading(p)
         if abs(cur["rss"] - prev["rss"]) <= max(64, prev["rss"] * 0.002):
             return cur, time.monotonic() - t0
@@ -521,7 +549,7 @@ def ramp(tgt, kind, rnd, d, bport, certs, sluice_bin, commands, confs):
 # ---------------------------------------------------------------- WAF part
 
 def fortio_cmd(port, qps, jsonf):
-    return (LOAD_PIN + [FORTIO, "load", "-qps", str(qps), "-c", str(WAF_CONNS), "-t", f"{WAF_DURATION}s",
+    return (LOAD_PIN + [FORTIO, "load", "-qps", str(qps), "-c", str(WAF_CONNS), "-t", f"{WAF_DURATION:g}s",
                         "-p", "50,99", "-json", jsonf, "-H", f"User-Agent: {WAF_UA}",
                         f"http://127.0.0.1:{port}{WAF_PATH}"])
 
@@ -726,7 +754,7 @@ def chart_waf(path, wruns, targets):
 
 
 def write_report(outdir, ramps, wruns, targets, wtargets, facts, commands, confs, cert_cmd, backend_cmd,
-                 lua_kib, notes, started_at, elapsed):
+                 lua_kib, start_s, notes, started_at, elapsed):
     L = []
     files = ["memory.md"]
     try:
@@ -831,18 +859,25 @@ def write_report(outdir, ramps, wruns, targets, wtargets, facts, commands, confs
         L.append("## Memory vs request rate, WAF on")
         L.append("")
         haw = "haproxy-waf" in wtargets
-        L.append("*sluice-waf*: `lua/waf.lua` (the CRS-inspired ruleset, 300+ rules) on the plain "
-                 "listener, inspection on; *sluice-off*: the same script loaded, `inspection: off` "
-                 "(the hook switched off, as the admin `POST /inspect/off` does); "
+        L.append("*sluice-waf*: `lua/waf.lua` (the CRS-inspired ruleset, 300+ rules) on the "
+                 "listener, inspection on; *sluice-nohook*: the same sluice with no inspection hook "
+                 "configured (no rules loaded, the reference's \"without rules\"); "
+                 + ("*sluice-off*: waf.lua loaded, `inspection: off` (the hook switched off, as "
+                    "the admin `POST /inspect/off` does); " if "sluice-off" in wtargets else "")
                  + ("*haproxy-waf*: HAProxy with `HAPROXY_WAF`; " if haw else "")
                  + "*haproxy*, *nginx*: **no rules** (no Lua WAF port for them in bench/ yet"
                  + ("" if not haw else ", except haproxy-waf") + "), for scale. Each target is "
-                 f"started fresh per round, then fortio runs {WAF_DURATION} s at each rate in turn "
+                 f"started fresh per round, then fortio runs {WAF_DURATION:g} s at each rate in turn "
                  f"(`-qps` {', '.join(rate_label(q) for q in WAF_RATES)}; max = `-qps 0`), "
                  f"{WAF_CONNS} connections, GET `{WAF_PATH}` with a {len(WAF_UA)}-byte User-Agent. "
                  "RSS sampled every 0.25 s during each rate; *end* = after it, *peak* = the highest "
                  "sample. Median (min–max) over rounds.")
         L.append("")
+        if start_s:
+            L.append("Start-up (exec to listening, median): " + ", ".join(
+                f"{t} {statistics.median(v):.1f} s" for t, v in start_s.items())
+                + " — sluice's master compiles the WAF's pattern databases before it listens.")
+            L.append("")
         if lua_kib:
             L.append(f"Lua memory: sluice exports no Lua-memory gauge on `/metrics` (checked); its log "
                      f"says the worker's Lua state held **{lua_kib} KiB** after loading waf.lua. The "
@@ -869,19 +904,21 @@ def write_report(outdir, ramps, wruns, targets, wtargets, facts, commands, confs
                          f"{fmt(mmm([r['p50'] for r in rows])[0], 2)} | "
                          f"{fmt(mmm([r['p99'] for r in rows])[0], 2)} | {sum(r['bad'] for r in rows)} |")
         L.append("")
-        if "sluice-waf" in wtargets and "sluice-off" in wtargets:
-            def peak_of(t):
-                return mmm([max([w["idle"]["rss"]] + [r["rss_peak"] for r in w["rates"]])
-                            for w in wruns if w["target"] == t])[0]
-            a, b = peak_of("sluice-waf"), peak_of("sluice-off")
-            if a and b:
-                L.append(f"- Highest RSS (median over rounds): sluice-waf {a / 1024:.1f} MiB vs "
-                         f"sluice-off {b / 1024:.1f} MiB: the hook on costs {(a - b) / 1024:+.1f} MiB "
-                         f"({a / b:.2f}×).")
+        def peak_of(t):
+            return mmm([max([w["idle"]["rss"]] + [r["rss_peak"] for r in w["rates"]])
+                        for w in wruns if w["target"] == t])[0]
+        a = peak_of("sluice-waf") if "sluice-waf" in wtargets else None
+        if a:
+            for t in ("sluice-nohook", "sluice-off"):
+                b = peak_of(t) if t in wtargets else None
+                if b:
+                    L.append(f"- Highest RSS (median over rounds): sluice-waf {a / 1024:.1f} MiB vs {t} "
+                             f"{b / 1024:.1f} MiB: {(a - b) / 1024:+.1f} MiB ({a / b:.2f}×).")
             for t in ("haproxy", "nginx", "haproxy-waf"):
-                if t in wtargets and a and peak_of(t):
+                b = peak_of(t) if t in wtargets else None
+                if b:
                     L.append(f"- sluice-waf ÷ {t}{'' if t == 'haproxy-waf' else ' (no rules)'} highest "
-                             f"RSS: {a / peak_of(t):.2f}.")
+                             f"RSS: {a / b:.2f}.")
             L.append("")
         if "memory-waf.png" in files:
             L.append("![memory-waf chart](memory-waf.png)")
@@ -988,6 +1025,7 @@ def main():
     notes, commands, confs = [], {}, {}
     ramps, wruns = [], []
     lua_kib = None
+    start_s = {}              # WAF part: seconds from exec to listening, per sluice target
 
     if "conns" in PARTS:
         for rnd in range(ROUNDS):
@@ -1007,11 +1045,10 @@ def main():
         for rnd in range(ROUNDS):
             k = rnd % len(WAF_TARGETS)
             order = WAF_TARGETS[k:] + WAF_TARGETS[:k]
-            # Start the round's targets together (sluice's master spends
-            # seconds compiling the WAF), then measure them one at a time.
-            pxs = {tgt: launch_proxy(tgt, d, bport, certs, sluice_bin, tls=False) for tgt in order}
             for tgt in order:
-                px = wait_ready(pxs[tgt])
+                # One at a time: sluice's master compiles the WAF for seconds
+                # of CPU, and its 10 s load budget is wall time (see the docs).
+                px = start_proxy(tgt, d, bport, certs, sluice_bin, tls=False, notes=notes)
                 commands.setdefault(f"waf part: {tgt}", px["cmd"].replace(px["conf"], "CONFIG"))
                 if tgt in ("sluice-waf", "haproxy-waf"):
                     confs.setdefault(tgt, px["conf"])
@@ -1019,6 +1056,8 @@ def main():
                     notes.append(f"round {rnd + 1}, waf, {tgt}: did not start: {px['why']!r}")
                     log(notes[-1])
                     continue
+                if tgt.startswith("sluice"):
+                    start_s.setdefault(tgt, []).append(px["start_s"])
                 if tgt == "sluice-waf" and lua_kib is None:
                     lua_kib = lua_memory_kib(px["errlog"], px["errpos"])
                 err = probe(px["port"], False)
@@ -1027,9 +1066,6 @@ def main():
                 else:
                     wruns.append(waf_run(tgt, rnd, d, px, notes))
                 stop(px["p"])
-            for px in pxs.values():
-                if px["p"] is not None:
-                    stop(px["p"])
     if backend.poll() is not None:
         notes.append(f"the origin exited during the benchmark (status {backend.returncode})")
     stop(backend)
@@ -1037,7 +1073,7 @@ def main():
     with open(os.path.join(d, "runs.json"), "w") as f:
         json.dump({"ramps": ramps, "waf": wruns}, f, indent=1, default=str)
     files = write_report(outdir, ramps, wruns, TARGETS, WAF_TARGETS, facts, commands, confs, cert_cmd,
-                         backend_cmd, lua_kib, notes, started.strftime("%Y-%m-%d %H:%M:%S"), elapsed)
+                         backend_cmd, lua_kib, start_s, notes, started.strftime("%Y-%m-%d %H:%M:%S"), elapsed)
     refresh_latest(RESULTS, outdir, "memory", files)
     print()
     with open(os.path.join(outdir, "memory.md")) as f:
