@@ -328,9 +328,10 @@ def launch_proxy(tgt, d, bport, certs, sluice_bin, tls=True):
         errlog = os.path.join(d, f"{tgt}.error.log")
         cmd = PROXY_PIN + ["nginx", "-p", d, "-e", errlog, "-c", conf]
         out = os.path.join(d, f"{tgt}.out")
-    pos = fsize(errlog)
+    pos, opos = fsize(errlog), fsize(out)
     return {"tgt": tgt, "p": start(cmd, out), "port": port, "tport": tport, "aport": aport,
-            "cmd": " ".join(cmd), "conf": conf, "errlog": errlog, "errpos": pos, "t0": time.monotonic()}
+            "cmd": " ".join(cmd), "conf": conf, "errlog": errlog, "errpos": pos, "out": out,
+            "outpos": opos, "t0": time.monotonic()}
 
 
 def wait_ready(px):
@@ -342,7 +343,10 @@ def wait_ready(px):
             (px["tport"] and not wait_port(px["tport"], p, deadline=10.0)):
         stop(p)
         px["p"] = None
-        px["why"] = read_tail(px["errlog"], px["errpos"]).strip()[-400:]
+        why = read_tail(px["errlog"], px["errpos"]).strip()
+        if px["out"] != px["errlog"]:
+            why = (why + "\n" + read_tail(px["out"], px["outpos"]).strip()).strip()
+        px["why"] = why[-400:]
         return px
     if not px["tgt"].startswith("haproxy"):
         wait_children(p)
@@ -507,7 +511,7 @@ def ramp(tgt, kind, rnd, d, bport, certs, sluice_bin, commands, confs):
     last = None
     for n in STEPS:
         t0 = time.monotonic()
-        st = h.ask(str(n), 150) if n else h.ask("s", 10)
+        st = h.ask(str(n), 150) if n else h.ask("s", 30)
         open_s = time.monotonic() - t0
         if st is None:
             r["problems"].append(f"step {n}: connhold gave no answer (exit status {h.p.poll()})")
