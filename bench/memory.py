@@ -25,8 +25,9 @@ after the step settled; bytes per connection = least-squares slope of RSS
 Part "waf": sluice with lua/waf.lua (the inspection hook on) vs sluice with
 no hook (no rules loaded: the reference's "without rules"), optionally
 sluice with the script loaded but `inspection: off` (sluice-off), and
-HAProxy and nginx without rules (no Lua WAF port for them in bench/ yet;
-HAPROXY_WAF=file adds one, see below), at increasing fixed request rates
+HAProxy running the same waf.lua through bench/haproxy/sluice_hook.lua
+(haproxy-waf, every pattern its own PCRE2 regex), and HAProxy and nginx
+without rules, at increasing fixed request rates
 (fortio load -qps Q, Q=0 meaning as fast as it goes), a ~500-byte
 User-Agent and a query string on every request. RSS of the proxy's process
 tree sampled every 0.25 s during each rate (end and peak), CPU % of the
@@ -47,8 +48,10 @@ Usage: sh bench/memory.sh (or `make bench-memory`). Environment knobs:
   WAF_CONNS=N         fortio connections (32)
   WAF_TARGETS=a,b     subset/order of sluice-waf,sluice-nohook,sluice-off,haproxy,nginx
                       (all but sluice-off; QUICK sluice-waf,sluice-nohook)
-  HAPROXY_WAF=file    a HAProxy Lua WAF (lua-load FILE plus
-                      `http-request lua.waf`): adds target haproxy-waf
+  HAPROXY_WAF=file    HAProxy's port of the sluice hook (default
+                      bench/haproxy/sluice_hook.lua when present: lua-load FILE,
+                      `http-request lua.sluice_waf`): enables target haproxy-waf;
+                      HAPROXY_WAF= (empty) drops it
   PIN=0               do not pin with taskset
   BUILD=dir           where sluice and connhold are (build)
   RESULTS=dir         results root (bench/results); BENCH_TS=name: use it as
@@ -122,7 +125,8 @@ PARTS = env_list("PARTS", ",".join(ALL_PARTS))
 WAF_RATES = env_list("WAF_RATES", "0" if QUICK else "2000,6000,0", int)
 WAF_DURATION = env_float("WAF_DURATION", 0.5 if QUICK else 1.5)
 WAF_CONNS = env_int("WAF_CONNS", 32, 1)
-HAPROXY_WAF = os.environ.get("HAPROXY_WAF", "")
+_HOOK = os.path.join(ROOT, "bench", "haproxy", "sluice_hook.lua")
+HAPROXY_WAF = os.environ.get("HAPROXY_WAF", _HOOK if os.path.isfile(_HOOK) else "")
 ALL_WAF_TARGETS = ["sluice-waf", "sluice-nohook", "sluice-off", "haproxy", "nginx"] + (["haproxy-waf"] if HAPROXY_WAF else [])
 WAF_TARGETS = env_list("WAF_TARGETS", "sluice-waf,sluice-nohook" if QUICK else
                        ",".join(t for t in ALL_WAF_TARGETS if t != "sluice-off"))
@@ -228,8 +232,12 @@ listeners:
 
 
 def conf_haproxy(d, name, port, tport, bport, certs, waf_lua=None):
-    lua_g = f"    lua-load {waf_lua}\n" if waf_lua else ""
-    lua_fe = "    http-request lua.waf\n" if waf_lua else ""
+    # waf_lua: bench/haproxy/sluice_hook.lua, which runs lua/waf.lua unchanged in
+    # HAProxy's Lua (every pattern its own PCRE2 regex); an action must not be
+    # suspended midway (waf.lua keeps per-request state in upvalues).
+    lua_g = (f"    lua-load {waf_lua}\n    tune.lua.forced-yield 100000000\n") if waf_lua else ""
+    lua_fe = ("    http-request lua.sluice_waf\n"
+              "    http-request deny deny_status 403 if { var(txn.sluice_deny) -m found }\n") if waf_lua else ""
     tls = f"    bind 127.0.0.1:{tport} ssl crt {certs}/ecdsa.pem\n" if tport else ""
     return f"""# {name}: one thread (one process); maxconn and idle timeouts for >= 10,000 clients
 global
@@ -868,9 +876,11 @@ def write_report(outdir, ramps, wruns, targets, wtargets, facts, commands, confs
                  "configured (no rules loaded, the reference's \"without rules\"); "
                  + ("*sluice-off*: waf.lua loaded, `inspection: off` (the hook switched off, as "
                     "the admin `POST /inspect/off` does); " if "sluice-off" in wtargets else "")
-                 + ("*haproxy-waf*: HAProxy with `HAPROXY_WAF`; " if haw else "")
-                 + "*haproxy*, *nginx*: **no rules** (no Lua WAF port for them in bench/ yet"
-                 + ("" if not haw else ", except haproxy-waf") + "), for scale. Each target is "
+                 + (f"*haproxy-waf*: HAProxy running the same waf.lua through "
+                    f"`{os.path.relpath(HAPROXY_WAF, ROOT)}` (`http-request lua.sluice_waf`; every "
+                    "pattern its own PCRE2 regex instead of sluice's one multi-pattern database); "
+                    if haw else "")
+                 + "*haproxy*, *nginx*: **no rules**, for scale. Each target is "
                  f"started fresh per round, then fortio runs {WAF_DURATION:g} s at each rate in turn "
                  f"(`-qps` {', '.join(rate_label(q) for q in WAF_RATES)}; max = `-qps 0`), "
                  f"{WAF_CONNS} connections, GET `{WAF_PATH}` with a {len(WAF_UA)}-byte User-Agent. "
