@@ -361,7 +361,8 @@ def quiet_run(quiet, fn, what, notes, describe):
     r["noise"] = quiet.reasons(r, DURATION)
     r["noisy"] = bool(r["noise"])
     if r["noisy"]:
-        notes.append(f"{what}: noisy run kept ({'; '.join(r['noise'])}; QUIET_BUDGET=0)")
+        why = f"the {QUIET_BUDGET} s QUIET_BUDGET spent" if QUIET_BUDGET else "QUIET_BUDGET=0"
+        notes.append(f"{what}: noisy run kept ({'; '.join(r['noise'])}; {why})")
     return r
 
 
