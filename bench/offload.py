@@ -46,9 +46,9 @@ proxy's process tree, of the app server and of the client.
 Usage: sh bench/offload.sh  (or `make bench-offload`). Environment knobs:
   QUICK=1          short runs, fewer levels (plain 1000, ssl 300, no demo)
   DURATION=S       measured seconds per run (2; QUICK 1; fractions ok)
-  WARMUP=S         unmeasured seconds at the start of each run (1; QUICK 0.3)
+  WARMUP=S         unmeasured seconds at the start of each run (1.2; QUICK 0.3)
   ROUNDS=N         rounds per level; each runs every target once (3)
-  LEVELS=a,b       users for the plain set (30,300,600,1000,2000,5000; QUICK 1000)
+  LEVELS=a,b       users for the plain set (30,300,600,1000,5000; QUICK 1000)
   SSL_LEVELS=a,b   users for the ssl set (30,300,1000; QUICK 300)
   DEMO_LEVELS=a,b  users for the demo set (1000; QUICK none)
   SETS=a,b         subset/order of plain,ssl,demo
@@ -61,7 +61,7 @@ Usage: sh bench/offload.sh  (or `make bench-offload`). Environment knobs:
   JSP_ITER=N       SHA-256 rounds per JSP request (16000, ~1.4 ms on this machine)
   DEMO_CPU_MS=N    demo_backend --cpu-ms (1)
   TIMEOUT=MS       userload per-request timeout, connect to last byte; also
-                   the proxies' queue timeout (2000)
+                   the proxies' queue timeout (2500)
   SOURCES=N        127.x source addresses userload spreads users over (256)
   TLS_VERSION=v    1.2 or 1.3 for the ssl set (1.2)
   APP_WARMUP=S     unmeasured load on Tomcat's HTTP connector after it starts
@@ -128,10 +128,10 @@ def env_levels(name, default):
 
 QUICK = os.environ.get("QUICK", "") not in ("", "0")
 DURATION = env_float("DURATION", 1.0 if QUICK else 2.0, 0.2)
-WARMUP = env_float("WARMUP", 0.3 if QUICK else 1.0, 0.0)
+WARMUP = env_float("WARMUP", 0.3 if QUICK else 1.2, 0.0)
 ROUNDS = env_int("ROUNDS", 3, 1)
 LEVELS = {
-    "plain": env_levels("LEVELS", [1000] if QUICK else [30, 300, 600, 1000, 2000, 5000]),
+    "plain": env_levels("LEVELS", [1000] if QUICK else [30, 300, 600, 1000, 5000]),
     "ssl": env_levels("SSL_LEVELS", [300] if QUICK else [30, 300, 1000]),
     "demo": env_levels("DEMO_LEVELS", [] if QUICK else [1000]),
 }
@@ -144,7 +144,7 @@ MAXCONN = env_int("MAXCONN", THREADS, 1)
 ACCEPT = env_int("ACCEPT", 10, 1)
 JSP_ITER = env_int("JSP_ITER", 16000, 1)
 DEMO_CPU_MS = env_int("DEMO_CPU_MS", 1, 0)
-TIMEOUT = env_int("TIMEOUT", 2000, 1)
+TIMEOUT = env_int("TIMEOUT", 2500, 1)
 # The proxies' queue timeouts: what the clients tolerate. A longer one only
 # keeps requests whose client has given up in the queue.
 QUEUE_TIMEOUT = f"{TIMEOUT}ms"
@@ -152,6 +152,7 @@ SOURCES = env_int("SOURCES", 256, 0)
 TLS_VERSION = os.environ.get("TLS_VERSION", "1.2")
 APP_WARMUP = env_float("APP_WARMUP", 2.0 if QUICK else 6.0, 0.0)
 SETTLE_MAX = env_float("SETTLE_MAX", 3.0, 0.0)
+STALL_MS = 250                # userload's event loop paused longer than this: flagged
 PIN = os.environ.get("PIN", "1") != "0"
 BUILD = os.path.join(ROOT, os.environ.get("BUILD", "build"))
 RESULTS = os.path.abspath(os.environ.get("RESULTS", os.path.join(ROOT, "bench", "results")))
@@ -205,7 +206,8 @@ APP_PIN, FRONT_PIN, PIN_TEXT = pins()
 def start_tomcat(d, certs):
     """Tomcat 10 from the Debian package with our own CATALINA_BASE in
     d/tomcat: generated server.xml, the JSP page as ROOT/index.jsp. One
-    connector per target: {"direct": HTTP, "direct-tls": HTTPS, proxy: HTTP}.
+    connector per target: {"direct": HTTP, "direct-tls": HTTPS, "<proxy>-<set>":
+    HTTP} (a set's proxies never meet connections left by the previous set's).
     Returns (Popen, {target: port}, command line, env text)."""
     base = os.path.join(d, "tomcat")
     if os.path.exists(base):
@@ -220,11 +222,14 @@ def start_tomcat(d, certs):
                 "tomcat.util.scan.StandardJarScanFilter.jarsToSkip=*.jar\n")
     ports = {}
     conns = []
-    for name in ["direct", "direct-tls"] + PROXIES:
+    tsets = [x for x in SETS if x in ("plain", "ssl")]
+    for name in ["direct", "direct-tls"] + [f"{p}-{x}" for x in tsets for p in PROXIES]:
         ports[name] = free_port()
         tmpl = "connector-https.xml" if name == "direct-tls" else "connector-http.xml"
-        what = {"direct": "direct clients, HTTP", "direct-tls": "direct clients, HTTPS"}.get(
-            name, f"{name}'s backend connections (its own pool)")
+        if name.startswith("direct"):
+            what = "direct clients, " + ("HTTPS" if name == "direct-tls" else "HTTP")
+        else:
+            what = f"{name.split('-')[0]}'s backend connections in the {name.split('-')[1]} set"
         conns.append(open(os.path.join(TEMPLATES, tmpl)).read()
                      .replace("@NAME@", what).replace("@PORT@", str(ports[name])))
     xml = open(os.path.join(TEMPLATES, "server.xml")).read().replace("@CONNECTORS@", "".join(conns).rstrip("\n"))
@@ -546,6 +551,10 @@ def measure(set_name, label, users, rnd, d, port, proxy, app, tls):
         r["problems"].append("no request completed")
     if res["resumed"]:
         r["problems"].append(f"{res['resumed']} TLS sessions were resumed (must be 0)")
+    r["max_gap_ms"] = res.get("max_gap_ms")
+    if (r["max_gap_ms"] or 0) > STALL_MS:
+        r["problems"].append(f"userload was not scheduled for {r['max_gap_ms']:.0f} ms in the window "
+                             "(busy machine): this run's figures are unreliable")
     r["settle"] = settle(app)
     if r["settle"] >= SETTLE_MAX > 0:
         r["problems"].append(f"the app server was still busy {SETTLE_MAX:g} s after the run")
@@ -762,8 +771,8 @@ def write_report(outdir, d, runs, facts, commands, confs, app_cmds, notes, logli
              "from bench/offload/index.jsp as webapps/ROOT/index.jsp), started once with "
              "`catalina.sh run` (which execs the JVM) and stopped by its PID. One NIO connector "
              "per target (direct HTTP, direct HTTPS with JSSE and the RSA-2048 PEM certificate, and "
-             "one HTTP connector per proxy, so that one proxy's idle keepalive pool never holds the "
-             "connection slots another target needs; only one target is loaded at a time), each "
+             "one HTTP connector per proxy and set, so that one proxy's idle keepalive pool never "
+             "holds the connection slots another target needs; only one target is loaded at a time), each "
              f"with its own maxThreads={THREADS} threads, maxConnections={MAXCONN} (connections "
              f"beyond it wait in the kernel's accept queue of acceptCount={ACCEPT}, and beyond "
              "that the kernel drops SYNs: clients retry after 1 s, 3 s, ... — the "
@@ -992,9 +1001,8 @@ def main():
             warm_app(tports["direct-tls"], True, APP_WARMUP / 2, d, "tomcat-https")
         settle(tc)
         for s in tomcat_sets:
-            bports = dict(tports)
-            if s == "ssl":
-                bports["direct"] = tports["direct-tls"]
+            bports = {p: tports[f"{p}-{s}"] for p in PROXIES}
+            bports["direct"] = tports["direct-tls" if s == "ssl" else "direct"]
             run_set(s, d, {t: tc for t in ALL_TARGETS}, bports, s == "ssl", certs, expect, runs,
                     notes, loglines, commands, confs)
         if tc.poll() is not None:

@@ -23,7 +23,8 @@
  * thousands of connections per second do not run out of ephemeral ports.
  * --sources 0: no bind.
  *
- * Phases: --warmup seconds (nothing counted), then --duration seconds
+ * Phases (timed from when every user has started its first request):
+ * --warmup seconds (nothing counted), then --duration seconds
  * measured; at the two boundaries the program prints "phase measure" and
  * "phase end" on stdout (flushed) so the caller can read CPU counters at
  * those points. A request is counted in the measured phase when it
@@ -36,8 +37,10 @@
  * response: the time a user waits), per-100-ms completions, handshakes and
  * resumed handshakes, and users_served: how many users completed at least
  * one request in the measured phase (a server that lets some connections
- * wait in SYN retransmits starves those users). One epoll thread; pin it
- * with taskset.
+ * wait in SYN retransmits starves those users), ramp_ms (time to start every
+ * user) and max_gap_ms (the longest pause of the event loop in the measured
+ * phase: over a few ms, the process was not scheduled). One epoll thread;
+ * pin it with taskset.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -610,16 +613,25 @@ int main(int argc, char **argv)
 		U[i].fd = -1;
 		U[i].src = n_sources ? (127u << 24) | ((1 + k / 250) << 8) | (2 + k % 250) : 0;
 	}
+	/* The phases start once every user has started (opening thousands of
+	 * connections takes a moment). */
+	uint64_t t_ramp = now_ns();
+	for (unsigned i = 0; i < n_users; i++)
+		user_start(&U[i]);
 	uint64_t t_begin = now_ns();
 	t_measure = t_begin + (uint64_t)(warmup * 1e9);
 	uint64_t t_end = t_measure + (uint64_t)(duration * 1e9);
-	for (unsigned i = 0; i < n_users; i++)
-		user_start(&U[i]);
+	uint64_t last_iter = t_begin, max_gap = 0;
 
 	struct epoll_event evs[512];
 	uint64_t last_sweep = 0;
 	for (;;) {
 		uint64_t now = now_ns();
+		/* Longest time between two loop iterations in the measured phase:
+		 * a long one means this process was not scheduled (busy machine). */
+		if (measuring && now - last_iter > max_gap)
+			max_gap = now - last_iter;
+		last_iter = now;
 		if (!measuring && now >= t_measure) {
 			measuring = 1;
 			printf("phase measure\n");
@@ -679,12 +691,14 @@ int main(int argc, char **argv)
 	       (unsigned long long)S.status_seen[3], (unsigned long long)S.status_seen[4],
 	       (unsigned long long)S.status_seen[5]);
 	printf("\"tps_avg\":%.2f,\"tps_peak\":%.2f,\"mean_ms\":%.3f,\"p50_ms\":%.3f,\"p90_ms\":%.3f,"
-	       "\"p99_ms\":%.3f,\"max_ms\":%.3f,\"open_at_end\":%u,\"users_served\":%u,\"handshakes\":%llu,\"resumed\":%llu,"
+	       "\"p99_ms\":%.3f,\"max_ms\":%.3f,\"open_at_end\":%u,\"users_served\":%u,"
+	       "\"handshakes\":%llu,\"resumed\":%llu,\"ramp_ms\":%.1f,\"max_gap_ms\":%.1f,"
 	       "\"bytes_in\":%llu,\"per_100ms\":[",
 	       (double)S.ok / duration, peak,
 	       S.lat_n ? (double)S.lat_sum_ns / (double)S.lat_n / 1e6 : -1.0,
 	       percentile(0.50), percentile(0.90), percentile(0.99), (double)S.lat_max_ns / 1e6,
 	       open_at_end, served, (unsigned long long)S.handshakes, (unsigned long long)S.resumed,
+	       (double)(t_begin - t_ramp) / 1e6, (double)max_gap / 1e6,
 	       (unsigned long long)S.bytes_in);
 	for (unsigned i = 0; i < nbuckets; i++)
 		printf("%s%u", i ? "," : "", buckets[i]);
