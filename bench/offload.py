@@ -552,7 +552,8 @@ def measure(set_name, label, users, rnd, d, port, proxy, app, tls):
     if res["resumed"]:
         r["problems"].append(f"{res['resumed']} TLS sessions were resumed (must be 0)")
     r["max_gap_ms"] = res.get("max_gap_ms")
-    if (r["max_gap_ms"] or 0) > STALL_MS:
+    r["stalled"] = (r["max_gap_ms"] or 0) > STALL_MS
+    if r["stalled"]:
         r["problems"].append(f"userload was not scheduled for {r['max_gap_ms']:.0f} ms in the window "
                              "(busy machine): this run's figures are unreliable")
     r["settle"] = settle(app)
@@ -573,9 +574,12 @@ def summarize(runs):
     for r in runs:
         out.setdefault((r["set"], r["users"], r["label"]), []).append(r)
     summ = {}
-    for k, rs in out.items():
+    for k, allrs in out.items():
+        # Runs in which userload itself was not scheduled for a while are left
+        # out of the medians when the level has other runs of that target.
+        rs = [r for r in allrs if not r.get("stalled")] or allrs
         s = {key: mmm([r.get(key) for r in rs]) for key in KEYS}
-        s["n"] = len([r for r in rs if r.get("tps_avg") is not None])
+        s["n"], s["total"] = len(rs), len(allrs)
         kinds = {}
         for r in rs:
             for kk, v in (r.get("err") or {}).items():
@@ -655,6 +659,8 @@ def set_tables(L, set_name, summ, labels):
                 continue
             gain = "—" if lab == "direct" or not d else ratio(s["tps_avg"][0], d["tps_avg"][0])
             name = "direct (no proxy)" if lab == "direct" else f"**{lab}**"
+            if s["n"] < s["total"]:
+                name += f" ({s['n']}/{s['total']} runs)"
             L.append(f"| {u:,} | {name} | {fmt(s['tps_peak'][0])} | {fmt(s['tps_avg'][0])} | "
                      f"{fmt(s['tps_avg'][1])}–{fmt(s['tps_avg'][2])} | {fmt(s['error_pct'][0], 2)} | "
                      f"{fmt(s['mean_ms'][0])} | {fmt(s['p99_ms'][0])} | {fmt(s['served_pct'][0])} | "
@@ -730,6 +736,11 @@ def write_report(outdir, d, runs, facts, commands, confs, app_cmds, notes, logli
         set_tables(L, s, summ, labels)
         L.append(charts[s])
         L.append("")
+    L.append("Medians and min–max are over the rounds, leaving out runs in which userload was "
+             f"not scheduled for over {STALL_MS} ms (busy machine; listed under problems seen) "
+             "when the same target has other runs at that level; '(2/3 runs)' after a target "
+             "says how many were used.")
+    L.append("")
     L.append("How to read: TPS peak = best 1-s window (sliding over 100-ms buckets) of completed "
              "200 responses, TPS avg = completed / measured seconds; both medians over the rounds. "
              "errors % = failed / (completed + failed) requests ended in the measured window. "
