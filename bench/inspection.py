@@ -39,12 +39,12 @@ scraped from /metrics before and after every sluice run (the difference is that
 run's histogram).
 
 Usage: sh bench/inspection.sh (or `make bench-inspection`). Environment knobs:
-  QUICK=1            siege 1 s runs; fortio: CONNS=10,250, QPS=1000, 0.5 s runs
+  QUICK=1            siege 1 s runs; fortio: CONNS=10,250, QPS=1000, 0.3 s runs
   DURATION=N         seconds per siege run (7; QUICK 1)
   USERS=N            siege concurrent users (250)
   DELAY=S            siege delay in seconds, each user sleeps 0..S between requests (0)
   UA_BYTES=N         length of the random User-Agent (500)
-  FORTIO_DURATION=S  seconds per fortio run, may be fractional (1.2; QUICK 0.5)
+  FORTIO_DURATION=S  seconds per fortio run, may be fractional (1.2; QUICK 0.3)
   CONNS=a,b,..       fortio connection counts (10,70,125,250)
   QPS=a,b,..         fortio request rates, for every connection count (250,1000,2500)
   ROUNDS=N           rounds; each runs every target once per case, rotating the order (3)
@@ -114,7 +114,7 @@ DURATION = env_int("DURATION", 1 if QUICK else 7, 1)
 USERS = env_int("USERS", 250, 1)
 DELAY = env_float("DELAY", 0.0)
 UA_BYTES = env_int("UA_BYTES", 500, 20)
-FORTIO_DURATION = env_float("FORTIO_DURATION", 0.5 if QUICK else 1.2, 0.1)
+FORTIO_DURATION = env_float("FORTIO_DURATION", 0.3 if QUICK else 1.2, 0.1)
 CONNS = env_list("CONNS", "10,250" if QUICK else "10,70,125,250", int)
 QPS = env_list("QPS", "1000" if QUICK else "250,1000,2500", int)
 ROUNDS = env_int("ROUNDS", 3, 1)
@@ -532,19 +532,24 @@ def run_siege(setup, target, rnd, ua, rc, d):
     raw = os.path.join(d, "raw", f"siege-r{rnd + 1}-{target}.txt")
     retried = []
     # siege 4.0.7 now and then hangs at the end of a run (no summary, no exit): it is
-    # killed after DURATION + 10 s and the run is made again, once.
+    # killed after DURATION + 10 s. On a busy load CPU, a short run may also end before
+    # siege's 250 threads got going (0 transactions). Either way the run is made again, once.
     for attempt in (1, 2):
         s0 = snapshot(setup, proxy)
         try:
             cp = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 timeout=DURATION + 10)
-            out, err, hung = cp.stdout, cp.stderr, False
-        except subprocess.TimeoutExpired as e:
-            out, err, hung = "", f"(siege hung: killed after {DURATION + 10} s)", True
-        if not hung or attempt == 2:
+            out, err, why = cp.stdout, cp.stderr, None
+            if not re.search(r'"transactions":\s*[1-9]', out):
+                why = "siege completed no transaction" if '"transactions"' in out else "siege printed no summary"
+        except subprocess.TimeoutExpired:
+            out, err = "", f"(siege hung: killed after {DURATION + 10} s)"
+            why = f"siege hung (killed after {DURATION + 10} s)"
+        if why is None or attempt == 2:
             break
-        write(raw.replace(".txt", "-hung.txt"), " ".join(cmd[:-3]) + "\n" + err + "\n")
-        retried.append(f"siege hung (killed after {DURATION + 10} s); run again")
+        write(raw.replace(".txt", "-attempt1.txt"), " ".join(cmd[:-3]) + "\n" + out + "\n--- stderr\n" + err + "\n")
+        retried.append(f"{why}; run again")
+        log(f"siege r{rnd + 1} {target}: {why}; run again")
     s1 = snapshot(setup, proxy)
     write(raw, " ".join(cmd[:-3]) + " '<User-Agent>' " + cmd[-1] + "\n" + out + "\n--- stderr\n" + err)
     r = {"part": "siege", "target": target, "round": rnd + 1, "raw": os.path.relpath(raw, d), "problems": retried}
@@ -575,7 +580,7 @@ def run_siege(setup, target, rnd, ua, rc, d):
 
 
 def fortio_cmd(port, c, q, ua, out_json):
-    return LOAD_PIN + [FORTIO, "load", "-qps", str(q), "-c", str(c), "-t", f"{FORTIO_DURATION:g}s",
+    return LOAD_PIN + [FORTIO, "load", "-qps", str(q), "-c", str(c), "-t", f"{FORTIO_DURATION:g}s", "-uniform",
                        "-r", "0.00001", "-p", "50,90,99", "-loglevel", "Warning", "-json", out_json,
                        "-H", f"User-Agent: {ua}", f"http://127.0.0.1:{port}{URL_PATH}"]
 
@@ -721,6 +726,7 @@ def chart_fortio(path, fsum, c):
         ax.set_title(f"{pk} latency, ms (log scale)", fontsize=10)
         ax.grid(alpha=0.3, which="both")
         dax.set_yscale("symlog", linthresh=0.1)
+        dax.margins(y=0.25)
         dax.axhline(0, color="#888", lw=0.8)
         dax.set_title(f"{pk}: difference with − without, ms (symlog)", fontsize=10)
         dax.set_xlabel("requested QPS (fortio -qps)")
@@ -966,7 +972,7 @@ def main():
         ("HAProxy", cmd_out(["haproxy", "-v"]).splitlines()[0]),
         ("HAProxy Lua / PCRE2", "; ".join(l.strip() for l in cmd_out(["haproxy", "-vv"]).splitlines()
                                           if l.startswith(("Built with Lua", "Built with PCRE2", "PCRE2 library")))),
-        ("siege", (cmd_out(["siege", "-V"]).splitlines() or ["?"])[-1]),
+        ("siege", next((l for l in cmd_out(["siege", "-V"]).splitlines() if l.startswith("SIEGE")), "?")),
         ("fortio", cmd_out([FORTIO, "version"]) if "fortio" in PARTS else "not used"),
         ("nginx (origin)", cmd_out(["nginx", "-v"]).replace("nginx version: ", "")),
     ])
