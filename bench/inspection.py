@@ -69,6 +69,7 @@ import json
 import os
 import random
 import re
+import shlex
 import string
 import subprocess
 import sys
@@ -547,11 +548,12 @@ def run_siege(setup, target, rnd, ua, rc, d):
             why = f"siege hung (killed after {DURATION + 10} s)"
         if why is None or attempt == 2:
             break
-        write(raw.replace(".txt", "-attempt1.txt"), " ".join(cmd[:-3]) + "\n" + out + "\n--- stderr\n" + err + "\n")
+        write(raw.replace(".txt", "-attempt1.txt"), out + "\n--- stderr\n" + err + "\n")
         retried.append(f"{why}; run again")
         log(f"siege r{rnd + 1} {target}: {why}; run again")
     s1 = snapshot(setup, proxy)
-    write(raw, " ".join(cmd[:-3]) + " '<User-Agent>' " + cmd[-1] + "\n" + out + "\n--- stderr\n" + err)
+    shown = shlex.join(siege_cmd(rc, "<UA: user-agents.txt, round %d>" % (rnd + 1), setup.port(target)))
+    write(raw, shown + "\n" + out + "\n--- stderr\n" + err)
     r = {"part": "siege", "target": target, "round": rnd + 1, "raw": os.path.relpath(raw, d), "problems": retried}
     try:
         j = json.loads(out[out.index("{"):out.rindex("}") + 1])
@@ -598,7 +600,7 @@ def run_fortio(setup, target, rnd, c, q, ua, d):
     except subprocess.TimeoutExpired as e:
         out = (e.stdout or "") + "\n(timed out)"
     s1 = snapshot(setup, proxy)
-    write(base + ".txt", " ".join(cmd).replace(ua, "<User-Agent>") + "\n" + out)
+    write(base + ".txt", shlex.join(cmd).replace(ua, "<UA: user-agents.txt, round %d>" % (rnd + 1)) + "\n" + out)
     r = {"part": "fortio", "target": target, "round": rnd + 1, "c": c, "qps": q,
          "raw": os.path.relpath(base + ".json", d), "problems": []}
     try:
@@ -932,9 +934,9 @@ def write_report(outdir, runs, port_rows, facts, setup, uas, rc_path, notes, sta
           "# ports: sluice allow_all %d, waf (and off) %d; HAProxy off %d, allow_all %d, waf %d"
           % (setup.sp["allow"], setup.sp["waf"], setup.hp["off"], setup.hp["allow"], setup.hp["waf"]),
           "# siege, one run per target (<UA>: the round's random User-Agent)",
-          " ".join(siege_cmd(rc_path, "'<UA>'", "PORT")),
+          shlex.join(siege_cmd(rc_path, "<UA>", "PORT")),
           "# fortio, one run per target, connection count C and rate Q",
-          " ".join(fortio_cmd("PORT", "C", "Q", "<UA>", "out.json")).replace("User-Agent: <UA>", "'User-Agent: <UA>'"),
+          shlex.join(fortio_cmd("PORT", "C", "Q", "<UA>", "out.json")),
           "```", ""]
     if uas:
         L += ["User-Agents (round 1 shown; every round's is in inspection/user-agents.txt):", "",
