@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
+#include <time.h>
 #include <lauxlib.h>
 #include <lualib.h>
 #include "inspect.h"
@@ -26,7 +27,11 @@
 
 #define HOOK_EVERY 1000           /* instructions between guard checks */
 #define MEM_SLACK (256 * 1024)    /* room to raise the error once the cap is hit */
-#define LOAD_TIME_US 10000000u    /* a script's main chunk: 10 s */
+/* A script's main chunk may compile big pattern sets (waf.lua: ~2.5 s of
+ * Hyperscan). Its limit is in CPU time, so a busy machine (several masters
+ * checking configs at once, a loaded CI box) does not turn a valid script
+ * into an invalid configuration. Calls at request time stay on wall time. */
+#define LOAD_CPU_US 10000000u     /* a script's main chunk: 10 s of CPU */
 #define ERRLOG_PER_SEC 10         /* script error lines per second per worker */
 #define SCRIPT_FILE_MAX (16u << 20)
 
@@ -41,7 +46,8 @@ struct guard {
 	lua_State *L;
 	size_t used, max;
 	uint64_t instr, instr_max;      /* this call */
-	uint64_t deadline;              /* now_us() bound, 0 = none */
+	uint64_t deadline;              /* guard_now() bound, 0 = none */
+	int cpu_clock;                  /* deadline is in thread CPU time, not wall time */
 	const char *doom;               /* why the current call is being stopped, or NULL */
 	int in_call;
 	int need_gc;                    /* the call hit the memory cap: collect once it is cleaned up */
@@ -74,6 +80,18 @@ static void doom(lua_State *L, const char *why)
 	lua_sethook(L, count_hook, LUA_MASKCOUNT, 1);
 }
 
+static uint64_t thread_cpu_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+static uint64_t guard_now(void)
+{
+	return G.cpu_clock ? thread_cpu_us() : now_us();
+}
+
 static void count_hook(lua_State *L, lua_Debug *ar)
 {
 	(void)ar;
@@ -81,7 +99,7 @@ static void count_hook(lua_State *L, lua_Debug *ar)
 		G.instr += HOOK_EVERY;
 		if (G.instr_max && G.instr > G.instr_max)
 			doom(L, "instruction budget exceeded");
-		else if (G.deadline && now_us() > G.deadline)
+		else if (G.deadline && guard_now() > G.deadline)
 			doom(L, "time budget exceeded");
 		else
 			return;
@@ -110,11 +128,12 @@ static void *guard_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
 	return p;
 }
 
-static void guard_arm(uint64_t instructions, uint64_t us)
+static void guard_arm(uint64_t instructions, uint64_t us, int cpu_clock)
 {
 	G.instr = 0;
 	G.instr_max = instructions;
-	G.deadline = us ? now_us() + us : 0;
+	G.cpu_clock = cpu_clock;
+	G.deadline = us ? guard_now() + us : 0;
 	G.doom = NULL;
 	G.in_call = 1;
 	if (instructions || us)
@@ -125,10 +144,10 @@ static void guard_arm(uint64_t instructions, uint64_t us)
 
 /* Call the function below NARGS arguments, guarded. Returns NULL, or why it
  * failed (valid until the next call); the stack is left as before the push. */
-static const char *guarded_pcall(int nargs, uint64_t instructions, uint64_t us)
+static const char *guarded_pcall(int nargs, uint64_t instructions, uint64_t us, int cpu_clock)
 {
 	static char why[512];
-	guard_arm(instructions, us);
+	guard_arm(instructions, us, cpu_clock);
 	int rc = lua_pcall(G.L, nargs, 0, 0);
 	G.in_call = 0;
 	if (rc == LUA_OK)
@@ -376,7 +395,7 @@ static int script_load(struct inspect_script *sc, const char *path, char *why, s
 	lua_pushvalue(L, -1);
 	lua_insert(L, -3);               /* env, chunk, env */
 	lua_setupvalue(L, -2, 1);        /* env, chunk */
-	const char *err = guarded_pcall(0, 0, LOAD_TIME_US);
+	const char *err = guarded_pcall(0, 0, LOAD_CPU_US, 1);
 	if (err) {
 		snprintf(why, cap, "%s", err);
 		lua_pop(L, 1);
@@ -538,7 +557,7 @@ static const char *phase_call(struct client *cl, int fn, int phase, int with_res
 	req_ref = resp_ref = NULL;
 	lua_pushcfunction(G.L, phase_entry);   /* a light C function: no allocation */
 	lua_pushlightuserdata(G.L, &pc);
-	const char *why = guarded_pcall(1, ic->budget_instructions, ic->budget_us);
+	const char *why = guarded_pcall(1, ic->budget_instructions, ic->budget_us, 0);
 	/* Nothing has allocated since the call ended, so the objects are
 	 * still there even if nothing references them any more. */
 	if (req_ref) {
