@@ -856,10 +856,12 @@ def write_report(outdir, runs, port_rows, facts, setup, uas, rc_path, notes, sta
     # fortio
     if fsum:
         L += ["## Inspection latency percentiles (fortio)", "",
-              f"`fortio load -c C -qps Q -t {FORTIO_DURATION:g}s` (keep-alive, the same random User-Agent), "
+              f"`fortio load -c C -qps Q -t {FORTIO_DURATION:g}s -uniform` (keep-alive, the same random User-Agent), "
               "p50/p90/p99 in ms from fortio's JSON, medians over the rounds; Δ = with − without inspection "
               "(the reference's deltas: a few ms, up to 20–120 ms at high load). `actual QPS` below the "
-              "requested rate means the target could not keep up.", ""]
+              "requested rate means the target could not keep up, except where the rate per connection is "
+              "low (e.g. 250 QPS over 250 connections: one request per connection per second, so a "
+              f"{FORTIO_DURATION:g} s run holds fewer requests than QPS × duration, with or without inspection).", ""]
         for c in CONNS:
             keys = [(p, q) for p in ("sluice", "haproxy") for q in QPS
                     if (f"{p}-off", c, q) in fsum or (f"{p}-waf", c, q) in fsum]
