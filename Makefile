@@ -39,7 +39,7 @@ ifeq ($(SANITIZE),1)
   XCFLAGS  = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
   ALLOC    =
 else
-  XCFLAGS  =
+  XCFLAGS  = -DHAVE_JEMALLOC
   ALLOC    = -ljemalloc
 endif
 CFLAGS  = $(CFLAGS_BASE) $(XCFLAGS)

@@ -799,7 +799,8 @@ def write_report(outdir, d, runs, facts, commands, confs, app_cmds, notes, logli
              "on the app server's CPU.")
     L.append(f"- Proxies: one worker/thread each, all on the same CPU as the client. sluice: "
              f"`max_connections: {THREADS}` on the server (requests beyond wait in the backend queue, "
-             f"queue_timeout {QUEUE_TIMEOUT}), pooled keepalive connections. HAProxy: `server ... maxconn "
+             f"queue_timeout {QUEUE_TIMEOUT}; `queue_abort_on_close` on by default: a queued request whose "
+             "client left is dropped), pooled keepalive connections. HAProxy: `server ... maxconn "
              f"{THREADS}` (the rest wait in the backend queue, `timeout queue {QUEUE_TIMEOUT}`), "
              "`http-reuse always`, `option abortonclose` (drop queued requests whose client left). "
              f"nginx: `keepalive {THREADS}` upstream pool; OSS nginx has no request queue (the "

@@ -102,6 +102,7 @@ struct cfg_backend {
 	enum cfg_balance balance;       /* default roundrobin */
 	uint32_t queue_timeout_ms;      /* wait for a free connection, default 5000 */
 	uint32_t queue_max;             /* per worker queued requests, default 10000 */
+	int queue_abort_on_close;       /* drop a queued request whose client closed, default 1 */
 	uint32_t idle_max;              /* idle keepalive conns kept per worker per server; default
 					 * UINT32_MAX: no limit beyond max_connections */
 	uint32_t idle_timeout_ms;       /* default 30000 */

@@ -256,7 +256,7 @@ struct y_forward {
 };
 
 struct y_backend {
-	char *name, *balance, *queue_timeout, *queue_max, *idle_max;
+	char *name, *balance, *queue_timeout, *queue_max, *queue_abort_on_close, *idle_max;
 	char *idle_timeout, *connect_timeout, *response_timeout;
 	struct y_health *health_check;
 	struct y_backend_tls *tls;
@@ -394,6 +394,7 @@ static const cyaml_schema_field_t y_backend_fields[] = {
 	F_STR("balance", OPT, struct y_backend, balance),
 	F_STR("queue_timeout", OPT, struct y_backend, queue_timeout),
 	F_STR("queue_max", OPT, struct y_backend, queue_max),
+	F_STR("queue_abort_on_close", OPT, struct y_backend, queue_abort_on_close),
 	F_STR("idle_max", OPT, struct y_backend, idle_max),
 	F_STR("idle_timeout", OPT, struct y_backend, idle_timeout),
 	F_STR("connect_timeout", OPT, struct y_backend, connect_timeout),
@@ -1468,6 +1469,7 @@ static int conv_backend(struct cfg_load *ld, const char *pre, const struct y_bac
 	b->balance = CFG_BALANCE_ROUNDROBIN;
 	b->queue_timeout_ms = 5000;
 	b->queue_max = 10000;
+	b->queue_abort_on_close = 1;
 	b->idle_max = UINT32_MAX;  /* bounded by max_connections only */
 	b->idle_timeout_ms = 30000;
 	b->connect_timeout_ms = 3000;
@@ -1497,6 +1499,7 @@ static int conv_backend(struct cfg_load *ld, const char *pre, const struct y_bac
 	}
 	conv_duration(ld, kp(k, pre, "queue_timeout"), y->queue_timeout, 1, &b->queue_timeout_ms);
 	conv_uint(ld, kp(k, pre, "queue_max"), y->queue_max, 1, UINT32_MAX, &b->queue_max);
+	conv_bool(ld, kp(k, pre, "queue_abort_on_close"), y->queue_abort_on_close, &b->queue_abort_on_close);
 	conv_uint(ld, kp(k, pre, "idle_max"), y->idle_max, 0, UINT32_MAX, &b->idle_max);
 	conv_duration(ld, kp(k, pre, "idle_timeout"), y->idle_timeout, 1, &b->idle_timeout_ms);
 	conv_duration(ld, kp(k, pre, "connect_timeout"), y->connect_timeout, 1,

@@ -115,6 +115,7 @@ struct client {
 	uint8_t closing_handles;
 	uint8_t parse_error;       /* the parser callback reported txn.reason */
 	uint8_t head_scanned;      /* head_scan saw the end of this request's head */
+	uint8_t trim_pending;      /* idle keepalive: the timer first gives the buffers back */
 	struct head_scan hscan;
 	char peer[64];             /* "ip:port" of SRC, for logs */
 	struct netaddr src;        /* the client: socket peer, or what a PROXY header said */

@@ -2,10 +2,14 @@
  * clients and its backend connection pools. */
 #include <errno.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <unistd.h>
+#ifdef HAVE_JEMALLOC
+#include <jemalloc/jemalloc.h>
+#endif
 #include "worker.h"
 #include "admin.h"
 #include "health.h"
@@ -85,6 +89,25 @@ void worker_maybe_exit(void)
 	log_info("drained, exiting");
 	log_flush();
 	exit(0);
+}
+
+#define PURGE_DELAY_MS 1000  /* batch the frees of many connections going idle */
+
+static void purge_cb(uv_timer_t *t)
+{
+	(void)t;
+#ifdef HAVE_JEMALLOC
+	/* "arena.<MALLCTL_ARENAS_ALL>.purge": every arena's unused dirty pages */
+	char name[64];
+	snprintf(name, sizeof(name), "arena.%u.purge", (unsigned)MALLCTL_ARENAS_ALL);
+	mallctl(name, NULL, NULL, NULL, 0);
+#endif
+}
+
+void worker_memory_freed(void)
+{
+	if (!uv_is_active((uv_handle_t *)&W->purge_timer))
+		uv_timer_start(&W->purge_timer, purge_cb, PURGE_DELAY_MS, 0);
 }
 
 static void drain_timeout_cb(uv_timer_t *t)
@@ -211,6 +234,8 @@ void worker_run(struct cfg *cfg, int index, int slot, const struct worker_fd *fd
 	uv_idle_init(&w.loop, &w.hs_idle);
 	uv_timer_init(&w.loop, &w.drain_timer);
 	uv_timer_init(&w.loop, &w.queue_timer);
+	uv_timer_init(&w.loop, &w.purge_timer);
+	uv_unref((uv_handle_t *)&w.purge_timer);  /* never keeps a draining worker alive */
 	if (index == 0) {
 		health_start(&w);
 		admin_start(&w);

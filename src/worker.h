@@ -27,6 +27,7 @@ struct worker {
 	uv_check_t flush;
 	uv_timer_t drain_timer;
 	uv_timer_t queue_timer;     /* retries queued requests while any wait */
+	uv_timer_t purge_timer;     /* hands freed heap back to the OS (worker_memory_freed) */
 	int draining;
 	/* Reads land here; whatever must outlive the read callback is copied
 	 * by its owner (client->in for unparsed pipelined bytes). */
@@ -51,6 +52,12 @@ struct tls_set;
  * the one shared buffer (reads never nest); read callbacks give it back
  * with worker_read_done() and copy out whatever must outlive them. */
 void worker_read_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
+
+/* Idle connections gave memory back: within a second, return the
+ * allocator's now-unused pages to the OS, so RSS reflects what connections
+ * hold. The allocator would otherwise keep them until later allocations
+ * trigger its own purge, which an idle worker never makes. */
+void worker_memory_freed(void);
 static inline void worker_read_done(const uv_buf_t *buf)
 {
 	if (buf->base == W->rbuf)

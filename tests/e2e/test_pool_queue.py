@@ -108,6 +108,41 @@ def test_queue_timeout_gives_503(sluice, recorder):
     assert e["status"] == "503" and e["reason"] == "queue_timeout"
 
 
+def test_queued_request_of_departed_client_is_dropped(sluice, recorder):
+    """queue_abort_on_close (default on): a client that closes while its
+    request waits in the queue costs the backend nothing; with it off, the
+    request is still sent once a connection frees (HAProxy's default
+    without abortonclose)."""
+    for setting, reaches in ((None, False), ("off", True)):
+        gate = threading.Event()
+        rb = recorder(gated_handler(gate))
+        backend = {"queue_timeout": "10s"}
+        if setting:
+            backend["queue_abort_on_close"] = setting
+        s = sluice(H.make_config(H.free_port(), [H.server(rb.port, max_connections=1)],
+                                 backend=backend))
+        with ThreadPoolExecutor(1) as ex:
+            fa = ex.submit(H.http_request, s.port, "GET", "/slow", timeout=15)
+            rb.wait_requests(1)
+            c = H.Client(s.port, timeout=5)
+            c.send(b"GET /gone HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            time.sleep(0.3)
+            c.close()
+            if not reaches:
+                s.wait_error_log(r"closed while queued for backend \S+: request dropped")
+            time.sleep(0.3)
+            gate.set()
+            assert fa.result(15).status == 200
+            assert H.http_request(s.port, "GET", "/after", timeout=10).status == 200
+        targets = [q.target for q in rb.all_requests()]
+        if reaches:
+            assert targets == ["/slow", "/gone", "/after"], targets
+        else:
+            assert targets == ["/slow", "/after"], targets
+            e = s.wait_access_entry(lambda e: e["target"] == "/gone")
+            assert e["reason"] == "client_aborted", e
+
+
 def test_queued_request_served_when_connection_frees(sluice, recorder):
     """FIFO: requests queued behind a busy connection are served in order
     once it frees up, within queue_timeout."""

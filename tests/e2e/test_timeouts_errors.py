@@ -96,6 +96,33 @@ def test_keepalive_activity_keeps_connection(sluice, recorder):
             time.sleep(0.5)  # deliberate idle gap, below the timeout
 
 
+def test_keepalive_idle_past_buffer_trim(sluice, recorder):
+    """After 1 s of keepalive idleness a connection gives its buffers back
+    (docs/architecture.md): the next request on it is served in full, the
+    backend gets the same bytes, and the keepalive timeout is still counted
+    from the end of the last response, not restarted by the trim."""
+    rb = recorder()
+    s = sluice(cfg_for(rb.port, timeouts={"client_keepalive": "5s", "client_header": "10s"}))
+    with H.Client(s.port, timeout=12) as c:
+        big = "v" * 3000
+        r = c.request("POST", "/a", headers=[("X-Big", big)], body=b"x" * 5000)
+        assert r.status == 200
+        time.sleep(1.6)  # past the 1 s trim
+        r = c.request("POST", "/b", headers=[("X-Big", big)], body=b"y" * 5000)
+        assert r.status == 200
+        time.sleep(1.6)
+        assert c.request("GET", "/c").status == 200
+        t0 = time.monotonic()
+        rest = c.wait_closed(5 + SLACK + 1)
+        elapsed = time.monotonic() - t0
+        assert rest == b""
+        # a keepalive restarted by the trim would close at 6 s
+        assert 4.7 <= elapsed < 5.9, elapsed
+    reqs = rb.all_requests()
+    assert [q.target for q in reqs] == ["/a", "/b", "/c"]
+    assert reqs[1].body == b"y" * 5000 and reqs[1].header("x-big") == big
+
+
 def test_new_connection_without_bytes_is_closed(sluice, recorder):
     """A connection that never sends a byte is closed within the header or
     keepalive timeout (silently or with 408, the spec leaves that open)."""
