@@ -37,6 +37,47 @@ def env_int(name, default, lo=0, prog="bench"):
     return n
 
 
+def env_float(name, default, lo=0.0, prog="bench"):
+    v = os.environ.get(name, "")
+    if v == "":
+        return default
+    try:
+        x = float(v)
+    except ValueError:
+        sys.exit(f"{prog}: {name}={v!r} is not a number")
+    if x < lo:
+        sys.exit(f"{prog}: {name} must be >= {lo}")
+    return x
+
+
+def env_list(name, default, conv=str, prog="bench"):
+    """NAME (or default when unset or empty) split at commas, blanks dropped."""
+    v = os.environ.get(name, "")
+    items = [x.strip() for x in (v or default).split(",") if x.strip()]
+    try:
+        return [conv(x) for x in items]
+    except ValueError:
+        sys.exit(f"{prog}: {name}={v!r}: bad value")
+
+
+def env_names(name, known, default=None, what="name", prog="bench"):
+    """A comma-separated subset of KNOWN from NAME (default: all of KNOWN, in
+    order); exits naming the first unknown one."""
+    v = os.environ.get(name, ",".join(known) if default is None else default)
+    out = [x for x in v.split(",") if x]
+    for x in out:
+        if x not in known:
+            sys.exit(f"{prog}: unknown {what} {x!r} (known: {','.join(known)})")
+    return out
+
+
+# The knobs every scenario reads the same way.
+QUICK = os.environ.get("QUICK", "") not in ("", "0")      # QUICK=1: short runs, fewer cases
+PIN = os.environ.get("PIN", "1") != "0"                   # PIN=0: no taskset
+RESULTS = os.path.abspath(os.environ.get("RESULTS", os.path.join(ROOT, "bench", "results")))
+BUILD = os.path.abspath(os.path.join(ROOT, os.environ.get("BUILD", "build") or "build"))
+
+
 # ---------------------------------------------------------------- processes
 
 STARTED = []                  # Popen objects we own; stopped by PID at exit
@@ -199,11 +240,173 @@ def wait_port(port, p, deadline=10.0):
     return False
 
 
-def wait_children(p, deadline=5.0):
-    """Wait until p has forked (sluice and nginx fork one worker after binding)."""
+def wait_children(p, deadline=5.0, n=1):
+    """Wait until p has forked n children (sluice and nginx fork their
+    workers after binding)."""
     end = time.monotonic() + deadline
-    while not descendants(p.pid) and time.monotonic() < end:
+    while len(descendants(p.pid)) < n and time.monotonic() < end:
         time.sleep(0.02)
+
+
+def need_tools(prog, tools, installer):
+    """Exit unless every tool is on PATH (installer: the .sh that installs them)."""
+    for tool in tools:
+        if not shutil.which(tool):
+            sys.exit(f"{prog}: {tool} not found ({installer} installs it)")
+
+
+def start_demo_backend(cmd, outf, prog="bench"):
+    """Start build/demo_backend (cmd listens on 127.0.0.1:0) and read the
+    port it picked from its log. Returns (Popen, port, command line shown
+    with a note on the port)."""
+    p = start(cmd, outf)
+    end = time.monotonic() + 10
+    port = None
+    while time.monotonic() < end and port is None and p.poll() is None:
+        with open(outf) as f:
+            m = re.search(r"listening on 127\.0\.0\.1:(\d+)", f.read())
+        if m:
+            port = int(m.group(1))
+        else:
+            time.sleep(0.05)
+    if port is None or not wait_port(port, p):
+        sys.exit(f"{prog}: demo_backend did not start, see {outf}")
+    return p, port, " ".join(c if c != "127.0.0.1:0" else "127.0.0.1:0  # (any free port)" for c in cmd)
+
+
+# ---------------------------------------------------------------- proxies
+
+CONF_EXT = {"sluice": "yaml", "haproxy": "cfg", "nginx": "conf"}
+
+
+def proxy_errlog(kind, d, name=None):
+    """Where a proxy's own error/alert messages go: NAME.error.log for
+    sluice (name: sluice by default), haproxy.out (HAProxy -db writes them
+    to its output), nginx.error.log."""
+    return os.path.join(d, {"sluice": f"{name or 'sluice'}.error.log", "haproxy": "haproxy.out",
+                            "nginx": "nginx.error.log"}[kind])
+
+
+def launch_proxy(kind, d, port, conf, pin, sluice_bin=None, name=None, out=None, workers=1):
+    """Start one proxy on its written config CONF: sluice (SLUICE_BIN -c),
+    HAProxy (-db, its output in OUT or its error log) or nginx (prefix D);
+    wait for PORT, then for sluice's and nginx's WORKERS worker processes.
+    NAME: the sluice target's name (its NAME.out and NAME.error.log).
+    Returns (Popen, or None if it did not listen, command line)."""
+    if kind == "sluice":
+        cmd = pin + [sluice_bin, "-c", conf]
+        p = start(cmd, os.path.join(d, f"{name or 'sluice'}.out"))
+    elif kind == "haproxy":
+        cmd = pin + ["haproxy", "-f", conf, "-db"]
+        p = start(cmd, out or proxy_errlog(kind, d))
+    else:
+        os.makedirs(os.path.join(d, "tmp-nginx"), exist_ok=True)
+        cmd = pin + ["nginx", "-p", d, "-e", proxy_errlog(kind, d), "-c", conf]
+        p = start(cmd, os.path.join(d, "nginx.out"))
+    if not wait_port(port, p):
+        stop(p)
+        return None, " ".join(cmd)
+    if kind != "haproxy":
+        wait_children(p, n=workers)
+    return p, " ".join(cmd)
+
+
+def stop_proxy(kind, p):
+    """Stop a proxy; a problem text if it exited badly, else None (HAProxy
+    exits 143 on SIGTERM)."""
+    rc = stop(p)
+    if rc not in (0, None) and not (kind == "haproxy" and rc in (143, -15)):
+        return f"exit status {rc} after SIGTERM"
+    return None
+
+
+def log_lines_above_info(text):
+    """The lines of a proxy's log that are not info/notice chatter."""
+    return [ln for ln in text.splitlines()
+            if ln.strip() and "[info]" not in ln and "[notice]" not in ln and "[NOTICE]" not in ln
+            and not re.search(r"Proxy (fe|be) started", ln)]
+
+
+# ---------------------------------------------------------------- config pieces
+
+def sluice_conf(d, comment, port, bport, pool, listener="front", tls="", workers=1, name="sluice",
+                access_log="off", admin="", server_extra=""):
+    """A sluice config: one listener (TLS: sluice_tls()) -> backend app with
+    one server s1, keepalive pool of POOL connections."""
+    return f"""# {comment}
+workers: {workers}
+error_log: {d}/{name}.error.log
+access_log: {access_log}
+{admin}timeouts:
+  drain: 0
+listeners:
+  - name: {listener}
+    address: 127.0.0.1:{port}
+    backend: app
+{tls}backends:
+  - name: app
+    idle_max: {pool}
+    servers:
+      - name: s1
+        address: 127.0.0.1:{bport}
+        max_connections: {pool}
+{server_extra}"""
+
+
+def haproxy_conf(d, comment, port, bport, pool, nbthread=1, maxconn=8192, global_extra="",
+                 bind_extra="", frontend_extra="", server_extra=""):
+    """An HAProxy config: keepalive on both sides, backend connections
+    reused (http-reuse always), frontend fe -> backend be with server s1."""
+    return f"""# {comment}
+global
+    nbthread {nbthread}
+    maxconn {maxconn}
+    pidfile {d}/haproxy.pid
+{global_extra}
+defaults
+    mode http
+    option http-keep-alive
+    http-reuse always
+    timeout connect 3s
+    timeout client 60s
+    timeout server 60s
+    timeout http-keep-alive 60s
+
+frontend fe
+    bind 127.0.0.1:{port}{bind_extra}
+{frontend_extra}    default_backend be
+
+backend be
+    server s1 127.0.0.1:{bport} maxconn {pool}{server_extra}
+"""
+
+
+def nginx_main(d, name, workers=1, rlimit=16384, conns=8192):
+    """The top of an nginx config, up to and including `http {`: NAME.pid,
+    NAME.error.log (warn) in D; no worker_rlimit_nofile if RLIMIT is None."""
+    return (f"worker_processes {workers};\n"
+            + (f"worker_rlimit_nofile {rlimit};\n" if rlimit else "")
+            + f"daemon off;\nmaster_process on;\npid {d}/{name}.pid;\n"
+            f"error_log {d}/{name}.error.log warn;\n"
+            f"events {{ worker_connections {conns}; }}\nhttp {{\n")
+
+
+def nginx_temp_paths(d, tmp):
+    """nginx's *_temp_path lines (http level), all under D/TMP."""
+    return "".join(f"    {k}_temp_path {d}/{tmp}/{v};\n" for k, v in (
+        ("client_body", "body"), ("proxy", "proxy"), ("fastcgi", "fastcgi"), ("uwsgi", "uwsgi"),
+        ("scgi", "scgi")))
+
+
+def nginx_upstream(bport, pool, timeout="60s"):
+    """upstream be: one server, a keepalive pool of POOL connections."""
+    return f"""    upstream be {{
+        server 127.0.0.1:{bport};
+        keepalive {pool};
+        keepalive_requests 1000000;
+        keepalive_timeout {timeout};
+    }}
+"""
 
 
 # ---------------------------------------------------------------- pinning
@@ -231,23 +434,11 @@ STATIC_BODY = ("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ-.
 
 
 def conf_backend_nginx(d, port):
-    return f"""# static origin: nginx answering every request with {BODY_SIZE} bytes
-worker_processes 1;
-daemon off;
-master_process on;
-pid {d}/backend-nginx.pid;
-error_log {d}/backend-nginx.error.log warn;
-events {{ worker_connections 4096; }}
-http {{
-    access_log off;
-    keepalive_requests 1000000;
-    keepalive_timeout 60s;
-    client_body_temp_path {d}/tmp-backend/body;
-    proxy_temp_path {d}/tmp-backend/proxy;
-    fastcgi_temp_path {d}/tmp-backend/fastcgi;
-    uwsgi_temp_path {d}/tmp-backend/uwsgi;
-    scgi_temp_path {d}/tmp-backend/scgi;
-    server {{
+    return (f"# static origin: nginx answering every request with {BODY_SIZE} bytes\n"
+            + nginx_main(d, "backend-nginx", rlimit=None, conns=4096)
+            + "    access_log off;\n    keepalive_requests 1000000;\n    keepalive_timeout 60s;\n"
+            + nginx_temp_paths(d, "tmp-backend")
+            + f"""    server {{
         listen 127.0.0.1:{port} backlog=256;
         location / {{
             default_type text/plain;
@@ -255,7 +446,7 @@ http {{
         }}
     }}
 }}
-"""
+""")
 
 
 def start_backend_nginx(d, load_pin, prog="bench"):
@@ -294,6 +485,72 @@ def parse_wrk(out):
     m = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
     if m:
         r["non2xx"] = int(m.group(1))
+    return r
+
+
+def wrk_cmd(pin, threads, conns, seconds, url, extra=()):
+    """The wrk command line every scenario uses (--latency; EXTRA before the URL)."""
+    return pin + ["wrk", f"-t{threads}", f"-c{conns}", f"-d{seconds}s", "--latency", *extra, url]
+
+
+def run_wrk(cmd, seconds, outfile=None):
+    """Run a wrk command of SECONDS; its output (also written to OUTFILE,
+    after the command line, when given)."""
+    cp = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                        timeout=seconds + 60)
+    if outfile:
+        write(outfile, " ".join(cmd) + "\n" + cp.stdout)
+    return cp.stdout
+
+
+def measure_wrk(run, proxy, backend, log_ticks=None, parse=parse_wrk):
+    """One measured wrk run, run() returning wrk's output, and the CPU it
+    cost: utime+stime of the proxy's process tree (proxy: Popen, or None for
+    a direct run) and of the backend's, read just before and after, the
+    machine's busy time and wrk's own CPU. Returns parse_wrk()'s dict plus
+    wall, cpu_us (proxy CPU µs per completed request; None when direct),
+    cpu_pct, backend_cpu_us, wrk_cpu_pct, other_pct (others' CPU: whatever
+    else kept the CPUs busy, in % of one CPU) and problems. log_ticks: gets
+    a line with the raw tick counts. parse: parse_wrk, or one that adds to
+    what it finds."""
+    pids_before = sorted(tree_ticks(proxy.pid)) if proxy else []
+    b0, c0 = tree_ticks(backend.pid), tree_ticks(proxy.pid) if proxy else {}
+    w0, s0, t0 = children_cpu(), system_busy_ticks(), time.monotonic()
+    out = run()
+    wall = time.monotonic() - t0
+    s1, c1, b1 = system_busy_ticks(), tree_ticks(proxy.pid) if proxy else {}, tree_ticks(backend.pid)
+    wrk_s = children_cpu() - w0
+    r = parse(out)
+    r["wall"] = wall
+    # CPU deltas only over processes alive at both reads; a process that died
+    # mid-run (crash) shows up in 'problems' below instead.
+    dt = sum(c1[q] - c0[q] for q in c1 if q in c0)
+    db = sum(b1[q] - b0[q] for q in b1 if q in b0)
+    req = max(r["requests"], 1)
+    r["cpu_us"] = dt / CLK_TCK * 1e6 / req if proxy else None
+    r["cpu_pct"] = dt / CLK_TCK / wall * 100 if proxy else None
+    r["backend_cpu_us"] = db / CLK_TCK * 1e6 / req
+    r["wrk_cpu_pct"] = wrk_s / wall * 100
+    # Other processes, and kernel softirq work (loopback TCP) that
+    # /proc/PID/stat does not charge to any process.
+    r["other_pct"] = ((s1 - s0) - dt - db) / CLK_TCK / wall * 100 - wrk_s / wall * 100
+    problems = []
+    if proxy:
+        pids_after = sorted(tree_ticks(proxy.pid))
+        if proxy.poll() is not None:
+            problems.append(f"proxy exited during the run (status {proxy.returncode})")
+        elif pids_after != pids_before:
+            problems.append(f"proxy processes changed during the run: {pids_before} -> {pids_after}")
+    if r["requests"] == 0:
+        problems.append("wrk completed no request")
+    if r["sock_errors"]:
+        problems.append(r["sock_detail"])
+    if r["non2xx"]:
+        problems.append(f"Non-2xx or 3xx responses: {r['non2xx']}")
+    r["problems"] = problems
+    if log_ticks:
+        log_ticks(f"   (cpu ticks: proxy {dt} backend {db} wrk {wrk_s * CLK_TCK:.0f} machine {s1 - s0}, "
+                  f"other {r['other_pct']:.0f}% of a CPU)")
     return r
 
 
@@ -350,6 +607,105 @@ class Quiet:
             notes.append(f"{what}: noisy run kept ({'; '.join(r['noise'])}; {self.attempts} attempts "
                          f"or the {self.budget} s budget for waiting/re-running spent)")
         return r
+
+
+    def run_if_budget(self, measure_fn, what, duration, notes, describe=lambda r: ""):
+        """run() while budget is left; after that (or with a budget of 0)
+        just run once and flag noise, without the 0.5 s sample of the
+        machine that wait() takes before every run."""
+        if self.budget > 0 and self.spent < self.budget:
+            return self.run(measure_fn, what, duration, notes, describe)
+        r = measure_fn()
+        r["noise"] = self.reasons(r, duration)
+        r["noisy"] = bool(r["noise"])
+        if r["noisy"]:
+            why = f"the {self.budget} s QUIET_BUDGET spent" if self.budget else "QUIET_BUDGET=0"
+            notes.append(f"{what}: noisy run kept ({'; '.join(r['noise'])}; {why})")
+        return r
+
+
+def noise_note(noise_pct, attempts, budget):
+    """The report's "What was measured" line on noise (Quiet's rules)."""
+    return (f"- Noise: others' CPU at or above {noise_pct}% of a CPU, or a wrk run lasting over "
+            f"10% longer than asked, makes a run noisy; the script waits for quiet before each run "
+            f"and re-runs a noisy one (at most {attempts} attempts) within {budget} s in all; "
+            "medians use the clean runs. Trust ratios from the same run over absolute numbers on "
+            "a shared machine.")
+
+
+# ---------------------------------------------------------------- figures across runs
+
+def runs_of(runs, label, case=None):
+    return [r for r in runs if r["label"] == label and (case is None or r["case"] == case)]
+
+
+def summarize(runs, label, metrics, case=None):
+    """{n: runs used, total, each metric: (median, min, max), errors} over
+    LABEL's (and CASE's) clean runs, or all of them if none is clean;
+    errors = socket errors + non-2xx over all runs. None without runs."""
+    allr = runs_of(runs, label, case)
+    if not allr:
+        return None
+    rs = [r for r in allr if not r["noisy"]] or allr
+    return {"n": len(rs), "total": len(allr), **{k: mmm([r[k] for r in rs]) for k in metrics},
+            "errors": sum(r["sock_errors"] + r["non2xx"] for r in allr)}
+
+
+def paired(runs, a, b, key, metric, key_b=None, clean=True):
+    """(median, min, max) over rounds of a's metric in case KEY ÷ b's in case
+    KEY_B (default KEY), both of the same round: rounds where both runs were
+    clean, all rounds if there is none (clean=False: always all rounds)."""
+    key_b = key_b or key
+
+    def ratios(only_clean):
+        va = {r["round"]: r[metric] for r in runs if r["label"] == a and r["case"] == key
+              and r.get(metric) and not (only_clean and r["noisy"])}
+        vb = {r["round"]: r[metric] for r in runs if r["label"] == b and r["case"] == key_b
+              and r.get(metric) and not (only_clean and r["noisy"])}
+        return [va[k] / vb[k] for k in va if k in vb]
+    return mmm((clean and ratios(True)) or ratios(False))
+
+
+def fmt_mmm(t, nd=2, collapse=False):
+    """'median (min–max)'; collapse: just the median when min == max."""
+    if t[0] is None:
+        return "—"
+    if collapse and t[1] == t[2]:
+        return f"{t[0]:.{nd}f}"
+    return f"{t[0]:.{nd}f} ({t[1]:.{nd}f}–{t[2]:.{nd}f})"
+
+
+def ratio(a, b, nd=2):
+    if a is None or b is None or not b:
+        return "—"
+    return f"{a / b:.{nd}f}"
+
+
+def grouped_bars(ax, keys, targets, value, colors, skip_zero=False, fontsize=7, label=None):
+    """Bars of median with min–max error bars, one group per key, one bar per
+    target in each group; value(target, key) -> (median, min, max). Returns
+    whether anything was drawn."""
+    label = label or (lambda v: f"{v:,.0f}" if v >= 100 else f"{v:.1f}" if v >= 1 else f"{v:.2f}")
+    width = 0.8 / max(1, len(targets))
+    drawn = False
+    for i, t in enumerate(targets):
+        xs, med, lo, hi = [], [], [], []
+        for j, k in enumerate(keys):
+            v = value(t, k)
+            if v[0] is None or (skip_zero and not v[0]):
+                continue
+            xs.append(j + (i - (len(targets) - 1) / 2) * width)
+            med.append(v[0])
+            lo.append(v[0] - v[1])
+            hi.append(v[2] - v[0])
+        if not xs:
+            continue
+        drawn = True
+        bars = ax.bar(xs, med, width, yerr=[lo, hi], capsize=3, color=colors.get(t, "#777"), label=t)
+        for b, v in zip(bars, med):
+            ax.annotate(label(v), (b.get_x() + b.get_width() / 2, b.get_height()), xytext=(0, 2),
+                        textcoords="offset points", ha="center", va="bottom", fontsize=fontsize)
+    return drawn
 
 
 # ---------------------------------------------------------------- files, text
@@ -484,3 +840,28 @@ def report_configs_and_machine(lines, confs, facts):
     lines += ["## Machine", "", "| | |", "|---|---|"]
     lines += [f"| {k} | {v.replace('|', '/')} |" for k, v in facts]
     lines.append("")
+
+
+def report_list(lines, title, items):
+    """Append a '## TITLE' section listing ITEMS (or 'none')."""
+    lines += [f"## {title}", ""] + [f"- {x}" for x in items or ["none"]] + [""]
+
+
+def haproxy_version(with_ssl=False):
+    hv = cmd_out(["haproxy", "-v"]).splitlines()[0]
+    if with_ssl:
+        m = re.search(r"Running on OpenSSL version : (.*)", cmd_out(["haproxy", "-vv"]))
+        hv += f", running on {m.group(1).strip()}" if m else ""
+    return hv
+
+
+def wrk_version():
+    v = cmd_out(["wrk", "--version"]).splitlines()
+    return v[0] if v else "?"
+
+
+def peer_versions(haproxy_ssl=False):
+    """[(name, version)] of haproxy, nginx and wrk, for machine_facts()."""
+    return [("haproxy", haproxy_version(haproxy_ssl)),
+            ("nginx", cmd_out(["nginx", "-v"]).replace("nginx version: ", "")),
+            ("wrk", wrk_version())]

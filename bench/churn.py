@@ -55,42 +55,36 @@ report.md links it. Every process started here is stopped by its PID.
 Exit status 1 if a target produced no figure.
 """
 import datetime
+import functools
 import json
 import os
 import re
 import shutil
 import ssl
-import subprocess
 import sys
 import time
 
-from benchlib import (BODY_SIZE, CLK_TCK, ROOT, STATIC_BODY, Quiet, children_cpu, cmd_out, descendants,
-                      fmt, free_port, fsize, git_describe, machine_facts, mmm, parse_wrk, pinning,
-                      read_tail, refresh_latest, report_configs_and_machine, run_main, start, stop,
-                      system_busy_ticks, tree_ticks, wait_port, write)
-from benchlib import env_int as _env_int
-from tlslib import (CERT_NAME, VERSIONS, haproxy_bind_ssl, haproxy_global_ssl, make_certs, nginx_ssl,
-                    probe, sluice_lib, sluice_tls, sluice_tls_failures)
+import benchlib
+from benchlib import (BODY_SIZE, BUILD, CLK_TCK, PIN, QUICK, RESULTS, ROOT, STATIC_BODY, Quiet, cmd_out, fmt,
+                      fmt_mmm, free_port, fsize, git_describe, grouped_bars, haproxy_conf, launch_proxy,
+                      log_lines_above_info, machine_facts, measure_wrk, parse_wrk, need_tools, nginx_main,
+                      nginx_temp_paths, noise_note, paired, peer_versions, pinning, proxy_errlog, read_tail,
+                      refresh_latest, report_configs_and_machine, report_list, run_main, run_wrk, runs_of,
+                      sluice_conf, start, stop, stop_proxy, wait_port, write)
+from tlslib import (CERT_NAME, haproxy_bind_ssl, haproxy_global_ssl, make_certs, nginx_ssl, probe, sluice_lib,
+                    sluice_tls, sluice_tls_failures)
 
 PROG = "bench/churn.py"
+env_int = functools.partial(benchlib.env_int, prog=PROG)
 
-
-def env_int(name, default, lo=0):
-    return _env_int(name, default, lo, prog=PROG)
-
-
-QUICK = os.environ.get("QUICK", "") not in ("", "0")
 DURATION = env_int("DURATION", 1 if QUICK else 4, 1)
 WARMUP = env_int("WARMUP", 0 if QUICK else 1, 0)
 CONNECTIONS = env_int("CONNECTIONS", 50, 1)
 WRK_THREADS = env_int("WRK_THREADS", 1, 1)
 ROUNDS = env_int("ROUNDS", 3, 1)
-PIN = os.environ.get("PIN", "1") != "0"
 NOISE_PCT = env_int("NOISE_PCT", 25)
 QUIET_BUDGET = env_int("QUIET_BUDGET", 0 if QUICK else 30)
 ATTEMPTS = 2
-BUILD = os.path.join(ROOT, os.environ.get("BUILD", "build") or "build")
-RESULTS = os.path.abspath(os.environ.get("RESULTS", os.path.join(ROOT, "bench", "results")))
 POOL = 64                      # backend connections each proxy may open
 
 ALL_CASES = ["ecdsa-1.2", "ecdsa-1.3", "rsa-1.2", "rsa-1.3"]
@@ -141,24 +135,10 @@ SLUICE = {}                   # path, TLS line, where it was copied from
 # ---------------------------------------------------------------- configs
 
 def conf_origin(d, pp_port, plain_port):
-    return f"""# origin: nginx, one worker, {BODY_SIZE}-byte body; it echoes what it learnt of the client
-worker_processes 1;
-worker_rlimit_nofile 16384;
-daemon off;
-master_process on;
-pid {d}/origin.pid;
-error_log {d}/origin.error.log warn;
-events {{ worker_connections 8192; }}
-http {{
-    access_log off;
-    keepalive_requests 1000000;
-    keepalive_timeout 60s;
-    client_body_temp_path {d}/tmp-origin/body;
-    proxy_temp_path {d}/tmp-origin/proxy;
-    fastcgi_temp_path {d}/tmp-origin/fastcgi;
-    uwsgi_temp_path {d}/tmp-origin/uwsgi;
-    scgi_temp_path {d}/tmp-origin/scgi;
-    server {{
+    return (f"# origin: nginx, one worker, {BODY_SIZE}-byte body; it echoes what it learnt of the client\n"
+            + nginx_main(d, "origin")
+            + "    access_log off;\n    keepalive_requests 1000000;\n    keepalive_timeout 60s;\n"
+            + nginx_temp_paths(d, "tmp-origin") + f"""    server {{
         # sluice and HAProxy: every connection must start with a PROXY header
         listen 127.0.0.1:{pp_port} proxy_protocol backlog=1024;
         # nginx (cannot send one): plain, the client in X-Forwarded-For
@@ -171,78 +151,32 @@ http {{
         }}
     }}
 }}
-"""
+""")
 
 
 def conf_sluice(d, port, pp_port, c, certs):
-    return f"""# sluice, {c['workers']} worker(s); full handshakes only; PROXY v2 to the server
-workers: {c['workers']}
-error_log: {d}/sluice.error.log
-access_log: off
-timeouts:
-  drain: 0
-listeners:
-  - name: https
-    address: 127.0.0.1:{port}
-    backend: app
-{sluice_tls(certs, c['cert'], c['ver'], True)}backends:
-  - name: app
-    idle_max: {POOL}
-    servers:
-      - name: s1
-        address: 127.0.0.1:{pp_port}
-        max_connections: {POOL}
-        proxy_protocol: v2
-"""
+    return sluice_conf(d, f"sluice, {c['workers']} worker(s); full handshakes only; PROXY v2 to the server",
+                       port, pp_port, POOL, listener="https", workers=c["workers"],
+                       tls=sluice_tls(certs, c["cert"], c["ver"], True),
+                       server_extra="        proxy_protocol: v2\n")
 
 
 def conf_haproxy(d, port, pp_port, c, certs):
-    return f"""# HAProxy, {c['workers']} thread(s); tickets and session cache off; PROXY v2 to the server
-global
-    nbthread {c['workers']}
-    maxconn 8192
-    pidfile {d}/haproxy.pid
-{haproxy_global_ssl(True)}
-defaults
-    mode http
-    option http-keep-alive
-    http-reuse always
-    timeout connect 3s
-    timeout client 60s
-    timeout server 60s
-    timeout http-keep-alive 60s
-
-frontend fe
-    bind 127.0.0.1:{port}{haproxy_bind_ssl(certs, c['cert'], c['ver'], True)}
-    default_backend be
-
-backend be
-    server s1 127.0.0.1:{pp_port} maxconn {POOL} send-proxy-v2
-"""
+    return haproxy_conf(d, f"HAProxy, {c['workers']} thread(s); tickets and session cache off; PROXY v2 "
+                        "to the server", port, pp_port, POOL, nbthread=c["workers"],
+                        global_extra=haproxy_global_ssl(True),
+                        bind_extra=haproxy_bind_ssl(certs, c["cert"], c["ver"], True),
+                        server_extra=" send-proxy-v2")
 
 
 def conf_nginx(d, port, plain_port, c, certs):
-    return f"""# nginx, {c['workers']} worker(s); tickets and session cache off.
-# OSS nginx cannot send a PROXY header to an http upstream: X-Forwarded-For
-# instead, and no upstream keepalive (one backend connection per request,
-# as a PROXY header forces on the others).
-worker_processes {c['workers']};
-worker_rlimit_nofile 16384;
-daemon off;
-master_process on;
-pid {d}/nginx.pid;
-error_log {d}/nginx.error.log warn;
-events {{ worker_connections 8192; }}
-http {{
-    access_log off;
-    keepalive_requests 1000000;
-    keepalive_timeout 60s;
-    client_body_temp_path {d}/tmp-nginx/body;
-    proxy_temp_path {d}/tmp-nginx/proxy;
-    fastcgi_temp_path {d}/tmp-nginx/fastcgi;
-    uwsgi_temp_path {d}/tmp-nginx/uwsgi;
-    scgi_temp_path {d}/tmp-nginx/scgi;
-    upstream be {{
+    return (f"# nginx, {c['workers']} worker(s); tickets and session cache off.\n"
+            "# OSS nginx cannot send a PROXY header to an http upstream: X-Forwarded-For\n"
+            "# instead, and no upstream keepalive (one backend connection per request,\n"
+            "# as a PROXY header forces on the others).\n"
+            + nginx_main(d, "nginx", workers=c["workers"])
+            + "    access_log off;\n    keepalive_requests 1000000;\n    keepalive_timeout 60s;\n"
+            + nginx_temp_paths(d, "tmp-nginx") + f"""    upstream be {{
         server 127.0.0.1:{plain_port};
     }}
     server {{
@@ -253,44 +187,23 @@ http {{
         }}
     }}
 }}
-"""
+""")
 
 
-def proxy_errlog(tgt, d):
-    return os.path.join(d, {"sluice": "sluice.error.log", "haproxy": "haproxy.out",
-                            "nginx": "nginx.error.log"}[tgt])
+CONF = {"sluice": (conf_sluice, "yaml"), "haproxy": (conf_haproxy, "cfg"), "nginx": (conf_nginx, "conf")}
 
 
 def start_proxy(tgt, d, ports, c, certs):
     """Returns (Popen or None, port, command line, config path)."""
     port = free_port()
-    cfgdir = os.path.join(d, "configs")
-    os.makedirs(cfgdir, exist_ok=True)
-    pin = PROXY_PIN2 if c["workers"] > 1 else PROXY_PIN
-    if tgt == "sluice":
-        conf = write(os.path.join(cfgdir, f"sluice-{c['key']}.yaml"),
-                     conf_sluice(d, port, ports["pp"], c, certs))
-        cmd = pin + [SLUICE["path"], "-c", conf]
-        p = start(cmd, os.path.join(d, "sluice.out"))
-    elif tgt == "haproxy":
-        conf = write(os.path.join(cfgdir, f"haproxy-{c['key']}.cfg"),
-                     conf_haproxy(d, port, ports["pp"], c, certs))
-        cmd = pin + ["haproxy", "-f", conf, "-db"]
-        p = start(cmd, proxy_errlog(tgt, d))
-    else:
-        os.makedirs(os.path.join(d, "tmp-nginx"), exist_ok=True)
-        conf = write(os.path.join(cfgdir, f"nginx-{c['key']}.conf"),
-                     conf_nginx(d, port, ports["plain"], c, certs))
-        cmd = pin + ["nginx", "-p", d, "-e", proxy_errlog(tgt, d), "-c", conf]
-        p = start(cmd, os.path.join(d, "nginx.out"))
-    if not wait_port(port, p):
-        stop(p)
-        return None, port, " ".join(cmd), conf
-    if tgt != "haproxy":          # sluice and nginx: a master and one process per worker
-        end = time.monotonic() + 5
-        while len(descendants(p.pid)) < c["workers"] and time.monotonic() < end:
-            time.sleep(0.02)
-    return p, port, " ".join(cmd), conf
+    os.makedirs(os.path.join(d, "configs"), exist_ok=True)
+    make, ext = CONF[tgt]
+    conf = write(os.path.join(d, "configs", f"{tgt}-{c['key']}.{ext}"),
+                 make(d, port, ports["plain" if tgt == "nginx" else "pp"], c, certs))
+    # sluice and nginx: a master and one process per worker
+    p, cmd = launch_proxy(tgt, d, port, conf, PROXY_PIN2 if c["workers"] > 1 else PROXY_PIN,
+                          SLUICE.get("path"), workers=c["workers"])
+    return p, port, cmd, conf
 
 
 def start_origin(d):
@@ -307,17 +220,8 @@ def start_origin(d):
 # ---------------------------------------------------------------- wrk
 
 def wrk_cmd(port, seconds):
-    return LOAD_PIN + ["wrk", f"-t{WRK_THREADS}", f"-c{CONNECTIONS}", f"-d{seconds}s", "--latency",
-                       "-H", "Connection: close", f"https://127.0.0.1:{port}/"]
-
-
-def run_wrk(port, seconds, outfile):
-    cmd = wrk_cmd(port, seconds)
-    cp = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                        timeout=seconds + 60)
-    if outfile:
-        write(outfile, " ".join(cmd) + "\n" + cp.stdout)
-    return cp.stdout
+    return benchlib.wrk_cmd(LOAD_PIN, WRK_THREADS, CONNECTIONS, seconds, f"https://127.0.0.1:{port}/",
+                            ["-H", "Connection: close"])
 
 
 def wrk_mean_ms(out):
@@ -327,42 +231,16 @@ def wrk_mean_ms(out):
 
 def measure(tgt, c, rnd, d, port, proxy, origin):
     if WARMUP:
-        run_wrk(port, WARMUP, None)
+        run_wrk(wrk_cmd(port, WARMUP), WARMUP)
     raw = os.path.join(d, "raw", f"r{rnd + 1}-{c['key']}-{tgt}.txt")
-    pids_before = sorted(tree_ticks(proxy.pid))
-    b0, c0 = tree_ticks(origin.pid), tree_ticks(proxy.pid)
-    w0, s0, t0 = children_cpu(), system_busy_ticks(), time.monotonic()
-    out = run_wrk(port, DURATION, raw)
-    wall = time.monotonic() - t0
-    s1, c1, b1 = system_busy_ticks(), tree_ticks(proxy.pid), tree_ticks(origin.pid)
-    wrk_s = children_cpu() - w0
-    r = parse_wrk(out)
-    r.update(label=tgt, case=c["key"], round=rnd + 1, wall=wall, raw=os.path.relpath(raw, d),
-             mean=wrk_mean_ms(out))
-    dt = sum(c1[q] - c0[q] for q in c1 if q in c0)
-    db = sum(b1[q] - b0[q] for q in b1 if q in b0)
-    req = max(r["requests"], 1)
-    r["cpu_us"] = dt / CLK_TCK * 1e6 / req if r["requests"] else None
-    r["cpu_pct"] = dt / CLK_TCK / wall * 100
-    r["backend_cpu_us"] = db / CLK_TCK * 1e6 / req
-    r["wrk_cpu_pct"] = wrk_s / wall * 100
-    r["other_pct"] = ((s1 - s0) - dt - db) / CLK_TCK / wall * 100 - wrk_s / wall * 100
+    r = measure_wrk(lambda: run_wrk(wrk_cmd(port, DURATION), DURATION, raw), proxy, origin,
+                    parse=lambda out: dict(parse_wrk(out), mean=wrk_mean_ms(out)))
+    r.update(label=tgt, case=c["key"], round=rnd + 1, raw=os.path.relpath(raw, d))
+    if not r["requests"]:
+        r["cpu_us"] = None
     r["attempts"] = r["requests"] + r["sock_errors"]
     r["failures"] = r["sock_errors"] + r["non2xx"]
     r["fail_pct"] = r["failures"] / r["attempts"] * 100 if r["attempts"] else None
-    problems = []
-    if proxy.poll() is not None:
-        problems.append(f"proxy exited during the run (status {proxy.returncode})")
-    elif sorted(tree_ticks(proxy.pid)) != pids_before:
-        problems.append(f"proxy processes changed during the run: {pids_before} -> "
-                        f"{sorted(tree_ticks(proxy.pid))}")
-    if r["requests"] == 0:
-        problems.append("wrk completed no request")
-    if r["sock_errors"]:
-        problems.append(r["sock_detail"])
-    if r["non2xx"]:
-        problems.append(f"Non-2xx or 3xx responses: {r['non2xx']}")
-    r["problems"] = problems
     return r
 
 
@@ -389,55 +267,18 @@ def check_identity(tgt, port, c):
     return (None if ok else f"the origin did not learn the client: {desc}"), desc, neg
 
 
-def quiet_run(quiet, fn, what, notes, describe):
-    """quiet.run() (wait for a quiet machine, re-run a noisy run); with
-    QUIET_BUDGET=0 just run once and flag noise, without the 0.5 s sample
-    of the machine that Quiet.wait takes before every run (nor once the
-    budget is spent)."""
-    if QUIET_BUDGET > 0 and quiet.spent < QUIET_BUDGET:
-        return quiet.run(fn, what, DURATION, notes, describe)
-    r = fn()
-    r["noise"] = quiet.reasons(r, DURATION)
-    r["noisy"] = bool(r["noise"])
-    if r["noisy"]:
-        why = f"the {QUIET_BUDGET} s QUIET_BUDGET spent" if QUIET_BUDGET else "QUIET_BUDGET=0"
-        notes.append(f"{what}: noisy run kept ({'; '.join(r['noise'])}; {why})")
-    return r
-
-
 # ---------------------------------------------------------------- report
 
 def summarize(runs, tgt, key):
-    allr = [r for r in runs if r["label"] == tgt and r["case"] == key]
-    if not allr:
-        return None
-    rs = [r for r in allr if not r["noisy"]] or allr
-    att = sum(r["attempts"] for r in allr)
-    fail = sum(r["failures"] for r in allr)
-    return {"n": len(rs), "total": len(allr),
-            **{k: mmm([r[k] for r in rs]) for k in ("rps", "cpu_us", "cpu_pct", "mean", "p50", "p99",
-                                                     "backend_cpu_us", "wrk_cpu_pct")},
-            "attempts": att, "failures": fail, "fail_pct": fail / att * 100 if att else None,
-            "tls_fail": sum(r.get("tls_fail", 0) for r in allr)}
-
-
-def paired(runs, a, b, key, metric, key_b=None):
-    """(median, min, max) over rounds of a's metric in case key ÷ b's in case
-    key_b (default key), both of the same round."""
-    key_b = key_b or key
-
-    def ratios(clean):
-        va = {r["round"]: r[metric] for r in runs if r["label"] == a and r["case"] == key
-              and r.get(metric) and not (clean and r["noisy"])}
-        vb = {r["round"]: r[metric] for r in runs if r["label"] == b and r["case"] == key_b
-              and r.get(metric) and not (clean and r["noisy"])}
-        return [va[k] / vb[k] for k in va if k in vb]
-    # Rounds where both runs were clean; all rounds if there is none.
-    return mmm(ratios(True) or ratios(False))
-
-
-def fmt_mmm(t, nd=2):
-    return f"{t[0]:.{nd}f} ({t[1]:.{nd}f}–{t[2]:.{nd}f})" if t[0] is not None else "—"
+    s = benchlib.summarize(runs, tgt, ("rps", "cpu_us", "cpu_pct", "mean", "p50", "p99", "backend_cpu_us",
+                                       "wrk_cpu_pct"), key)
+    if s:
+        allr = runs_of(runs, tgt, key)
+        att = sum(r["attempts"] for r in allr)
+        fail = sum(r["failures"] for r in allr)
+        s.update(attempts=att, failures=fail, fail_pct=fail / att * 100 if att else None,
+                 tls_fail=sum(r.get("tls_fail", 0) for r in allr))
+    return s
 
 
 COLORS = {"sluice": "#2b7bba", "haproxy": "#e07b39", "nginx": "#3a9e4f"}
@@ -458,28 +299,10 @@ def chart(path, summ, targets):
     ncol = 2 if len(panels) == 4 else len(panels)
     nrow = (len(panels) + ncol - 1) // ncol
     fig, axes = plt.subplots(nrow, ncol, figsize=(6.2 * ncol, 4.4 * nrow + 0.4), squeeze=False)
-    width = 0.8 / max(1, len(targets))
     drawn = False
     for ax, (title, keys, metric) in zip(axes.flat, panels):
-        for i, t in enumerate(targets):
-            xs, med, lo, hi = [], [], [], []
-            for j, k in enumerate(keys):
-                s = summ.get((t, k))
-                v = s[metric] if s else (None, None, None)
-                if v[0] is None:
-                    continue
-                xs.append(j + (i - (len(targets) - 1) / 2) * width)
-                med.append(v[0])
-                lo.append(v[0] - v[1])
-                hi.append(v[2] - v[0])
-            if not xs:
-                continue
-            drawn = True
-            bars = ax.bar(xs, med, width, yerr=[lo, hi], capsize=3, color=COLORS.get(t, "#777"), label=t)
-            for b, v in zip(bars, med):
-                ax.annotate(f"{v:,.0f}" if v >= 100 else f"{v:.1f}" if v >= 1 else f"{v:.2f}",
-                            (b.get_x() + b.get_width() / 2, b.get_height()), xytext=(0, 2),
-                            textcoords="offset points", ha="center", va="bottom", fontsize=7)
+        drawn |= grouped_bars(ax, keys, targets, lambda t, k: summ[(t, k)][metric] if (t, k) in summ
+                              else (None, None, None), COLORS)
         labels = []
         for k in keys:
             cert, ver, w = k.split("-")
@@ -654,16 +477,8 @@ def write_report(outdir, d, runs, targets, idents, facts, commands, confs, cert_
     for (t, k), (err, desc, neg) in idents.items():
         L.append(f"| {t} | {k} | {'**FAILED**: ' + err if err else 'ok'} | {neg} | {desc.replace('|', '/')} |")
     L.append("")
-    L.append("## Problems seen")
-    L.append("")
-    for n in notes or ["none"]:
-        L.append(f"- {n}")
-    L.append("")
-    L.append("## Proxy and origin log lines above info level (and sluice's TLS failures)")
-    L.append("")
-    for ln in loglines or ["none"]:
-        L.append(f"- {ln}")
-    L.append("")
+    report_list(L, "Problems seen", notes)
+    report_list(L, "Proxy and origin log lines above info level (and sluice's TLS failures)", loglines)
     L.append("## Every run (in the order they ran)")
     L.append("")
     L.append("| round | case | target | CPS | requests | mean ms | p50 ms | p99 ms | proxy CPU µs/hs | "
@@ -697,11 +512,7 @@ def write_report(outdir, d, runs, targets, idents, facts, commands, confs, cert_
              "them back on average: each of the N connections wrk keeps busy goes through connect, "
              "handshake, request, response and close one after the other, so by Little's law a "
              "cycle takes N ÷ CPS on average.")
-    L.append(f"- Noise: others' CPU at or above {NOISE_PCT}% of a CPU, or a wrk run lasting over "
-             f"10% longer than asked, makes a run noisy; the script waits for quiet before each run "
-             f"and re-runs a noisy one (at most {ATTEMPTS} attempts) within {QUIET_BUDGET} s in all; "
-             "medians use the clean runs. Trust ratios from the same run over absolute numbers on "
-             "a shared machine.")
+    L.append(noise_note(NOISE_PCT, ATTEMPTS, QUIET_BUDGET))
     L.append("")
     L.append("## Commands (exact)")
     L.append("")
@@ -727,16 +538,9 @@ def write_report(outdir, d, runs, targets, idents, facts, commands, confs, cert_
 
 
 def facts_software():
-    hv = cmd_out(["haproxy", "-vv"])
-    hssl = re.search(r"Running on OpenSSL version : (.*)", hv)
-    wrk_v = cmd_out(["wrk", "--version"]).splitlines()
     return [("sluice", f"{os.path.relpath(SLUICE['src'], ROOT)} (run as a copy in churn/bin/): "
                        f"{cmd_out([SLUICE['path'], '-V']).splitlines()[0]}, TLS {SLUICE['tls']} "
-                       f"({git_describe()}; -O2, jemalloc)"),
-            ("haproxy", cmd_out(["haproxy", "-v"]).splitlines()[0]
-             + (f", running on {hssl.group(1).strip()}" if hssl else "")),
-            ("nginx", cmd_out(["nginx", "-v"]).replace("nginx version: ", "")),
-            ("wrk", wrk_v[0] if wrk_v else "?"),
+                       f"({git_describe()}; -O2, jemalloc)")] + peer_versions(haproxy_ssl=True) + [
             ("openssl", cmd_out(["openssl", "version"])),
             ("python3 ssl", f"{sys.version.split()[0]}, {ssl.OPENSSL_VERSION}")]
 
@@ -744,9 +548,8 @@ def facts_software():
 # ---------------------------------------------------------------- main
 
 def main():
-    for tool in ("wrk", "haproxy", "nginx", "openssl") + (("taskset",) if PROXY_PIN else ()):
-        if not shutil.which(tool):
-            sys.exit(f"{PROG}: {tool} not found (bench/churn.sh installs it)")
+    need_tools(PROG, ("wrk", "haproxy", "nginx", "openssl") + (("taskset",) if PROXY_PIN else ()),
+               "bench/churn.sh")
     src = os.path.join(BUILD, "sluice")
     if "sluice" in TARGETS and not os.access(src, os.X_OK):
         sys.exit(f"{PROG}: {src} missing: make BUILD={os.path.relpath(BUILD, ROOT)} all")
@@ -796,20 +599,18 @@ def main():
             if idents[(tgt, c["key"])][0]:
                 notes.append(f"round {rnd + 1}, {c['key']}, {tgt}: {idents[(tgt, c['key'])][0]}")
                 log(notes[-1])
-        r = quiet_run(quiet, lambda: measure(tgt, c, rnd, d, port, proxy, origin),
-                      f"round {rnd + 1}, {c['key']}, {tgt}", notes,
-                      lambda x: f"{fmt(x['rps'])} CPS, {fmt(x['cpu_us'], 1)} µs/hs")
-        rc = stop(proxy)
-        if rc not in (0, None) and not (tgt == "haproxy" and rc in (143, -15)):
-            r["problems"].append(f"exit status {rc} after SIGTERM")
+        r = quiet.run_if_budget(lambda: measure(tgt, c, rnd, d, port, proxy, origin),
+                                f"round {rnd + 1}, {c['key']}, {tgt}", DURATION, notes,
+                                lambda x: f"{fmt(x['rps'])} CPS, {fmt(x['cpu_us'], 1)} µs/hs")
+        bad_exit = stop_proxy(tgt, proxy)
+        if bad_exit:
+            r["problems"].append(bad_exit)
         new = read_tail(errlog, pos)
         fails = sluice_tls_failures(new) if tgt == "sluice" else []
         r["tls_fail"] = len(fails)
         if fails:
             r["problems"].append(f"{len(fails)} TLS failures in sluice's log, first: {fails[0].strip()}")
-        bad = [ln for ln in new.splitlines()
-               if ln.strip() and "[info]" not in ln and "[notice]" not in ln and "[NOTICE]" not in ln
-               and not re.search(r"Proxy (fe|be) started", ln)]
+        bad = log_lines_above_info(new)
         obad = [ln for ln in read_tail(origin_err, opos).splitlines() if ln.strip()]
         if any("broken header" in ln for ln in obad):
             r["problems"].append("the origin logged connections without a valid PROXY header")

@@ -42,40 +42,33 @@ RESULTS/latest/ gets a copy and report.md links it. Every process started
 here is stopped by its PID. Exit status 1 if a target produced no figure.
 """
 import datetime
+import functools
 import json
 import os
-import re
 import shutil
-import subprocess
 import sys
 import time
 
-from benchlib import (CLK_TCK, ROOT, Quiet, children_cpu, cmd_out, descendants, fmt, free_port, fsize,
-                      git_describe, machine_facts, mmm, parse_wrk, pinning, read_tail, refresh_latest,
-                      report_configs_and_machine, run_main, start, stop, system_busy_ticks, tree_ticks,
-                      wait_port, write)
-from benchlib import env_int as _env_int
+import benchlib
+from benchlib import (BUILD, CLK_TCK, PIN, QUICK, RESULTS, ROOT, Quiet, cmd_out, fmt, fmt_mmm, free_port,
+                      fsize, git_describe, grouped_bars, haproxy_conf, launch_proxy, log_lines_above_info,
+                      machine_facts, measure_wrk, need_tools, nginx_main, nginx_temp_paths, nginx_upstream,
+                      noise_note, paired, peer_versions, pinning, proxy_errlog, read_tail, refresh_latest,
+                      report_configs_and_machine, report_list, run_main, run_wrk, sluice_conf, start,
+                      stop, stop_proxy, wait_port, write)
 from tlslib import haproxy_bind_ssl, haproxy_global_ssl, make_certs, nginx_ssl, probe, sluice_lib, sluice_tls
 
 PROG = "bench/throughput.py"
+env_int = functools.partial(benchlib.env_int, prog=PROG)
 
-
-def env_int(name, default, lo=0):
-    return _env_int(name, default, lo, prog=PROG)
-
-
-QUICK = os.environ.get("QUICK", "") not in ("", "0")
 DURATION = env_int("DURATION", 1 if QUICK else 2, 1)
 WARMUP = env_int("WARMUP", 0 if QUICK else 1, 0)
 CONNECTIONS = env_int("CONNECTIONS", 50, 1)
 WRK_THREADS = env_int("WRK_THREADS", 1, 1)
 ROUNDS = env_int("ROUNDS", 3, 1)
-PIN = os.environ.get("PIN", "1") != "0"
 NOISE_PCT = env_int("NOISE_PCT", 25)
 QUIET_BUDGET = env_int("QUIET_BUDGET", 0 if QUICK else 30)
 ATTEMPTS = 2
-BUILD = os.path.join(ROOT, os.environ.get("BUILD", "build") or "build")
-RESULTS = os.path.abspath(os.environ.get("RESULTS", os.path.join(ROOT, "bench", "results")))
 POOL = 64                     # backend connections each proxy may keep / open
 CERT, VER = "ecdsa", "1.3"    # the TLS listeners' certificate and version
 
@@ -128,17 +121,10 @@ def make_files(d):
 
 
 def conf_origin(d, www, port, tls_port, certs):
-    return f"""# origin: nginx, one worker, static files of 100 B, 20 KiB and 1 MiB (sendfile);
-# a plain listener (behind the proxies, and direct) and a TLS one (direct over TLS)
-worker_processes 1;
-worker_rlimit_nofile 16384;
-daemon off;
-master_process on;
-pid {d}/origin.pid;
-error_log {d}/origin.error.log warn;
-events {{ worker_connections 8192; }}
-http {{
-    access_log off;
+    return ("# origin: nginx, one worker, static files of 100 B, 20 KiB and 1 MiB (sendfile);\n"
+            "# a plain listener (behind the proxies, and direct) and a TLS one (direct over TLS)\n"
+            + nginx_main(d, "origin")
+            + """    access_log off;
     sendfile on;
     tcp_nopush on;
     open_file_cache max=16 inactive=1h;
@@ -146,96 +132,35 @@ http {{
     etag off;
     keepalive_requests 1000000;
     keepalive_timeout 60s;
-    client_body_temp_path {d}/tmp-origin/body;
-    proxy_temp_path {d}/tmp-origin/proxy;
-    fastcgi_temp_path {d}/tmp-origin/fastcgi;
-    uwsgi_temp_path {d}/tmp-origin/uwsgi;
-    scgi_temp_path {d}/tmp-origin/scgi;
-    server {{
+""" + nginx_temp_paths(d, "tmp-origin") + f"""    server {{
         listen 127.0.0.1:{port} backlog=1024;
         listen 127.0.0.1:{tls_port} ssl backlog=1024;
 {nginx_ssl(certs, CERT, VER, False)}        root {www};
         default_type application/octet-stream;
     }}
 }}
-"""
+""")
 
 
 def conf_sluice(d, port, bport, mode, certs):
     tls = sluice_tls(certs, CERT, VER, False) if mode == "tls" else ""
-    return f"""# sluice, one worker, one {mode} listener -> one backend with one server (keepalive pool)
-workers: 1
-error_log: {d}/sluice.error.log
-access_log: off
-timeouts:
-  drain: 0
-listeners:
-  - name: front
-    address: 127.0.0.1:{port}
-    backend: app
-{tls}backends:
-  - name: app
-    idle_max: {POOL}
-    servers:
-      - name: s1
-        address: 127.0.0.1:{bport}
-        max_connections: {POOL}
-"""
+    return sluice_conf(d, f"sluice, one worker, one {mode} listener -> one backend with one server "
+                       "(keepalive pool)", port, bport, POOL, tls=tls)
 
 
 def conf_haproxy(d, port, bport, mode, certs):
     ssl_ = haproxy_bind_ssl(certs, CERT, VER, False) if mode == "tls" else ""
-    return f"""# HAProxy, one thread, keepalive both sides, backend connections reused; {mode}
-global
-    nbthread 1
-    maxconn 8192
-    pidfile {d}/haproxy.pid
-{haproxy_global_ssl(False)}
-defaults
-    mode http
-    option http-keep-alive
-    http-reuse always
-    timeout connect 3s
-    timeout client 60s
-    timeout server 60s
-    timeout http-keep-alive 60s
-
-frontend fe
-    bind 127.0.0.1:{port}{ssl_}
-    default_backend be
-
-backend be
-    server s1 127.0.0.1:{bport} maxconn {POOL}
-"""
+    return haproxy_conf(d, f"HAProxy, one thread, keepalive both sides, backend connections reused; {mode}",
+                        port, bport, POOL, global_extra=haproxy_global_ssl(False), bind_extra=ssl_)
 
 
 def conf_nginx(d, port, bport, mode, certs):
     tls = nginx_ssl(certs, CERT, VER, False) if mode == "tls" else ""
-    return f"""# nginx, one worker, upstream keepalive; {mode}. proxy_max_temp_file_size 0:
-# a large response is relayed through memory buffers, never spooled to disk.
-worker_processes 1;
-worker_rlimit_nofile 16384;
-daemon off;
-master_process on;
-pid {d}/nginx.pid;
-error_log {d}/nginx.error.log warn;
-events {{ worker_connections 8192; }}
-http {{
-    access_log off;
-    keepalive_requests 1000000;
-    keepalive_timeout 60s;
-    client_body_temp_path {d}/tmp-nginx/body;
-    proxy_temp_path {d}/tmp-nginx/proxy;
-    fastcgi_temp_path {d}/tmp-nginx/fastcgi;
-    uwsgi_temp_path {d}/tmp-nginx/uwsgi;
-    scgi_temp_path {d}/tmp-nginx/scgi;
-    upstream be {{
-        server 127.0.0.1:{bport};
-        keepalive {POOL};
-        keepalive_requests 1000000;
-        keepalive_timeout 60s;
-    }}
-    server {{
+    return (f"# nginx, one worker, upstream keepalive; {mode}. proxy_max_temp_file_size 0:\n"
+            "# a large response is relayed through memory buffers, never spooled to disk.\n"
+            + nginx_main(d, "nginx")
+            + "    access_log off;\n    keepalive_requests 1000000;\n    keepalive_timeout 60s;\n"
+            + nginx_temp_paths(d, "tmp-nginx") + nginx_upstream(bport, POOL) + f"""    server {{
         listen 127.0.0.1:{port}{" ssl" if mode == "tls" else ""};
 {tls}        location / {{
             proxy_pass http://be;
@@ -245,40 +170,20 @@ http {{
         }}
     }}
 }}
-"""
+""")
 
 
-def proxy_errlog(tgt, d):
-    return os.path.join(d, {"sluice": "sluice.error.log", "haproxy": "haproxy.out",
-                            "nginx": "nginx.error.log"}[tgt])
+CONF = {"sluice": (conf_sluice, "yaml"), "haproxy": (conf_haproxy, "cfg"), "nginx": (conf_nginx, "conf")}
 
 
 def start_proxy(tgt, d, bport, mode, certs):
     """Returns (Popen or None, port, command line, config path)."""
     port = free_port()
-    cfgdir = os.path.join(d, "configs")
-    os.makedirs(cfgdir, exist_ok=True)
-    if tgt == "sluice":
-        conf = write(os.path.join(cfgdir, f"sluice-{mode}.yaml"), conf_sluice(d, port, bport, mode, certs))
-        cmd = PROXY_PIN + [SLUICE["path"], "-c", conf]
-        p = start(cmd, os.path.join(d, "sluice.out"))
-    elif tgt == "haproxy":
-        conf = write(os.path.join(cfgdir, f"haproxy-{mode}.cfg"), conf_haproxy(d, port, bport, mode, certs))
-        cmd = PROXY_PIN + ["haproxy", "-f", conf, "-db"]
-        p = start(cmd, proxy_errlog(tgt, d))
-    else:
-        os.makedirs(os.path.join(d, "tmp-nginx"), exist_ok=True)
-        conf = write(os.path.join(cfgdir, f"nginx-{mode}.conf"), conf_nginx(d, port, bport, mode, certs))
-        cmd = PROXY_PIN + ["nginx", "-p", d, "-e", proxy_errlog(tgt, d), "-c", conf]
-        p = start(cmd, os.path.join(d, "nginx.out"))
-    if not wait_port(port, p):
-        stop(p)
-        return None, port, " ".join(cmd), conf
-    if tgt != "haproxy":
-        end = time.monotonic() + 5
-        while not descendants(p.pid) and time.monotonic() < end:
-            time.sleep(0.02)
-    return p, port, " ".join(cmd), conf
+    os.makedirs(os.path.join(d, "configs"), exist_ok=True)
+    make, ext = CONF[tgt]
+    conf = write(os.path.join(d, "configs", f"{tgt}-{mode}.{ext}"), make(d, port, bport, mode, certs))
+    p, cmd = launch_proxy(tgt, d, port, conf, PROXY_PIN, SLUICE.get("path"))
+    return p, port, cmd, conf
 
 
 def start_origin(d, www, certs):
@@ -296,103 +201,27 @@ def start_origin(d, www, certs):
 
 def wrk_cmd(port, seconds, mode, size):
     scheme = "https" if mode == "tls" else "http"
-    return LOAD_PIN + ["wrk", f"-t{WRK_THREADS}", f"-c{CONNECTIONS}", f"-d{seconds}s", "--latency",
-                       f"{scheme}://127.0.0.1:{port}/{size}"]
-
-
-def run_wrk(port, seconds, mode, size, outfile):
-    cmd = wrk_cmd(port, seconds, mode, size)
-    cp = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                        timeout=seconds + 60)
-    if outfile:
-        write(outfile, " ".join(cmd) + "\n" + cp.stdout)
-    return cp.stdout
+    return benchlib.wrk_cmd(LOAD_PIN, WRK_THREADS, CONNECTIONS, seconds, f"{scheme}://127.0.0.1:{port}/{size}")
 
 
 def measure(tgt, key, rnd, d, port, proxy, origin, warm=True):
     mode, size = key.split("-")
     if WARMUP and warm:
-        run_wrk(port, WARMUP, mode, size, None)
+        run_wrk(wrk_cmd(port, WARMUP, mode, size), WARMUP)
     raw = os.path.join(d, "raw", f"r{rnd + 1}-{key}-{tgt}.txt")
-    pids_before = sorted(tree_ticks(proxy.pid)) if proxy else []
-    b0, c0 = tree_ticks(origin.pid), tree_ticks(proxy.pid) if proxy else {}
-    w0, s0, t0 = children_cpu(), system_busy_ticks(), time.monotonic()
-    out = run_wrk(port, DURATION, mode, size, raw)
-    wall = time.monotonic() - t0
-    s1, b1 = system_busy_ticks(), tree_ticks(origin.pid)
-    c1 = tree_ticks(proxy.pid) if proxy else {}
-    wrk_s = children_cpu() - w0
-    r = parse_wrk(out)
-    r.update(label=tgt, case=key, round=rnd + 1, wall=wall, raw=os.path.relpath(raw, d))
-    dt = sum(c1[q] - c0[q] for q in c1 if q in c0)
-    db = sum(b1[q] - b0[q] for q in b1 if q in b0)
-    req = max(r["requests"], 1)
-    r["cpu_us"] = dt / CLK_TCK * 1e6 / req if proxy and r["requests"] else None
-    r["cpu_pct"] = dt / CLK_TCK / wall * 100 if proxy else None
-    r["backend_cpu_us"] = db / CLK_TCK * 1e6 / req
-    r["wrk_cpu_pct"] = wrk_s / wall * 100
+    r = measure_wrk(lambda: run_wrk(wrk_cmd(port, DURATION, mode, size), DURATION, raw), proxy, origin)
+    r.update(label=tgt, case=key, round=rnd + 1, raw=os.path.relpath(raw, d))
+    if not r["requests"]:
+        r["cpu_us"] = None
     r["mbps"] = r["rps"] * SIZES[size] / 1e6
-    r["other_pct"] = ((s1 - s0) - dt - db) / CLK_TCK / wall * 100 - wrk_s / wall * 100
-    problems = []
-    if proxy:
-        if proxy.poll() is not None:
-            problems.append(f"proxy exited during the run (status {proxy.returncode})")
-        elif sorted(tree_ticks(proxy.pid)) != pids_before:
-            problems.append(f"proxy processes changed during the run: {pids_before} -> "
-                            f"{sorted(tree_ticks(proxy.pid))}")
-    if r["requests"] == 0:
-        problems.append("wrk completed no request")
-    if r["sock_errors"]:
-        problems.append(r["sock_detail"])
-    if r["non2xx"]:
-        problems.append(f"Non-2xx or 3xx responses: {r['non2xx']}")
-    r["problems"] = problems
-    return r
-
-
-def quiet_run(quiet, fn, what, notes, describe):
-    """quiet.run() (wait for a quiet machine, re-run a noisy run); with
-    QUIET_BUDGET=0 just run once and flag noise, without the 0.5 s sample
-    of the machine that Quiet.wait takes before every run (nor once the
-    budget is spent)."""
-    if QUIET_BUDGET > 0 and quiet.spent < QUIET_BUDGET:
-        return quiet.run(fn, what, DURATION, notes, describe)
-    r = fn()
-    r["noise"] = quiet.reasons(r, DURATION)
-    r["noisy"] = bool(r["noise"])
-    if r["noisy"]:
-        why = f"the {QUIET_BUDGET} s QUIET_BUDGET spent" if QUIET_BUDGET else "QUIET_BUDGET=0"
-        notes.append(f"{what}: noisy run kept ({'; '.join(r['noise'])}; {why})")
     return r
 
 
 # ---------------------------------------------------------------- report
 
 def summarize(runs, tgt, key):
-    allr = [r for r in runs if r["label"] == tgt and r["case"] == key]
-    if not allr:
-        return None
-    rs = [r for r in allr if not r["noisy"]] or allr
-    return {"n": len(rs), "total": len(allr),
-            **{k: mmm([r[k] for r in rs]) for k in ("rps", "cpu_us", "cpu_pct", "p50", "p99", "mbps",
-                                                     "backend_cpu_us", "wrk_cpu_pct")},
-            "errors": sum(r["sock_errors"] + r["non2xx"] for r in allr)}
-
-
-def paired(runs, a, b, key, metric):
-    """(median, min, max) over rounds of a's metric ÷ b's in the same round
-    (rounds where both runs were clean; all rounds if there is none)."""
-    def ratios(clean):
-        va = {r["round"]: r[metric] for r in runs if r["label"] == a and r["case"] == key
-              and r.get(metric) and not (clean and r["noisy"])}
-        vb = {r["round"]: r[metric] for r in runs if r["label"] == b and r["case"] == key
-              and r.get(metric) and not (clean and r["noisy"])}
-        return [va[k] / vb[k] for k in va if k in vb]
-    return mmm(ratios(True) or ratios(False))
-
-
-def fmt_mmm(t, nd=2):
-    return f"{t[0]:.{nd}f} ({t[1]:.{nd}f}–{t[2]:.{nd}f})" if t[0] is not None else "—"
+    return benchlib.summarize(runs, tgt, ("rps", "cpu_us", "cpu_pct", "p50", "p99", "mbps", "backend_cpu_us",
+                                          "wrk_cpu_pct"), key)
 
 
 COLORS = {"sluice": "#2b7bba", "haproxy": "#e07b39", "nginx": "#3a9e4f", "direct": "#999999"}
@@ -413,26 +242,8 @@ def chart(path, mode, summ, targets):
     fig, axes = plt.subplots(1, 3, figsize=(17, 4.8))
     drawn = False
     for ax, (title, metric, tg) in zip(axes, panels):
-        width = 0.8 / max(1, len(tg))
-        for i, t in enumerate(tg):
-            xs, med, lo, hi = [], [], [], []
-            for j, k in enumerate(keys):
-                s = summ.get((t, k))
-                v = s[metric] if s else (None, None, None)
-                if not v[0]:
-                    continue
-                xs.append(j + (i - (len(tg) - 1) / 2) * width)
-                med.append(v[0])
-                lo.append(v[0] - v[1])
-                hi.append(v[2] - v[0])
-            if not xs:
-                continue
-            drawn = True
-            bars = ax.bar(xs, med, width, yerr=[lo, hi], capsize=3, color=COLORS.get(t, "#777"), label=t)
-            for b, v in zip(bars, med):
-                ax.annotate(f"{v:,.0f}" if v >= 100 else f"{v:.1f}" if v >= 1 else f"{v:.2f}",
-                            (b.get_x() + b.get_width() / 2, b.get_height()), xytext=(0, 2),
-                            textcoords="offset points", ha="center", va="bottom", fontsize=7)
+        drawn |= grouped_bars(ax, keys, tg, lambda t, k: summ[(t, k)][metric] if (t, k) in summ
+                              else (None, None, None), COLORS, skip_zero=True)
         ax.set_yscale("log")
         ax.set_xticks(range(len(keys)))
         ax.set_xticklabels([SIZE_NAME[k.split("-")[1]] for k in keys], fontsize=9)
@@ -535,16 +346,8 @@ def write_report(outdir, runs, targets, probes, facts, commands, confs, cert_cmd
     for (t, m), res in probes.items():
         L.append(f"| {t} | {m} | {res} |")
     L.append("")
-    L.append("## Problems seen")
-    L.append("")
-    for n in notes or ["none"]:
-        L.append(f"- {n}")
-    L.append("")
-    L.append("## Proxy and origin log lines above info level")
-    L.append("")
-    for ln in loglines or ["none"]:
-        L.append(f"- {ln}")
-    L.append("")
+    report_list(L, "Problems seen", notes)
+    report_list(L, "Proxy and origin log lines above info level", loglines)
     L.append("## Every run (in the order they ran)")
     L.append("")
     L.append("| round | case | target | req/s | requests | MB/s | p50 ms | p99 ms | proxy CPU µs/req | "
@@ -574,11 +377,7 @@ def write_report(outdir, runs, targets, probes, facts, commands, confs, cert_cmd
              f"measured run, ÷ requests completed. Clock tick = 1/{CLK_TCK} s. The kernel's work "
              "copying bytes over loopback is charged to whoever makes the syscall, so it is in "
              "the proxy's CPU, as it would be in production.")
-    L.append(f"- Noise: others' CPU at or above {NOISE_PCT}% of a CPU, or a wrk run lasting over "
-             f"10% longer than asked, makes a run noisy; the script waits for quiet before each run "
-             f"and re-runs a noisy one (at most {ATTEMPTS} attempts) within {QUIET_BUDGET} s in all; "
-             "medians use the clean runs. Trust ratios from the same run over absolute numbers on "
-             "a shared machine.")
+    L.append(noise_note(NOISE_PCT, ATTEMPTS, QUIET_BUDGET))
     L.append("")
     L.append("## Commands (exact)")
     L.append("")
@@ -607,24 +406,19 @@ def write_report(outdir, runs, targets, probes, facts, commands, confs, cert_cmd
 
 
 def facts_software():
-    wrk_v = cmd_out(["wrk", "--version"]).splitlines()
     sw = []
     if SLUICE.get("path"):
         sw.append(("sluice", f"{os.path.relpath(SLUICE['src'], ROOT)} (run as a copy in throughput/bin/): "
                              f"{cmd_out([SLUICE['path'], '-V']).splitlines()[0]}, TLS {SLUICE['tls']} "
                              f"({git_describe()}; -O2, jemalloc)"))
-    return sw + [("haproxy", cmd_out(["haproxy", "-v"]).splitlines()[0]),
-                 ("nginx", cmd_out(["nginx", "-v"]).replace("nginx version: ", "")),
-                 ("wrk", wrk_v[0] if wrk_v else "?")]
+    return sw + peer_versions()
 
 
 # ---------------------------------------------------------------- main
 
 def main():
-    for tool in ("wrk", "nginx", "openssl") + (("haproxy",) if "haproxy" in TARGETS else ()) + \
-            (("taskset",) if PROXY_PIN else ()):
-        if not shutil.which(tool):
-            sys.exit(f"{PROG}: {tool} not found (bench/throughput.sh installs it)")
+    need_tools(PROG, ("wrk", "nginx", "openssl") + (("haproxy",) if "haproxy" in TARGETS else ())
+               + (("taskset",) if PROXY_PIN else ()), "bench/throughput.sh")
     src = os.path.join(BUILD, "sluice")
     if "sluice" in TARGETS and not os.access(src, os.X_OK):
         sys.exit(f"{PROG}: {src} missing: make BUILD={os.path.relpath(BUILD, ROOT)} all")
@@ -689,9 +483,9 @@ def main():
         for i, k in enumerate(keys):
             # Warm-up before the first size only: the proxy, its pool of origin
             # connections and the origin are warm for the next sizes.
-            r = quiet_run(quiet, lambda: measure(tgt, k, rnd, d, port, proxy, origin, i == 0),
-                          f"round {rnd + 1}, {k}, {tgt}", notes,
-                          lambda x: f"{fmt(x['rps'])} req/s, {fmt(x['cpu_us'], 1)} µs/req")
+            r = quiet.run_if_budget(lambda: measure(tgt, k, rnd, d, port, proxy, origin, i == 0),
+                                    f"round {rnd + 1}, {k}, {tgt}", DURATION, notes,
+                                    lambda x: f"{fmt(x['rps'])} req/s, {fmt(x['cpu_us'], 1)} µs/req")
             runs.append(r)
             for pr in r["problems"]:
                 notes.append(f"round {rnd + 1}, {k}, {tgt}: {pr}")
@@ -699,13 +493,10 @@ def main():
                 f"cpu {fmt(r['cpu_us'], 1):>6} us/req ({fmt(r['cpu_pct'])}%)  p99 {fmt(r['p99'], 2)} ms"
                 + (f"  PROBLEMS: {r['problems']}" if r["problems"] else ""))
         if proxy is not None:
-            rc = stop(proxy)
-            if rc not in (0, None) and not (tgt == "haproxy" and rc in (143, -15)):
-                notes.append(f"round {rnd + 1}, {mode}, {tgt}: exit status {rc} after SIGTERM")
-            bad = [ln for ln in read_tail(errlog, pos).splitlines()
-                   if ln.strip() and "[info]" not in ln and "[notice]" not in ln and "[NOTICE]" not in ln
-                   and not re.search(r"Proxy (fe|be) started", ln)]
-            for ln in bad[:10]:
+            bad_exit = stop_proxy(tgt, proxy)
+            if bad_exit:
+                notes.append(f"round {rnd + 1}, {mode}, {tgt}: {bad_exit}")
+            for ln in log_lines_above_info(read_tail(errlog, pos))[:10]:
                 loglines.append(f"round {rnd + 1}, {mode}, {tgt}, {os.path.basename(errlog)}: {ln.strip()}")
         for ln in [x for x in read_tail(origin_err, opos).splitlines() if x.strip()][:5]:
             loglines.append(f"round {rnd + 1}, {mode}, {tgt}, origin.error.log: {ln.strip()}")
