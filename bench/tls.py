@@ -47,6 +47,7 @@ configs, raw wrk output, logs); RESULTS/latest/ gets a copy and report.md
 links it. Every process started here is stopped by its PID on exit.
 """
 import datetime
+import functools
 import json
 import os
 import re
@@ -58,23 +59,20 @@ import subprocess
 import sys
 import time
 
-from benchlib import (run_main, report_configs_and_machine, BODY_SIZE, CLK_TCK, ROOT, STARTED, Quiet, children_cpu, cmd_out, fmt, free_port,
-                      fsize, git_describe, machine_facts, mmm, parse_wrk, pinning, read_tail,
-                      refresh_latest, start, start_backend_nginx, stop, stop_all, system_busy_ticks,
-                      tree_rss_kb, tree_ticks, wait_children, wait_port, write)
-from benchlib import env_int as _env_int
-from tlslib import (CERT_NAME, VERSIONS, find_sluice, haproxy_bind_ssl, haproxy_global_ssl, make_certs,
-                    nginx_ssl, sluice_tls, sluice_tls_failures)
+import benchlib
+from benchlib import (BODY_SIZE, CLK_TCK, CONF_EXT, PIN, QUICK, RESULTS, ROOT, STARTED, Quiet, cmd_out, fmt, fmt_mmm,
+                      free_port, fsize, git_describe, grouped_bars, haproxy_conf, haproxy_version, launch_proxy,
+                      log_lines_above_info, machine_facts, measure_wrk, mmm, need_tools, nginx_main,
+                      nginx_temp_paths, nginx_upstream, pinning, proxy_errlog, ratio, read_tail, refresh_latest,
+                      report_configs_and_machine, run_main, run_wrk, sluice_conf, start_backend_nginx, stop,
+                      stop_proxy, tree_rss_kb, write, wrk_version)
+from tlslib import (CERT_NAME, find_sluice, haproxy_bind_ssl, haproxy_global_ssl, make_certs, nginx_ssl,
+                    sluice_tls, sluice_tls_failures)
 from tlslib import probe as tlslib_probe
 
 PROG = "bench/tls.py"
+env_int = functools.partial(benchlib.env_int, prog=PROG)
 
-
-def env_int(name, default, lo=0):
-    return _env_int(name, default, lo, prog=PROG)
-
-
-QUICK = os.environ.get("QUICK", "") not in ("", "0")
 DURATION = env_int("DURATION", 2 if QUICK else 3, 1)
 WARMUP = env_int("WARMUP", 1, 0)
 CONNECTIONS = env_int("CONNECTIONS", 50, 1)
@@ -85,8 +83,6 @@ ALL_PARTS = ["plain", "full", "resumed", "keepalive", "memory", "speed"]
 PARTS = [p for p in os.environ.get("PARTS", ",".join(ALL_PARTS)).split(",") if p]
 ALL_TARGETS = ["sluice-openssl", "sluice-boringssl", "haproxy", "nginx"]
 TARGETS = [t for t in os.environ.get("TARGETS", ",".join(ALL_TARGETS)).split(",") if t]
-PIN = os.environ.get("PIN", "1") != "0"
-RESULTS = os.path.abspath(os.environ.get("RESULTS", os.path.join(ROOT, "bench", "results")))
 NOISE_PCT = env_int("NOISE_PCT", 25)
 QUIET_BUDGET = env_int("QUIET_BUDGET", 15 if QUICK else 60)
 ATTEMPTS = 3
@@ -146,24 +142,9 @@ SLUICE_SRC = {}               # where the run copies in tls/bin/ came from
 def conf_sluice(d, tgt, port, bport, case, certs, access_log):
     full = case["mode"] == "full"
     tls = "" if case["mode"] == "plain" else sluice_tls(certs, case["cert"], case["ver"], full)
-    return f"""# {tgt}: one worker, one {"plain" if not tls else "TLS"} listener -> one backend with one server
-workers: 1
-error_log: {d}/{tgt}.error.log
-access_log: {access_log or "off"}
-timeouts:
-  drain: 0
-listeners:
-  - name: https
-    address: 127.0.0.1:{port}
-    backend: app
-{tls}backends:
-  - name: app
-    idle_max: {POOL}
-    servers:
-      - name: s1
-        address: 127.0.0.1:{bport}
-        max_connections: {POOL}
-"""
+    return sluice_conf(d, f"{tgt}: one worker, one {'plain' if not tls else 'TLS'} listener -> one backend "
+                       "with one server", port, bport, POOL, listener="https", tls=tls, name=tgt,
+                       access_log=access_log or "off")
 
 
 def conf_haproxy(d, port, bport, case, certs, access_log):
@@ -175,28 +156,10 @@ def conf_haproxy(d, port, bport, case, certs, access_log):
         fe_log = "    log global\n    log-format \"resumed=%[ssl_fc_is_resumed] status=%ST\"\n"
     else:
         fe_log = ""
-    return f"""# HAProxy, one thread; {"no TLS" if not ssl_ else "tickets and session cache off" if full else "tickets and session cache on (defaults)"}
-global
-    nbthread 1
-    maxconn 8192
-    pidfile {d}/haproxy.pid
-{g_extra}
-defaults
-    mode http
-    option http-keep-alive
-    http-reuse always
-    timeout connect 3s
-    timeout client 60s
-    timeout server 60s
-    timeout http-keep-alive 60s
-
-frontend fe
-    bind 127.0.0.1:{port}{ssl_}
-{fe_log}    default_backend be
-
-backend be
-    server s1 127.0.0.1:{bport} maxconn {POOL}
-"""
+    what = "no TLS" if not ssl_ else "tickets and session cache off" if full else \
+        "tickets and session cache on (defaults)"
+    return haproxy_conf(d, f"HAProxy, one thread; {what}", port, bport, POOL, global_extra=g_extra,
+                        bind_extra=ssl_, frontend_extra=fe_log)
 
 
 def conf_nginx(d, port, bport, case, certs, access_log):
@@ -208,29 +171,10 @@ def conf_nginx(d, port, bport, case, certs, access_log):
     else:
         alog = "    access_log off;\n"
     tls = "" if plain else nginx_ssl(certs, case["cert"], case["ver"], full)
-    return f"""# nginx, one worker, upstream keepalive; {"no TLS" if plain else "tickets and session cache off" if full else "tickets on"}
-worker_processes 1;
-worker_rlimit_nofile 16384;
-daemon off;
-master_process on;
-pid {d}/nginx.pid;
-error_log {d}/nginx.error.log warn;
-events {{ worker_connections 8192; }}
-http {{
-{alog}    keepalive_requests 1000000;
-    keepalive_timeout 60s;
-    client_body_temp_path {d}/tmp-nginx/body;
-    proxy_temp_path {d}/tmp-nginx/proxy;
-    fastcgi_temp_path {d}/tmp-nginx/fastcgi;
-    uwsgi_temp_path {d}/tmp-nginx/uwsgi;
-    scgi_temp_path {d}/tmp-nginx/scgi;
-    upstream be {{
-        server 127.0.0.1:{bport};
-        keepalive {POOL};
-        keepalive_requests 1000000;
-        keepalive_timeout 60s;
-    }}
-    server {{
+    what = "no TLS" if plain else "tickets and session cache off" if full else "tickets on"
+    return (f"# nginx, one worker, upstream keepalive; {what}\n" + nginx_main(d, "nginx")
+            + alog + "    keepalive_requests 1000000;\n    keepalive_timeout 60s;\n"
+            + nginx_temp_paths(d, "tmp-nginx") + nginx_upstream(bport, POOL) + f"""    server {{
         listen 127.0.0.1:{port}{"" if plain else " ssl"};
 {tls}        location / {{
             proxy_pass http://be;
@@ -239,14 +183,12 @@ http {{
         }}
     }}
 }}
-"""
+""")
 
 
-def proxy_errlog(tgt, d):
+def errlog_of(tgt, d):
     """Where the proxy's own error/alert messages go."""
-    if tgt.startswith("sluice"):
-        return os.path.join(d, f"{tgt}.error.log")
-    return os.path.join(d, {"haproxy": "haproxy.out", "nginx": "nginx.error.log"}[tgt])
+    return proxy_errlog(tgt.split("-")[0], d, tgt)
 
 
 def start_proxy(tgt, d, bport, case, certs, access_log=None):
@@ -256,30 +198,16 @@ def start_proxy(tgt, d, bport, case, certs, access_log=None):
     tag = "-sample" if access_log else ""
     cfgdir = os.path.join(d, "configs")
     os.makedirs(cfgdir, exist_ok=True)
-    if tgt.startswith("sluice"):
-        lib = tgt.split("-", 1)[1]
-        conf = write(os.path.join(cfgdir, f"{tgt}-{case['key']}{tag}.yaml"),
-                     conf_sluice(d, tgt, port, bport, case, certs, access_log))
-        cmd = PROXY_PIN + [SLUICE[lib][0], "-c", conf]
-        p = start(cmd, os.path.join(d, f"{tgt}.out"))
-    elif tgt == "haproxy":
-        conf = write(os.path.join(cfgdir, f"haproxy-{case['key']}{tag}.cfg"),
-                     conf_haproxy(d, port, bport, case, certs, access_log))
-        cmd = PROXY_PIN + ["haproxy", "-f", conf, "-db"]
-        # In a sample the request log goes to stdout: keep it apart from the error log.
-        p = start(cmd, access_log or proxy_errlog(tgt, d))
+    kind = tgt.split("-")[0]
+    if kind == "sluice":
+        text = conf_sluice(d, tgt, port, bport, case, certs, access_log)
     else:
-        os.makedirs(os.path.join(d, "tmp-nginx"), exist_ok=True)
-        conf = write(os.path.join(cfgdir, f"nginx-{case['key']}{tag}.conf"),
-                     conf_nginx(d, port, bport, case, certs, access_log))
-        cmd = PROXY_PIN + ["nginx", "-p", d, "-e", proxy_errlog(tgt, d), "-c", conf]
-        p = start(cmd, os.path.join(d, "nginx.out"))
-    if not wait_port(port, p):
-        stop(p)
-        return None, port, " ".join(cmd), conf
-    if tgt != "haproxy":
-        wait_children(p)
-    return p, port, " ".join(cmd), conf
+        text = {"haproxy": conf_haproxy, "nginx": conf_nginx}[kind](d, port, bport, case, certs, access_log)
+    conf = write(os.path.join(cfgdir, f"{tgt}-{case['key']}{tag}.{CONF_EXT[kind]}"), text)
+    # In a sample HAProxy's request log goes to its output: keep it apart from the error log.
+    sluice_bin = SLUICE[tgt.split("-", 1)[1]][0] if kind == "sluice" else None
+    p, cmd = launch_proxy(kind, d, port, conf, PROXY_PIN, sluice_bin, name=tgt, out=access_log)
+    return p, port, cmd, conf
 
 
 # ---------------------------------------------------------------- TLS probe (Python ssl)
@@ -294,55 +222,18 @@ def probe(port, ver, tries=3):
 # ---------------------------------------------------------------- wrk runs
 
 def wrk_cmd(port, seconds, close, scheme="https"):
-    return (LOAD_PIN + ["wrk", "-t1", f"-c{CONNECTIONS}", f"-d{seconds}s", "--latency"]
-            + (["-H", "Connection: close"] if close else []) + [f"{scheme}://127.0.0.1:{port}/"])
-
-
-def run_wrk(port, seconds, close, outfile, scheme="https"):
-    cmd = wrk_cmd(port, seconds, close, scheme)
-    cp = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                        timeout=seconds + 60)
-    if outfile:
-        write(outfile, " ".join(cmd) + "\n" + cp.stdout)
-    return cp.stdout
+    return benchlib.wrk_cmd(LOAD_PIN, 1, CONNECTIONS, seconds, f"{scheme}://127.0.0.1:{port}/",
+                            ["-H", "Connection: close"] if close else [])
 
 
 def measure(tgt, case, rnd, d, port, proxy, backend):
     close = case["mode"] != "keepalive"
     scheme = "http" if case["mode"] == "plain" else "https"
     if WARMUP:
-        run_wrk(port, WARMUP, close, None, scheme)
+        run_wrk(wrk_cmd(port, WARMUP, close, scheme), WARMUP)
     raw = os.path.join(d, "raw", f"r{rnd + 1}-{case['key']}-{tgt}.txt")
-    pids_before = sorted(tree_ticks(proxy.pid))
-    b0, c0 = tree_ticks(backend.pid), tree_ticks(proxy.pid)
-    w0, s0, t0 = children_cpu(), system_busy_ticks(), time.monotonic()
-    out = run_wrk(port, DURATION, close, raw, scheme)
-    wall = time.monotonic() - t0
-    s1, c1, b1 = system_busy_ticks(), tree_ticks(proxy.pid), tree_ticks(backend.pid)
-    wrk_s = children_cpu() - w0
-    r = parse_wrk(out)
-    r.update(label=tgt, case=case["key"], round=rnd + 1, wall=wall, raw=os.path.relpath(raw, d))
-    dt = sum(c1[q] - c0[q] for q in c1 if q in c0)
-    db = sum(b1[q] - b0[q] for q in b1 if q in b0)
-    req = max(r["requests"], 1)
-    r["cpu_us"] = dt / CLK_TCK * 1e6 / req
-    r["cpu_pct"] = dt / CLK_TCK / wall * 100
-    r["backend_cpu_us"] = db / CLK_TCK * 1e6 / req
-    r["wrk_cpu_pct"] = wrk_s / wall * 100
-    r["other_pct"] = ((s1 - s0) - dt - db) / CLK_TCK / wall * 100 - wrk_s / wall * 100
-    problems = []
-    if proxy.poll() is not None:
-        problems.append(f"proxy exited during the run (status {proxy.returncode})")
-    elif sorted(tree_ticks(proxy.pid)) != pids_before:
-        problems.append(f"proxy processes changed during the run: {pids_before} -> "
-                        f"{sorted(tree_ticks(proxy.pid))}")
-    if r["requests"] == 0:
-        problems.append("wrk completed no request")
-    if r["sock_errors"]:
-        problems.append(r["sock_detail"])
-    if r["non2xx"]:
-        problems.append(f"Non-2xx or 3xx responses: {r['non2xx']}")
-    r["problems"] = problems
+    r = measure_wrk(lambda: run_wrk(wrk_cmd(port, DURATION, close, scheme), DURATION, raw), proxy, backend)
+    r.update(label=tgt, case=case["key"], round=rnd + 1, raw=os.path.relpath(raw, d))
     return r
 
 
@@ -355,7 +246,7 @@ def sample_resumption(tgt, case, d, bport, certs, notes):
     if proxy is None:
         notes.append(f"{tgt}, {case['key']}: the sample proxy (with a request log) did not start")
         return None
-    run_wrk(port, 1, case["mode"] != "keepalive",
+    run_wrk(wrk_cmd(port, 1, case["mode"] != "keepalive"), 1,
             os.path.join(d, "samples", f"{tgt}-{case['key']}.wrk.txt"))
     stop(proxy)
     time.sleep(0.1)
@@ -490,15 +381,11 @@ def sign_limit(speed, tgt, cert):
 # ---------------------------------------------------------------- report
 
 def summarize(runs, tgt, key):
-    allr = [r for r in runs if r["label"] == tgt and r["case"] == key]
-    if not allr:
-        return None
-    rs = [r for r in allr if not r["noisy"]] or allr
-    return {"n": len(rs), "total": len(allr),
-            **{k: mmm([r[k] for r in rs]) for k in ("rps", "cpu_us", "cpu_pct", "p50", "p99",
-                                                     "backend_cpu_us", "wrk_cpu_pct")},
-            "errors": sum(r["sock_errors"] + r["non2xx"] for r in allr),
-            "tls_fail": sum(r.get("tls_fail", 0) for r in allr)}
+    s = benchlib.summarize(runs, tgt, ("rps", "cpu_us", "cpu_pct", "p50", "p99", "backend_cpu_us", "wrk_cpu_pct"),
+                           key)
+    if s:
+        s["tls_fail"] = sum(r.get("tls_fail", 0) for r in runs if r["label"] == tgt and r["case"] == key)
+    return s
 
 
 def chart(path, summ, mem, targets):
@@ -528,30 +415,13 @@ def chart(path, summ, mem, targets):
     ncol = 4
     nrow = (len(panels) + ncol - 1) // ncol
     fig, axes = plt.subplots(nrow, ncol, figsize=(19, 4.5 * nrow), squeeze=False)
-    width = 0.8 / max(1, len(targets))
     for ax, (title, keys, metric) in zip(axes.flat, panels):
-        for i, t in enumerate(targets):
-            xs, med, lo, hi = [], [], [], []
-            for j, k in enumerate(keys):
-                if metric == "mem":
-                    v = mmm([r["kib_per_conn"] for r in mem if r["label"] == t and "kib_per_conn" in r])
-                else:
-                    s = summ.get((t, k))
-                    v = s[metric] if s else (None, None, None)
-                if v[0] is None:
-                    continue
-                xs.append(j + (i - (len(targets) - 1) / 2) * width)
-                med.append(v[0])
-                lo.append(v[0] - v[1])
-                hi.append(v[2] - v[0])
-            if not xs:
-                continue
-            bars = ax.bar(xs, med, width, yerr=[lo, hi], capsize=3, color=colors.get(t, "#777"),
-                          label=t)
-            for b, v in zip(bars, med):
-                ax.annotate(f"{v:,.0f}" if v >= 100 else f"{v:.1f}",
-                            (b.get_x() + b.get_width() / 2, b.get_height()), xytext=(0, 2),
-                            textcoords="offset points", ha="center", va="bottom", fontsize=6)
+        def value(t, k):
+            if metric == "mem":
+                return mmm([r["kib_per_conn"] for r in mem if r["label"] == t and "kib_per_conn" in r])
+            return summ[(t, k)][metric] if (t, k) in summ else (None, None, None)
+        grouped_bars(ax, keys, targets, value, colors, fontsize=6,
+                     label=lambda v: f"{v:,.0f}" if v >= 100 else f"{v:.1f}")
         ax.set_xticks(range(len(keys)))
         ax.set_xticklabels([f"{IDLE_CONNS} idle connections" if k == "memory" else
                             "no TLS (plain)" if k == "plain-close" else
@@ -572,29 +442,11 @@ def chart(path, summ, mem, targets):
 
 def paired(runs, a, b, key, metric):
     """(median, min, max) over rounds of a's metric ÷ b's in the same round."""
-    by = {}
-    for r in runs:
-        if r["case"] == key and r["label"] in (a, b) and r.get(metric):
-            by.setdefault(r["round"], {})[r["label"]] = r[metric]
-    return mmm([v[a] / v[b] for v in by.values() if a in v and b in v])
-
-
-def fmt_mmm(t, nd=2):
-    if t[0] is None:
-        return "—"
-    if t[1] == t[2]:
-        return f"{t[0]:.{nd}f}"
-    return f"{t[0]:.{nd}f} ({t[1]:.{nd}f}–{t[2]:.{nd}f})"
+    return benchlib.paired(runs, a, b, key, metric, clean=False)
 
 
 def geomean(xs):
     return statistics.geometric_mean(xs) if xs else float("nan")
-
-
-def ratio(a, b, nd=2):
-    if a is None or b is None or not b:
-        return "—"
-    return f"{a / b:.{nd}f}"
 
 
 def write_report(outdir, d, runs, mem, speed, samples, probes, targets, facts, commands, confs,
@@ -649,8 +501,8 @@ def write_report(outdir, d, runs, mem, speed, samples, probes, targets, facts, c
                 continue
             pr_rps, pr_cpu = paired(runs, sb, so, c["key"], "rps"), paired(runs, sb, so, c["key"], "cpu_us")
             L.append(f"| {case_title(c)} | {fmt(a['rps'][0])} | {fmt(b['rps'][0])} | "
-                     f"{ratio(b['rps'][0], a['rps'][0])} | {fmt_mmm(pr_rps)} | {fmt(a['cpu_us'][0], 1)} | "
-                     f"{fmt(b['cpu_us'][0], 1)} | {ratio(b['cpu_us'][0], a['cpu_us'][0])} | {fmt_mmm(pr_cpu)} |")
+                     f"{ratio(b['rps'][0], a['rps'][0])} | {fmt_mmm(pr_rps, collapse=True)} | {fmt(a['cpu_us'][0], 1)} | "
+                     f"{fmt(b['cpu_us'][0], 1)} | {ratio(b['cpu_us'][0], a['cpu_us'][0])} | {fmt_mmm(pr_cpu, collapse=True)} |")
             if c["mode"] in ("full", "keepalive") and pr_cpu[0] is not None:
                 wins["boringssl" if pr_cpu[0] < 1 else "openssl"] += 1
         L.append("")
@@ -749,8 +601,8 @@ def write_report(outdir, d, runs, mem, speed, samples, probes, targets, facts, c
                 cells = []
                 for a in sl:
                     for p in peers:
-                        cells.append(fmt_mmm(paired(runs, a, p, c["key"], "rps")))
-                        cells.append(fmt_mmm(paired(runs, a, p, c["key"], "cpu_us")))
+                        cells.append(fmt_mmm(paired(runs, a, p, c["key"], "rps"), collapse=True))
+                        cells.append(fmt_mmm(paired(runs, a, p, c["key"], "cpu_us"), collapse=True))
                 L.append(f"| {case_short(c)} | " + " | ".join(cells) + " |")
             L.append("")
     # ------------------------------------------------ resumption check
@@ -941,9 +793,6 @@ def write_report(outdir, d, runs, mem, speed, samples, probes, targets, facts, c
 
 
 def facts_software():
-    wrk_v = cmd_out(["wrk", "--version"]).splitlines()
-    hv = cmd_out(["haproxy", "-vv"])
-    hssl = re.search(r"Running on OpenSSL version : (.*)", hv)
     wrk_ssl = re.search(r"libssl\.so\S*", cmd_out(["ldd", shutil.which("wrk") or "wrk"]))
     sw = []
     for lib in ("openssl", "boringssl"):
@@ -954,11 +803,10 @@ def facts_software():
             sw.append((f"sluice-{lib}", f"{os.path.relpath(src, ROOT)} (built {built:%H:%M:%S} UTC, "
                        f"run as a copy in tls/bin/): "
                        f"{cmd_out([path, '-V']).splitlines()[0]}, TLS {tlsv} ({git_describe()}; -O2, jemalloc)"))
-    sw += [("haproxy", cmd_out(["haproxy", "-v"]).splitlines()[0]
-            + (f", running on {hssl.group(1).strip()}" if hssl else "")),
+    sw += [("haproxy", haproxy_version(with_ssl=True)),
            ("nginx", cmd_out(["nginx", "-V"]).splitlines()[0].replace("nginx version: ", "")
             + ", " + next((ln for ln in cmd_out(["nginx", "-V"]).splitlines() if "OpenSSL" in ln), "")),
-           ("wrk", (wrk_v[0] if wrk_v else "?") + f" (linked to {wrk_ssl.group(0) if wrk_ssl else '?'})"),
+           ("wrk", wrk_version() + f" (linked to {wrk_ssl.group(0) if wrk_ssl else '?'})"),
            ("openssl", cmd_out(["openssl", "version"])),
            ("python3 ssl", f"{sys.version.split()[0]}, {ssl.OPENSSL_VERSION}"),
            ("RLIMIT_NOFILE", " ".join(str(x) for x in resource.getrlimit(resource.RLIMIT_NOFILE)))]
@@ -968,9 +816,8 @@ def facts_software():
 # ---------------------------------------------------------------- main
 
 def main():
-    for tool in ("wrk", "haproxy", "nginx", "openssl") + (("taskset",) if PROXY_PIN else ()):
-        if not shutil.which(tool):
-            sys.exit(f"{PROG}: {tool} not found (bench/tls.sh installs it)")
+    need_tools(PROG, ("wrk", "haproxy", "nginx", "openssl") + (("taskset",) if PROXY_PIN else ()),
+               "bench/tls.sh")
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft < hard:
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
@@ -1020,7 +867,7 @@ def main():
     runs, mem, samples, probes = [], [], {}, {}
 
     def one_run(tgt, case, rnd):
-        errlog = proxy_errlog(tgt, d)
+        errlog = errlog_of(tgt, d)
         pos = fsize(errlog)
         proxy, port, cmd, conf = start_proxy(tgt, d, bport, case, certs)
         commands.setdefault(tgt, cmd.replace(conf, "CONFIG"))
@@ -1043,17 +890,15 @@ def main():
         r = quiet.run(lambda: measure(tgt, case, rnd, d, port, proxy, backend),
                       f"round {rnd + 1}, {case['key']}, {tgt}", DURATION, notes,
                       lambda x: f"{fmt(x['rps'])} req/s, {fmt(x['cpu_us'], 1)} µs/req")
-        rc = stop(proxy)
-        if rc not in (0, None) and not (tgt == "haproxy" and rc in (143, -15)):
-            r["problems"].append(f"exit status {rc} after SIGTERM")
+        bad_exit = stop_proxy(tgt, proxy)
+        if bad_exit:
+            r["problems"].append(bad_exit)
         new = read_tail(errlog, pos)
         fails = sluice_tls_failures(new) if tgt.startswith("sluice") else []
         r["tls_fail"] = len(fails)
         if fails:
             r["problems"].append(f"{len(fails)} TLS failures in sluice's log, first: {fails[0].strip()}")
-        bad = [ln for ln in new.splitlines()
-               if ln.strip() and "[info]" not in ln and "[notice]" not in ln and "[NOTICE]" not in ln
-               and not re.search(r"Proxy (fe|be) started", ln)]
+        bad = log_lines_above_info(new)
         for ln in (bad + fails)[:10]:
             loglines.append(f"round {rnd + 1}, {case['key']}, {tgt}, {os.path.basename(errlog)}: {ln.strip()}")
         for pr in r["problems"]:
@@ -1080,7 +925,7 @@ def main():
         if "memory" in PARTS:
             mcase = {"mode": "memory", "cert": "ecdsa", "ver": "1.3", "key": "memory-ecdsa-1.3"}
             for tgt in order:
-                errlog = proxy_errlog(tgt, d)
+                errlog = errlog_of(tgt, d)
                 pos = fsize(errlog)
                 proxy, port, cmd, conf = start_proxy(tgt, d, bport, mcase, certs)
                 if proxy is None:
