@@ -31,27 +31,23 @@ output, logs); RESULTS/latest/ gets a copy plus report.md linking them.
 Every process started here is stopped by its PID on exit.
 """
 import datetime
+import functools
 import http.client
 import os
-import re
-import shutil
 import statistics
-import subprocess
 import sys
 import time
 
-from benchlib import (run_main, report_configs_and_machine, BODY_SIZE, CLK_TCK, ROOT, Quiet, children_cpu, cmd_out, fmt, free_port,
-                      fsize, git_describe, machine_facts as base_facts, parse_wrk, pinning,
-                      read_tail, refresh_latest as base_refresh_latest, start, start_backend_nginx,
-                      stop, stop_all, system_busy_ticks, tree_ticks, wait_children, wait_port, write)
-from benchlib import env_int as _env_int
+import benchlib
+from benchlib import (BODY_SIZE, BUILD, CLK_TCK, PIN, QUICK, RESULTS, Quiet, cmd_out, fmt, free_port, fsize,
+                      git_describe, haproxy_conf, launch_proxy, log_lines_above_info, machine_facts as base_facts,
+                      measure_wrk, need_tools, nginx_main, nginx_temp_paths, nginx_upstream, peer_versions,
+                      pinning, proxy_errlog, read_tail, refresh_latest as base_refresh_latest,
+                      report_configs_and_machine, run_main, run_wrk, sluice_conf, start_backend_nginx,
+                      start_demo_backend, stop, stop_proxy, write)
 
+env_int = functools.partial(benchlib.env_int, prog="bench/core.py")
 
-def env_int(name, default, lo=0):
-    return _env_int(name, default, lo, prog="bench/core.py")
-
-
-QUICK = os.environ.get("QUICK", "") not in ("", "0")
 DURATION = env_int("DURATION", 3 if QUICK else 10, 1)
 WARMUP = env_int("WARMUP", 1, 0)
 CONNECTIONS = env_int("CONNECTIONS", 50, 1)
@@ -64,9 +60,6 @@ ROUNDS = env_int("ROUNDS", 3, 1)
 BACKEND = os.environ.get("BACKEND", "nginx") or "nginx"
 PROXIES = [p for p in os.environ.get("PROXIES", "sluice,haproxy,nginx").split(",") if p]
 DIRECT = os.environ.get("DIRECT", "1") != "0"
-PIN = os.environ.get("PIN", "1") != "0"
-BUILD = os.path.join(ROOT, os.environ.get("BUILD", "build"))
-RESULTS = os.path.abspath(os.environ.get("RESULTS", os.path.join(ROOT, "bench", "results")))
 
 NOISE_PCT = env_int("NOISE_PCT", 25)          # others' CPU (% of one CPU) that makes a run noisy
 QUIET_BUDGET = env_int("QUIET_BUDGET", 75)    # seconds in all for waiting/re-running when noisy
@@ -115,75 +108,19 @@ PROXY_PIN, LOAD_PIN, PIN_TEXT = pinning(PIN)
 
 def conf_sluice(d, port, bport, admin_port=None):
     admin = f"admin:\n  address: 127.0.0.1:{admin_port}\n" if admin_port else ""
-    return f"""# sluice, one worker, one listener -> one backend with one server
-workers: 1
-error_log: {d}/sluice.error.log
-access_log: off
-{admin}timeouts:
-  drain: 0
-listeners:
-  - name: http
-    address: 127.0.0.1:{port}
-    backend: app
-backends:
-  - name: app
-    idle_max: {POOL}
-    servers:
-      - name: s1
-        address: 127.0.0.1:{bport}
-        max_connections: {POOL}
-"""
+    return sluice_conf(d, "sluice, one worker, one listener -> one backend with one server", port, bport, POOL,
+                       listener="http", admin=admin)
 
 
 def conf_haproxy(d, port, bport):
-    return f"""# HAProxy, one thread, keepalive both sides, backend connections reused
-global
-    nbthread 1
-    maxconn 4096
-    pidfile {d}/haproxy.pid
-
-defaults
-    mode http
-    option http-keep-alive
-    http-reuse always
-    timeout connect 3s
-    timeout client 60s
-    timeout server 60s
-    timeout http-keep-alive 60s
-
-frontend fe
-    bind 127.0.0.1:{port}
-    default_backend be
-
-backend be
-    server s1 127.0.0.1:{bport} maxconn {POOL}
-"""
+    return haproxy_conf(d, "HAProxy, one thread, keepalive both sides, backend connections reused",
+                        port, bport, POOL, maxconn=4096)
 
 
 def conf_nginx(d, port, bport):
-    return f"""# nginx, one worker, upstream keepalive
-worker_processes 1;
-daemon off;
-master_process on;
-pid {d}/nginx.pid;
-error_log {d}/nginx.error.log warn;
-events {{ worker_connections 4096; }}
-http {{
-    access_log off;
-    keepalive_requests 1000000;
-    keepalive_timeout 60s;
-    client_body_temp_path {d}/tmp-nginx/body;
-    proxy_temp_path {d}/tmp-nginx/proxy;
-    fastcgi_temp_path {d}/tmp-nginx/fastcgi;
-    uwsgi_temp_path {d}/tmp-nginx/uwsgi;
-    scgi_temp_path {d}/tmp-nginx/scgi;
-    upstream be {{
-        server 127.0.0.1:{bport};
-        keepalive {POOL};
-        keepalive_requests 1000000;
-        keepalive_timeout 60s;
-    }}
-    server {{
+    return ("# nginx, one worker, upstream keepalive\n" + nginx_main(d, "nginx", rlimit=None, conns=4096)
+            + "    access_log off;\n    keepalive_requests 1000000;\n    keepalive_timeout 60s;\n"
+            + nginx_temp_paths(d, "tmp-nginx") + nginx_upstream(bport, POOL) + f"""    server {{
         listen 127.0.0.1:{port};
         location / {{
             proxy_pass http://be;
@@ -192,7 +129,7 @@ http {{
         }}
     }}
 }}
-"""
+""")
 
 
 # ---------------------------------------------------------------- backend
@@ -200,75 +137,32 @@ http {{
 def start_backend(d):
     """Returns (Popen, port, command line)."""
     if BACKEND == "demo":
-        outf = os.path.join(d, "backend-demo.log")
         cmd = LOAD_PIN + [os.path.join(BUILD, "demo_backend"), "--listen", "127.0.0.1:0",
                           "--threads", str(BACKEND_THREADS), "--backlog", "256",
                           "--size", str(BODY_SIZE), "--quiet"]
-        p = start(cmd, outf)
-        end = time.monotonic() + 10
-        port = None
-        while time.monotonic() < end and port is None and p.poll() is None:
-            with open(outf) as f:
-                m = re.search(r"listening on 127\.0\.0\.1:(\d+)", f.read())
-            if m:
-                port = int(m.group(1))
-            else:
-                time.sleep(0.05)
-        if port is None or not wait_port(port, p):
-            sys.exit(f"bench/core.py: demo_backend did not start, see {outf}")
-        shown = [c if c != "127.0.0.1:0" else "127.0.0.1:0  # (any free port)" for c in cmd]
-        return p, port, " ".join(shown)
+        return start_demo_backend(cmd, os.path.join(d, "backend-demo.log"), prog="bench/core.py")
     return start_backend_nginx(d, LOAD_PIN, prog="bench/core.py")
 
 
 # ---------------------------------------------------------------- proxies
 
-def proxy_errlog(name, d):
-    """Where the proxy's own error/alert messages go."""
-    return os.path.join(d, {"sluice": "sluice.error.log", "haproxy": "haproxy.out",
-                            "nginx": "nginx.error.log"}[name])
+CONF = {"sluice": (conf_sluice, "sluice.yaml"), "haproxy": (conf_haproxy, "haproxy.cfg"),
+        "nginx": (conf_nginx, "nginx.conf")}
 
 
 def start_proxy(name, d, bport):
-    """Returns (Popen, port, command line, config path)."""
+    """Returns (Popen or None, port, command line, config path)."""
     port = free_port()
-    errlog = proxy_errlog(name, d)
-    if name == "sluice":
-        conf = write(os.path.join(d, "sluice.yaml"), conf_sluice(d, port, bport))
-        cmd = PROXY_PIN + [os.path.join(BUILD, "sluice"), "-c", conf]
-        p = start(cmd, os.path.join(d, "sluice.out"))
-    elif name == "haproxy":
-        conf = write(os.path.join(d, "haproxy.cfg"), conf_haproxy(d, port, bport))
-        cmd = PROXY_PIN + ["haproxy", "-f", conf, "-db"]
-        p = start(cmd, errlog)
-    else:
-        os.makedirs(os.path.join(d, "tmp-nginx"), exist_ok=True)
-        conf = write(os.path.join(d, "nginx.conf"), conf_nginx(d, port, bport))
-        cmd = PROXY_PIN + ["nginx", "-p", d, "-e", errlog, "-c", conf]
-        p = start(cmd, os.path.join(d, "nginx.out"))
-    if not wait_port(port, p):
-        stop(p)
-        return None, port, " ".join(cmd), conf
-    # Wait for the worker (sluice and nginx fork one after binding).
-    if name in ("sluice", "nginx"):
-        wait_children(p)
-    return p, port, " ".join(cmd), conf
+    make, fname = CONF[name]
+    conf = write(os.path.join(d, fname), make(d, port, bport))
+    p, cmd = launch_proxy(name, d, port, conf, PROXY_PIN, os.path.join(BUILD, "sluice"))
+    return p, port, cmd, conf
 
 
 # ---------------------------------------------------------------- wrk
 
 def wrk_cmd(port, seconds, extra=()):
-    return LOAD_PIN + ["wrk", f"-t{WRK_THREADS}", f"-c{CONNECTIONS}", f"-d{seconds}s", "--latency",
-                       *extra, f"http://127.0.0.1:{port}/"]
-
-
-def run_wrk(port, seconds, outfile, extra=()):
-    cmd = wrk_cmd(port, seconds, extra)
-    cp = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                        timeout=seconds + 60)
-    if outfile:
-        write(outfile, " ".join(cmd) + "\n" + cp.stdout)
-    return cp.stdout
+    return benchlib.wrk_cmd(LOAD_PIN, WRK_THREADS, CONNECTIONS, seconds, f"http://127.0.0.1:{port}/", extra)
 
 
 # ---------------------------------------------------------------- one run
@@ -277,50 +171,11 @@ def measure(label, rnd, d, port, proxy, backend, wrk_extra=()):
     """Warm up, then one measured wrk run; proxy is a Popen or None (direct).
     wrk_extra: more wrk arguments (bench/stats.py: -H 'Connection: close')."""
     if WARMUP:
-        run_wrk(port, WARMUP, None, wrk_extra)
+        run_wrk(wrk_cmd(port, WARMUP, wrk_extra), WARMUP)
     raw = os.path.join(d, "raw", f"r{rnd + 1}-{label}.txt")
-    pids_before = sorted(tree_ticks(proxy.pid)) if proxy else []
-    b0 = tree_ticks(backend.pid)
-    c0 = tree_ticks(proxy.pid) if proxy else {}
-    w0 = children_cpu()
-    s0 = system_busy_ticks()
-    t0 = time.monotonic()
-    out = run_wrk(port, DURATION, raw, wrk_extra)
-    wall = time.monotonic() - t0
-    s1 = system_busy_ticks()
-    c1 = tree_ticks(proxy.pid) if proxy else {}
-    b1 = tree_ticks(backend.pid)
-    wrk_s = children_cpu() - w0
-    r = parse_wrk(out)
-    r.update(label=label, round=rnd + 1, wall=wall, raw=os.path.relpath(raw, d))
-    # CPU deltas only over processes alive at both reads; a process that died
-    # mid-run (crash) shows up in 'problems' below instead.
-    dt = sum(c1[q] - c0[q] for q in c1 if q in c0)
-    db = sum(b1[q] - b0[q] for q in b1 if q in b0)
-    req = max(r["requests"], 1)
-    r["cpu_us"] = dt / CLK_TCK * 1e6 / req if proxy else None
-    r["cpu_pct"] = dt / CLK_TCK / wall * 100 if proxy else None
-    r["backend_cpu_us"] = db / CLK_TCK * 1e6 / req
-    # Whatever else kept the machine's CPUs busy during the run: other
-    # processes, and kernel softirq work (loopback TCP) that /proc/PID/stat
-    # does not charge to any process. In % of one CPU.
-    r["other_pct"] = ((s1 - s0) - dt - db) / CLK_TCK / wall * 100 - wrk_s / wall * 100
-    problems = []
-    if proxy:
-        pids_after = sorted(tree_ticks(proxy.pid))
-        if proxy.poll() is not None:
-            problems.append(f"proxy exited during the run (status {proxy.returncode})")
-        elif pids_after != pids_before:
-            problems.append(f"proxy processes changed during the run: {pids_before} -> {pids_after}")
-    if r["requests"] == 0:
-        problems.append("wrk completed no request")
-    if r["sock_errors"]:
-        problems.append(r["sock_detail"])
-    if r["non2xx"]:
-        problems.append(f"Non-2xx or 3xx responses: {r['non2xx']}")
-    r["problems"] = problems
-    log(f"   (cpu ticks: proxy {dt} backend {db} wrk {wrk_s * CLK_TCK:.0f} machine {s1 - s0}, "
-        f"other {r['other_pct']:.0f}% of a CPU)")
+    r = measure_wrk(lambda: run_wrk(wrk_cmd(port, DURATION, wrk_extra), DURATION, raw), proxy, backend,
+                    log_ticks=log)
+    r.update(label=label, round=rnd + 1, raw=os.path.relpath(raw, d))
     return r
 
 
@@ -339,14 +194,8 @@ def measure_quiet(label, rnd, d, port, proxy, backend, notes):
 # ---------------------------------------------------------------- report
 
 def machine_facts():
-    wrk_v = cmd_out(["wrk", "--version"]).splitlines()
-    return base_facts([
-        ("sluice", f"{cmd_out([os.path.join(BUILD, 'sluice'), '-V']).splitlines()[0]} "
-                   f"({git_describe()}; -O2, jemalloc)"),
-        ("haproxy", cmd_out(["haproxy", "-v"]).splitlines()[0]),
-        ("nginx", cmd_out(["nginx", "-v"]).replace("nginx version: ", "")),
-        ("wrk", wrk_v[0] if wrk_v else "?"),
-    ])
+    return base_facts([("sluice", f"{cmd_out([os.path.join(BUILD, 'sluice'), '-V']).splitlines()[0]} "
+                                  f"({git_describe()}; -O2, jemalloc)")] + peer_versions())
 
 
 def summarize(runs, label):
@@ -539,9 +388,8 @@ def refresh_latest(outdir):
 # ---------------------------------------------------------------- main
 
 def main():
-    for tool in ("wrk", "haproxy", "nginx") + (("taskset",) if PROXY_PIN else ()):
-        if not shutil.which(tool):
-            sys.exit(f"bench/core.py: {tool} not found (bench/core.sh installs it)")
+    need_tools("bench/core.py", ("wrk", "haproxy", "nginx") + (("taskset",) if PROXY_PIN else ()),
+               "bench/core.sh")
     for b in ("sluice", "demo_backend"):
         if not os.access(os.path.join(BUILD, b), os.X_OK):
             sys.exit(f"bench/core.py: {BUILD}/{b} missing: make build/sluice build/demo_backend")
@@ -591,17 +439,11 @@ def main():
                 log(notes[-1])
             r = measure_quiet(label, rnd, d, port, proxy, backend, notes)
             runs.append(r)
-            rc = stop(proxy)
-            if rc not in (0, None) and not (label == "haproxy" and rc in (143, -15)):
-                r["problems"].append(f"exit status {rc} after SIGTERM")
+            bad_exit = stop_proxy(label, proxy)
+            if bad_exit:
+                r["problems"].append(bad_exit)
             # Anything but [info] lines in the proxy's own log is worth reporting.
-            new = read_tail(errlog, pos)
-            bad = [ln for ln in new.splitlines()
-                   if ln.strip() and "[info]" not in ln and "[notice]" not in ln]
-            if label == "haproxy":
-                bad = [ln for ln in bad if "[NOTICE]" not in ln and "Proxy fe started" not in ln
-                       and "Proxy be started" not in ln]
-            for ln in bad[:10]:
+            for ln in log_lines_above_info(read_tail(errlog, pos))[:10]:
                 loglines.append(f"round {rnd + 1}, {label}, {os.path.basename(errlog)}: {ln.strip()}")
             for pr in r["problems"]:
                 notes.append(f"round {rnd + 1}, {label}: {pr}")
