@@ -315,7 +315,7 @@ def stop_proxy(kind, p):
     """Stop a proxy; a problem text if it exited badly, else None (HAProxy
     exits 143 on SIGTERM)."""
     rc = stop(p)
-    if rc not in (0, None) and not (kind == "haproxy" and rc in (143, -15)):
+    if rc not in (0, None) and not (kind.startswith("haproxy") and rc in (143, -15)):
         return f"exit status {rc} after SIGTERM"
     return None
 
@@ -353,6 +353,17 @@ listeners:
 {server_extra}"""
 
 
+HAPROXY_DEFAULTS = """defaults
+    mode http
+    option http-keep-alive
+    http-reuse always
+    timeout connect 3s
+    timeout client 60s
+    timeout server 60s
+    timeout http-keep-alive 60s
+"""
+
+
 def haproxy_conf(d, comment, port, bport, pool, nbthread=1, maxconn=8192, global_extra="",
                  bind_extra="", frontend_extra="", server_extra=""):
     """An HAProxy config: keepalive on both sides, backend connections
@@ -363,15 +374,7 @@ global
     maxconn {maxconn}
     pidfile {d}/haproxy.pid
 {global_extra}
-defaults
-    mode http
-    option http-keep-alive
-    http-reuse always
-    timeout connect 3s
-    timeout client 60s
-    timeout server 60s
-    timeout http-keep-alive 60s
-
+{HAPROXY_DEFAULTS}
 frontend fe
     bind 127.0.0.1:{port}{bind_extra}
 {frontend_extra}    default_backend be
@@ -730,6 +733,16 @@ def fsize(path):
         return os.path.getsize(path)
     except OSError:
         return 0
+
+
+def recv_all(s):
+    """Read from socket s until the peer closes; the bytes read."""
+    data = b""
+    while True:
+        b = s.recv(4096)
+        if not b:
+            return data
+        data += b
 
 
 def cmd_out(cmd, timeout=10):

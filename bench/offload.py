@@ -78,6 +78,7 @@ userload JSON, logs); RESULTS/latest/ gets a copy and report.md links it.
 Every process started here is stopped by its PID on exit.
 """
 import datetime
+import functools
 import json
 import os
 import resource
@@ -87,30 +88,16 @@ import subprocess
 import sys
 import time
 
-from benchlib import (CLK_TCK, ROOT, cmd_out, fmt, free_port, fsize, git_describe, machine_facts,
-                      mmm, read_tail, refresh_latest, report_configs_and_machine, run_main, start,
-                      stop, system_busy_ticks, tree_ticks, wait_children, wait_port, write)
-from benchlib import env_int as _env_int
+import benchlib
+from benchlib import (BUILD, CLK_TCK, PIN, QUICK, RESULTS, ROOT, cmd_out, fmt, free_port, fsize, git_describe,
+                      launch_proxy, log_lines_above_info, machine_facts, mmm, nginx_main, nginx_temp_paths,
+                      nginx_upstream, proxy_errlog, read_tail, refresh_latest, report_configs_and_machine,
+                      run_main, start_demo_backend, stop, system_busy_ticks, tree_ticks, wait_port, write)
 import tlslib
 
 PROG = "bench/offload.py"
-
-
-def env_int(name, default, lo=0):
-    return _env_int(name, default, lo, prog=PROG)
-
-
-def env_float(name, default, lo=0.0):
-    v = os.environ.get(name, "")
-    if v == "":
-        return default
-    try:
-        x = float(v)
-    except ValueError:
-        sys.exit(f"{PROG}: {name}={v!r} is not a number")
-    if x < lo:
-        sys.exit(f"{PROG}: {name} must be >= {lo}")
-    return x
+env_int = functools.partial(benchlib.env_int, prog=PROG)
+env_float = functools.partial(benchlib.env_float, prog=PROG)
 
 
 def env_levels(name, default):
@@ -126,7 +113,6 @@ def env_levels(name, default):
     return out
 
 
-QUICK = os.environ.get("QUICK", "") not in ("", "0")
 DURATION = env_float("DURATION", 1.0 if QUICK else 2.0, 0.2)
 WARMUP = env_float("WARMUP", 0.3 if QUICK else 1.2, 0.0)
 ROUNDS = env_int("ROUNDS", 3, 1)
@@ -153,9 +139,6 @@ TLS_VERSION = os.environ.get("TLS_VERSION", "1.2")
 APP_WARMUP = env_float("APP_WARMUP", 2.0 if QUICK else 6.0, 0.0)
 SETTLE_MAX = env_float("SETTLE_MAX", 3.0, 0.0)
 STALL_MS = 250                # userload's event loop paused longer than this: flagged
-PIN = os.environ.get("PIN", "1") != "0"
-BUILD = os.path.join(ROOT, os.environ.get("BUILD", "build"))
-RESULTS = os.path.abspath(os.environ.get("RESULTS", os.path.join(ROOT, "bench", "results")))
 CATALINA_HOME = os.environ.get("CATALINA_HOME", "/usr/share/tomcat10")
 TEMPLATES = os.path.join(ROOT, "bench", "offload")
 
@@ -265,25 +248,11 @@ def start_demo(d, name):
     """demo_backend for one target (thread per connection: a proxy's idle pool
     holds threads, so every target gets its own instance). Returns (Popen,
     port, command line)."""
-    import re
-    outf = os.path.join(d, f"demo_backend-{name}.log")
     cmd = APP_PIN + [os.path.join(BUILD, "demo_backend"), "--listen", "127.0.0.1:0",
                      "--threads", str(THREADS), "--backlog", str(ACCEPT),
                      "--cpu-ms", str(DEMO_CPU_MS), "--size", "1024",
                      "--keepalive-ms", "60000", "--quiet"]
-    p = start(cmd, outf)
-    end = time.monotonic() + 10
-    port = None
-    while time.monotonic() < end and port is None and p.poll() is None:
-        with open(outf) as f:
-            m = re.search(r"listening on 127\.0\.0\.1:(\d+)", f.read())
-        if m:
-            port = int(m.group(1))
-        else:
-            time.sleep(0.05)
-    if port is None or not wait_port(port, p):
-        sys.exit(f"{PROG}: demo_backend did not start, see {outf}")
-    return p, port, " ".join(c if c != "127.0.0.1:0" else "127.0.0.1:0  # (any free port)" for c in cmd)
+    return start_demo_backend(cmd, os.path.join(d, f"demo_backend-{name}.log"), prog=PROG)
 
 
 # ---------------------------------------------------------------- proxies
@@ -346,28 +315,9 @@ backend be
 
 def conf_nginx(d, port, bport, tls, certs):
     ssl_txt = tlslib.nginx_ssl(certs, "rsa", TLS_VERSION, True) if tls else ""
-    return f"""# nginx, one worker, upstream keepalive {THREADS}; OSS nginx has no request queue
-worker_processes 1;
-worker_rlimit_nofile 20000;
-daemon off;
-master_process on;
-pid {d}/nginx.pid;
-error_log {d}/nginx.error.log warn;
-events {{ worker_connections 16384; }}
-http {{
-    access_log off;
-    client_body_temp_path {d}/tmp-nginx/body;
-    proxy_temp_path {d}/tmp-nginx/proxy;
-    fastcgi_temp_path {d}/tmp-nginx/fastcgi;
-    uwsgi_temp_path {d}/tmp-nginx/uwsgi;
-    scgi_temp_path {d}/tmp-nginx/scgi;
-    upstream be {{
-        server 127.0.0.1:{bport};
-        keepalive {THREADS};
-        keepalive_requests 1000000;
-        keepalive_timeout 50s;
-    }}
-    server {{
+    return (f"# nginx, one worker, upstream keepalive {THREADS}; OSS nginx has no request queue\n"
+            + nginx_main(d, "nginx", rlimit=20000, conns=16384) + "    access_log off;\n"
+            + nginx_temp_paths(d, "tmp-nginx") + nginx_upstream(bport, THREADS, "50s") + f"""    server {{
         listen 127.0.0.1:{port} backlog=4096{" ssl" if tls else ""};
 {ssl_txt}        location / {{
             proxy_pass http://be;
@@ -378,39 +328,21 @@ http {{
         }}
     }}
 }}
-"""
+""")
 
 
-def proxy_errlog(name, d):
-    return os.path.join(d, {"sluice": "sluice.error.log", "haproxy": "haproxy.out",
-                            "nginx": "nginx.error.log"}[name])
+CONF = {"sluice": (lambda d, port, bport, tls, certs: conf_sluice(d, "sluice", port, bport, tls, certs), "yaml"),
+        "haproxy": (conf_haproxy, "cfg"), "nginx": (conf_nginx, "conf")}
 
 
 def start_proxy(name, d, bport, tls, certs, tag):
     """Returns (Popen or None, port, command line, config path)."""
     port = free_port()
-    cfgdir = os.path.join(d, "configs")
-    os.makedirs(cfgdir, exist_ok=True)
-    if name == "sluice":
-        conf = write(os.path.join(cfgdir, f"sluice-{tag}.yaml"),
-                     conf_sluice(d, "sluice", port, bport, tls, certs))
-        cmd = FRONT_PIN + [os.path.join(BUILD, "sluice"), "-c", conf]
-        p = start(cmd, os.path.join(d, "sluice.out"))
-    elif name == "haproxy":
-        conf = write(os.path.join(cfgdir, f"haproxy-{tag}.cfg"), conf_haproxy(d, port, bport, tls, certs))
-        cmd = FRONT_PIN + ["haproxy", "-f", conf, "-db"]
-        p = start(cmd, proxy_errlog(name, d))
-    else:
-        os.makedirs(os.path.join(d, "tmp-nginx"), exist_ok=True)
-        conf = write(os.path.join(cfgdir, f"nginx-{tag}.conf"), conf_nginx(d, port, bport, tls, certs))
-        cmd = FRONT_PIN + ["nginx", "-p", d, "-e", proxy_errlog(name, d), "-c", conf]
-        p = start(cmd, os.path.join(d, "nginx.out"))
-    if not wait_port(port, p):
-        stop(p)
-        return None, port, " ".join(cmd), conf
-    if name != "haproxy":
-        wait_children(p)
-    return p, port, " ".join(cmd), conf
+    os.makedirs(os.path.join(d, "configs"), exist_ok=True)
+    make, ext = CONF[name]
+    conf = write(os.path.join(d, "configs", f"{name}-{tag}.{ext}"), make(d, port, bport, tls, certs))
+    p, cmd = launch_proxy(name, d, port, conf, FRONT_PIN, os.path.join(BUILD, "sluice"))
+    return p, port, cmd, conf
 
 
 def check(port, tls, expect):
@@ -874,21 +806,6 @@ def facts_list():
     ])
 
 
-def proxy_log_lines(name, text):
-    out = []
-    for ln in text.splitlines():
-        if not ln.strip():
-            continue
-        if name == "sluice" and ("[info]" in ln or "[notice]" in ln):
-            continue
-        if name == "nginx" and ("[notice]" in ln or "[info]" in ln):
-            continue
-        if name == "haproxy" and ("[NOTICE]" in ln or "Proxy fe started" in ln or "Proxy be started" in ln):
-            continue
-        out.append(ln.strip())
-    return out
-
-
 def warm_app(port, tls, seconds, d, tag):
     """Unmeasured load on the app server (JIT); its figures are kept in raw/."""
     if seconds <= 0:
@@ -947,7 +864,7 @@ def run_set(set_name, d, apps, bports, tls, certs, expect, runs, notes, loglines
         rc = stop(p)
         if died:
             notes.append(f"{set_name}: {name} exited during the set (status {rc})")
-        for ln in proxy_log_lines(name, read_tail(errlog, pos))[:10]:
+        for ln in [x.strip() for x in log_lines_above_info(read_tail(errlog, pos))][:10]:
             loglines.append(f"{set_name}, {name}, {os.path.basename(errlog)}: {ln}")
 
 
