@@ -40,7 +40,7 @@ def env_int(name, default, lo=0, prog="bench"):
 def env_float(name, default, lo=0.0, prog="bench"):
     v = os.environ.get(name, "")
     if v == "":
-        return default
+        return float(default)
     try:
         x = float(v)
     except ValueError:

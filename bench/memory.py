@@ -64,6 +64,7 @@ raw samples as JSON, fortio JSON, logs); RESULTS/latest/ gets a copy and
 report.md links it. Every process started here is stopped by its PID.
 """
 import datetime
+import functools
 import json
 import os
 import re
@@ -77,41 +78,18 @@ import subprocess
 import sys
 import time
 
-from benchlib import (BODY_SIZE, CLK_TCK, ROOT, STARTED, cmd_out, fmt, free_port, fsize, git_describe,
-                      machine_facts, mmm, pinning, read_tail, refresh_latest, report_configs_and_machine,
-                      run_main, start, start_backend_nginx, stop, tree_rss_kb, tree_ticks, wait_children,
-                      wait_port, write)
-from benchlib import env_int as _env_int
+import benchlib
+from benchlib import (BODY_SIZE, BUILD, CLK_TCK, PIN, QUICK, RESULTS, ROOT, STARTED, cmd_out, fmt, free_port,
+                      fsize, git_describe, machine_facts, mmm, nginx_main, nginx_temp_paths, nginx_upstream,
+                      pinning, read_tail, refresh_latest, report_configs_and_machine, run_main, start,
+                      start_backend_nginx, stop, tree_rss_kb, tree_ticks, wait_children, wait_port, write)
 
 PROG = "bench/memory.py"
 T_START = time.monotonic()
+env_int = functools.partial(benchlib.env_int, prog=PROG)
+env_float = functools.partial(benchlib.env_float, lo=0, prog=PROG)
+env_list = functools.partial(benchlib.env_list, prog=PROG)
 
-
-def env_int(name, default, lo=0):
-    return _env_int(name, default, lo, prog=PROG)
-
-
-def env_float(name, default):
-    v = os.environ.get(name, "")
-    try:
-        x = float(v) if v else float(default)
-    except ValueError:
-        sys.exit(f"{PROG}: {name}={v!r} is not a number")
-    if x < 0:
-        sys.exit(f"{PROG}: {name} must be >= 0")
-    return x
-
-
-def env_list(name, default, conv=str):
-    v = os.environ.get(name, "")
-    items = [x.strip() for x in (v or default).split(",") if x.strip()]
-    try:
-        return [conv(x) for x in items]
-    except ValueError:
-        sys.exit(f"{PROG}: {name}={v!r}: bad value")
-
-
-QUICK = os.environ.get("QUICK", "") not in ("", "0")
 ROUNDS = env_int("ROUNDS", 3, 1)
 STEPS = sorted(set(env_list("STEPS", "0,1000" if QUICK else "0,1000,2500,5000,10000", int)))
 ALL_KINDS = ["idle-plain", "idle-tls", "active"]
@@ -130,9 +108,6 @@ HAPROXY_WAF = os.environ.get("HAPROXY_WAF", _HOOK if os.path.isfile(_HOOK) else 
 ALL_WAF_TARGETS = ["sluice-waf", "sluice-nohook", "sluice-off", "haproxy", "nginx"] + (["haproxy-waf"] if HAPROXY_WAF else [])
 WAF_TARGETS = env_list("WAF_TARGETS", "sluice-waf,sluice-nohook" if QUICK else
                        ",".join(t for t in ALL_WAF_TARGETS if t != "sluice-off"))
-PIN = os.environ.get("PIN", "1") != "0"
-BUILD = os.path.abspath(os.path.join(ROOT, os.environ.get("BUILD", "build")))
-RESULTS = os.path.abspath(os.environ.get("RESULTS", os.path.join(ROOT, "bench", "results")))
 FORTIO = os.environ.get("FORTIO") or shutil.which("fortio") or os.path.expanduser("~/go/bin/fortio")
 POOL = 64                     # backend connections each proxy may keep / open
 IDLE_TIMEOUT = "30m"          # client idle timeouts: far longer than any run
@@ -275,31 +250,12 @@ def conf_nginx(d, name, port, tport, bport, certs):
     tls = "" if tport is None else (f"        listen 127.0.0.1:{tport} ssl;\n"
                                     f"        ssl_certificate {certs}/ecdsa.pem;\n"
                                     f"        ssl_certificate_key {certs}/ecdsa.key;\n")
-    return f"""# {name}: one worker; worker_connections and idle timeouts for >= 10,000 clients
-worker_processes 1;
-worker_rlimit_nofile {NOFILE};
-daemon off;
-master_process on;
-pid {d}/{name}.pid;
-error_log {d}/{name}.error.log warn;
-events {{ worker_connections {MAXCONN}; }}
-http {{
-    access_log off;
+    return (f"# {name}: one worker; worker_connections and idle timeouts for >= 10,000 clients\n"
+            + nginx_main(d, name, rlimit=NOFILE, conns=MAXCONN) + f"""    access_log off;
     keepalive_requests 1000000;
     keepalive_timeout {IDLE_TIMEOUT};
     client_header_timeout {IDLE_TIMEOUT};
-    client_body_temp_path {d}/tmp-nginx/body;
-    proxy_temp_path {d}/tmp-nginx/proxy;
-    fastcgi_temp_path {d}/tmp-nginx/fastcgi;
-    uwsgi_temp_path {d}/tmp-nginx/uwsgi;
-    scgi_temp_path {d}/tmp-nginx/scgi;
-    upstream be {{
-        server 127.0.0.1:{bport};
-        keepalive {POOL};
-        keepalive_requests 1000000;
-        keepalive_timeout 60s;
-    }}
-    server {{
+""" + nginx_temp_paths(d, "tmp-nginx") + nginx_upstream(bport, POOL) + f"""    server {{
         listen 127.0.0.1:{port} backlog=4096;
 {tls}        location / {{
             proxy_pass http://be;
@@ -308,7 +264,7 @@ http {{
         }}
     }}
 }}
-"""
+""")
 
 
 def launch_proxy(tgt, d, bport, certs, sluice_bin, tls=True):
