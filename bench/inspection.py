@@ -64,6 +64,7 @@ RESULTS/latest/ gets a copy and report.md links it. Exits non-zero when a target
 produced no figures or the HAProxy port disagreed with sluice.
 """
 import datetime
+import functools
 import http.client
 import json
 import os
@@ -76,41 +77,18 @@ import sys
 import time
 import urllib.request
 
-from benchlib import (CLK_TCK, ROOT, children_cpu, cmd_out, descendants, fmt, free_port, git_describe, machine_facts,
-                      mmm, pinning, read_tail, fsize, refresh_latest, report_configs_and_machine, run_main,
-                      start, start_backend_nginx, stop, system_busy_ticks, tree_ticks, wait_children,
-                      wait_port, write)
-from benchlib import env_int as _env_int
+import benchlib
+from benchlib import (BUILD, CLK_TCK, HAPROXY_DEFAULTS, PIN, QUICK, RESULTS, ROOT, children_cpu, cmd_out,
+                      descendants, fmt, free_port, fsize, git_describe, machine_facts, mmm, pinning,
+                      read_tail, refresh_latest, report_configs_and_machine, run_main, start,
+                      start_backend_nginx, stop, system_busy_ticks, tree_ticks, wait_children, wait_port,
+                      write)
 
 PROG = "bench/inspection.py"
+env_int = functools.partial(benchlib.env_int, prog=PROG)
+env_float = functools.partial(benchlib.env_float, prog=PROG)
+env_list = functools.partial(benchlib.env_list, prog=PROG)
 
-
-def env_int(name, default, lo=0):
-    return _env_int(name, default, lo, prog=PROG)
-
-
-def env_float(name, default, lo=0.0):
-    v = os.environ.get(name, "")
-    if v == "":
-        return default
-    try:
-        x = float(v)
-    except ValueError:
-        sys.exit(f"{PROG}: {name}={v!r} is not a number")
-    if x < lo:
-        sys.exit(f"{PROG}: {name} must be >= {lo}")
-    return x
-
-
-def env_list(name, default, conv=str):
-    v = os.environ.get(name, "") or default
-    try:
-        return [conv(x) for x in v.split(",") if x.strip()]
-    except ValueError:
-        sys.exit(f"{PROG}: {name}={v!r}: bad list")
-
-
-QUICK = os.environ.get("QUICK", "") not in ("", "0")
 DURATION = env_int("DURATION", 1 if QUICK else 7, 1)
 USERS = env_int("USERS", 250, 1)
 DELAY = env_float("DELAY", 0.0)
@@ -123,10 +101,7 @@ PARTS = env_list("PARTS", "siege,fortio")
 ALL_TARGETS = ["sluice-off", "sluice-allow_all", "sluice-waf", "haproxy-off", "haproxy-allow_all", "haproxy-waf"]
 TARGETS = env_list("TARGETS", ",".join(ALL_TARGETS))
 FORTIO_TARGETS = env_list("FORTIO_TARGETS", "sluice-off,sluice-waf,haproxy-off,haproxy-waf")
-PIN = os.environ.get("PIN", "1") != "0"
 NOISE_PCT = env_int("NOISE_PCT", 25)
-BUILD = os.path.join(ROOT, os.environ.get("BUILD", "build"))
-RESULTS = os.path.abspath(os.environ.get("RESULTS", os.path.join(ROOT, "bench", "results")))
 FORTIO = os.environ.get("FORTIO", "") or os.path.expanduser("~/go/bin/fortio")
 POOL = 64                     # backend connections each proxy may keep / open
 URL_PATH = "/catalog/item?id=4217&page=2&sort=price"
@@ -207,15 +182,7 @@ global
     # waf.lua keeps per-request state in upvalues: an action must not be suspended midway
     tune.lua.forced-yield 100000000
 
-defaults
-    mode http
-    option http-keep-alive
-    http-reuse always
-    timeout connect 3s
-    timeout client 60s
-    timeout server 60s
-    timeout http-keep-alive 60s
-
+{HAPROXY_DEFAULTS}
 frontend off
     bind 127.0.0.1:{ports['off']}
     default_backend be

@@ -58,32 +58,28 @@ Output: RESULTS/<UTC timestamp>/reuse.md, reuse.png, reuse/
 and report.md links it. Every process started here is stopped by its PID.
 """
 import datetime
+import functools
 import json
 import os
 import re
 import resource
 import shutil
 import socket
-import statistics
 import subprocess
 import sys
 import threading
 import time
 
-from benchlib import (run_main, report_configs_and_machine, CLK_TCK, ROOT, STARTED, Quiet, cmd_out, fmt,
-                      free_port, fsize, git_describe, machine_facts, mmm, pinning, read_tail,
-                      refresh_latest, start, stop, stop_all, system_busy_ticks, tree_ticks,
-                      wait_children, wait_port, write)
-from benchlib import env_int as _env_int
+import benchlib
+from benchlib import (BUILD, CLK_TCK, HAPROXY_DEFAULTS, PIN, QUICK, Quiet, RESULTS, ROOT, STARTED, cmd_out,
+                      fmt, free_port, fsize, git_describe, launch_proxy, log_lines_above_info, machine_facts,
+                      mmm, pinning, read_tail, recv_all, refresh_latest, report_configs_and_machine,
+                      report_list, run_main, start, stop, stop_proxy, system_busy_ticks, tree_ticks,
+                      wait_port, write)
 
 PROG = "bench/reuse.py"
+env_int = functools.partial(benchlib.env_int, prog=PROG)
 
-
-def env_int(name, default, lo=0):
-    return _env_int(name, default, lo, prog=PROG)
-
-
-QUICK = os.environ.get("QUICK", "") not in ("", "0")
 DURATION = env_int("DURATION", 1 if QUICK else 5, 1)
 WARMUP = env_int("WARMUP", 1 if QUICK else 2, 0)
 CLIENTS = env_int("CLIENTS", 1000, 1)
@@ -91,14 +87,11 @@ ROUNDS = env_int("ROUNDS", 3, 1)
 MAX_CONNS = env_int("MAX_CONNS", 2000, 1)
 IDLE_MAX = env_int("IDLE_MAX", 1100, 0)
 IDLE_DEFAULT = 64                 # the small pool of the *-idle64 targets (sluice's default was 64 until it became "no limit")
-PIN = os.environ.get("PIN", "1") != "0"
 NOISE_PCT = env_int("NOISE_PCT", 25)
 QUIET_BUDGET = env_int("QUIET_BUDGET", 5 if QUICK else 30)
 ATTEMPTS = 3
 DRAIN = 3                         # srcload --drain: max seconds to finish in-flight requests
 SETTLE = 0.3                      # seconds between a barrier and reading the backend's counters
-BUILD = os.path.join(ROOT, os.environ.get("BUILD", "build"))
-RESULTS = os.path.abspath(os.environ.get("RESULTS", os.path.join(ROOT, "bench", "results")))
 CHECK_SRC = "127.0.9.9"           # source address of the identity check request
 
 ALL_TARGETS = ["sluice-hdr", "haproxy-hdr", "sluice-hdr-idle64",
@@ -212,12 +205,7 @@ def stub_status(port):
     """nginx stub_status as a dict: active, accepts, handled, requests."""
     s = socket.create_connection(("127.0.0.1", port), timeout=5)
     s.sendall(b"GET / HTTP/1.0\r\nHost: stats\r\n\r\n")
-    data = b""
-    while True:
-        b = s.recv(4096)
-        if not b:
-            break
-        data += b
+    data = recv_all(s)
     s.close()
     text = data.decode("latin-1")
     m = re.search(r"Active connections:\s*(\d+).*?\n\s*(\d+)\s+(\d+)\s+(\d+)", text, re.S)
@@ -297,15 +285,7 @@ global
     maxconn 4096
 {tune}    pidfile {d}/{t}.pid
 
-defaults
-    mode http
-    option http-keep-alive
-    http-reuse always
-    timeout connect 3s
-    timeout client 60s
-    timeout server 60s
-    timeout http-keep-alive 60s
-
+{HAPROXY_DEFAULTS}
 frontend fe
     bind 127.0.0.1:{port} backlog 4096
 {fe}    default_backend be
@@ -324,18 +304,10 @@ def start_proxy(t, d, bports):
     port = free_port()
     if t.startswith("sluice"):
         conf = write(os.path.join(d, f"{t}.yaml"), conf_sluice(d, t, port, bport))
-        cmd = PROXY_PIN + [SLUICE, "-c", conf]
-        p = start(cmd, os.path.join(d, f"{t}.out"))
     else:
         conf = write(os.path.join(d, f"{t}.cfg"), conf_haproxy(d, t, port, bport))
-        cmd = PROXY_PIN + ["haproxy", "-f", conf, "-db"]
-        p = start(cmd, proxy_errlog(t, d))
-    if not wait_port(port, p):
-        stop(p)
-        return None, port, " ".join(cmd), conf
-    if t.startswith("sluice"):
-        wait_children(p)
-    return p, port, " ".join(cmd), conf
+    p, cmd = launch_proxy(proxy_of(t), d, port, conf, PROXY_PIN, SLUICE, name=t, out=proxy_errlog(t, d))
+    return p, port, cmd, conf
 
 
 def identity_check(port):
@@ -345,12 +317,7 @@ def identity_check(port):
     try:
         s = socket.create_connection(("127.0.0.1", port), timeout=5, source_address=(CHECK_SRC, 0))
         s.sendall(b"GET /id HTTP/1.1\r\nHost: check\r\nConnection: close\r\n\r\n")
-        data = b""
-        while True:
-            b = s.recv(4096)
-            if not b:
-                break
-            data += b
+        data = recv_all(s)
         s.close()
     except OSError as e:
         return f"GET /id failed: {e!r}"
@@ -700,11 +667,7 @@ def write_report(outdir, d, runs, targets, facts, commands, confs, backend_cmd, 
         for n in notes:
             L.append(f"- {n}")
         L.append("")
-    L.append("## Proxy log lines above info level")
-    L.append("")
-    for ln in loglines or ["none"]:
-        L.append(f"- {ln}")
-    L.append("")
+    report_list(L, "Proxy log lines above info level", loglines)
     L.append("## Every run (in the order they ran)")
     L.append("")
     L.append("| round | target | req/s | requests | p50 ms | p99 ms | proxy CPU µs/req | proxy CPU % | "
@@ -867,19 +830,16 @@ def main():
             r = quiet.run(lambda: measure(t, rnd, d, port, proxy, backend, bports[2]),
                           f"round {rnd + 1}, {t}", DURATION, notes,
                           lambda x: f"{fmt(x['rps'])} req/s")
-            rc = stop(proxy)
-            if rc not in (0, None) and not (t.startswith("haproxy") and rc in (143, -15)):
-                r["problems"].append(f"exit status {rc} after SIGTERM")
+            bad_exit = stop_proxy(t, proxy)
+            if bad_exit:
+                r["problems"].append(bad_exit)
             new = read_tail(errlog, pos)
             if t.startswith("sluice"):
                 m = SLUICE_REUSE_RE.findall(new)
                 if m:
                     _, nreq, nconn, pct = m[-1]
                     r["sluice_reuse"] = f"{int(nreq):,} req on {int(nconn):,} new conns, {pct}% reused"
-            bad = [ln for ln in new.splitlines()
-                   if ln.strip() and "[info]" not in ln and "[notice]" not in ln and "[NOTICE]" not in ln
-                   and not re.search(r"Proxy (fe|be) started", ln)]
-            for ln in bad[:10]:
+            for ln in log_lines_above_info(new)[:10]:
                 loglines.append(f"round {rnd + 1}, {t}, {os.path.basename(errlog)}: {ln.strip()}")
             for pr in r["problems"]:
                 notes.append(f"round {rnd + 1}, {t}: {pr}")
