@@ -878,3 +878,25 @@ def peer_versions(haproxy_ssl=False):
     return [("haproxy", haproxy_version(haproxy_ssl)),
             ("nginx", cmd_out(["nginx", "-v"]).replace("nginx version: ", "")),
             ("wrk", wrk_version())]
+
+
+def report_end(lines, outdir, name, confs, facts, reproduce):
+    """Finish a report: every config used and the machine facts
+    (report_configs_and_machine), the Reproduce line; write outdir/NAME.md."""
+    report_configs_and_machine(lines, confs, facts)
+    lines += [f"Reproduce: {reproduce}", ""]
+    write(os.path.join(outdir, f"{name}.md"), "\n".join(lines))
+
+
+def show_report(outdir, name, cuts, log):
+    """Print outdir/NAME.md up to the first of the CUTS markers (its
+    summary), then log where the report and results/latest are."""
+    path = os.path.join(outdir, f"{name}.md")
+    with open(path) as f:
+        text = f.read()
+    for c in cuts:
+        text = text.split(c)[0]
+    print()
+    print(text.rstrip())
+    print()
+    log(f"report: {path}  (latest: {os.path.join(RESULTS, 'latest', 'report.md')})")

@@ -65,12 +65,12 @@ import sys
 import time
 
 import benchlib
-from benchlib import (BODY_SIZE, BUILD, CLK_TCK, PIN, QUICK, RESULTS, ROOT, STATIC_BODY, Quiet, cmd_out, fmt,
-                      fmt_mmm, free_port, fsize, git_describe, grouped_bars, haproxy_conf, launch_proxy,
-                      log_lines_above_info, machine_facts, measure_wrk, parse_wrk, need_tools, nginx_main,
-                      nginx_temp_paths, noise_note, paired, peer_versions, pinning, proxy_errlog, read_tail,
-                      refresh_latest, report_configs_and_machine, report_list, run_main, run_wrk, runs_of,
-                      sluice_conf, start, stop, stop_proxy, wait_port, write)
+from benchlib import (BODY_SIZE, BUILD, CLK_TCK, PIN, QUICK, RESULTS, ROOT, STATIC_BODY, cmd_out, fmt, fmt_mmm,
+                      free_port, fsize, git_describe, grouped_bars, haproxy_conf, launch_proxy,
+                      log_lines_above_info, machine_facts, measure_wrk, need_tools, nginx_main,
+                      nginx_temp_paths, noise_note, paired, parse_wrk, peer_versions, pinning, proxy_errlog,
+                      Quiet, read_tail, refresh_latest, report_end, report_list, run_main, run_wrk, runs_of,
+                      show_report, sluice_conf, start, stop, stop_proxy, wait_port, write)
 from tlslib import (CERT_NAME, haproxy_bind_ssl, haproxy_global_ssl, make_certs, nginx_ssl, probe, sluice_lib,
                     sluice_tls, sluice_tls_failures)
 
@@ -530,10 +530,8 @@ def write_report(outdir, d, runs, targets, idents, facts, commands, confs, cert_
              "the ECDSA TLS 1.3 ones (others differ in the certificate, the version and the "
              "worker count) and the origin's:")
     L.append("")
-    report_configs_and_machine(L, confs, facts)
-    L.append("Reproduce: `make bench-churn` (or `QUICK=1 make bench-churn`); see docs/bench/churn.md.")
-    L.append("")
-    write(os.path.join(outdir, "churn.md"), "\n".join(L))
+    report_end(L, outdir, "churn", confs, facts,
+               "`make bench-churn` (or `QUICK=1 make bench-churn`); see docs/bench/churn.md.")
     return summ
 
 
@@ -642,11 +640,7 @@ def main():
     summ = write_report(outdir, d, runs, TARGETS, idents, facts, commands, confs, cert_cmds, origin_cmd,
                         notes, loglines, started.strftime("%Y-%m-%d %H:%M:%S"), elapsed)
     refresh_latest(RESULTS, outdir, "churn")
-    print()
-    with open(os.path.join(outdir, "churn.md")) as f:
-        print(f.read().split("![churn chart]")[0].split("## PROXY v2")[0].rstrip())
-    print()
-    log(f"report: {os.path.join(outdir, 'churn.md')}  (latest: {os.path.join(RESULTS, 'latest', 'report.md')})")
+    show_report(outdir, "churn", ["![churn chart]", "## PROXY v2"], log)
     log(f"elapsed {time.monotonic() - t_start:.0f} s")
     missing = [t for t in TARGETS
                if not any(s and s["rps"][0] and s["cpu_us"][0] for (tt, _), s in summ.items() if tt == t)]

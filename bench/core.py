@@ -39,12 +39,12 @@ import sys
 import time
 
 import benchlib
-from benchlib import (BODY_SIZE, BUILD, CLK_TCK, PIN, QUICK, RESULTS, Quiet, cmd_out, fmt, free_port, fsize,
-                      git_describe, haproxy_conf, launch_proxy, log_lines_above_info, machine_facts as base_facts,
-                      measure_wrk, need_tools, nginx_main, nginx_temp_paths, nginx_upstream, peer_versions,
-                      pinning, proxy_errlog, read_tail, refresh_latest as base_refresh_latest,
-                      report_configs_and_machine, run_main, run_wrk, sluice_conf, start_backend_nginx,
-                      start_demo_backend, stop, stop_proxy, write)
+from benchlib import (BODY_SIZE, BUILD, CLK_TCK, PIN, QUICK, RESULTS, cmd_out, fmt, free_port, fsize,
+                      git_describe, haproxy_conf, launch_proxy, log_lines_above_info, machine_facts as
+                      base_facts, measure_wrk, need_tools, nginx_main, nginx_temp_paths, nginx_upstream,
+                      peer_versions, pinning, proxy_errlog, Quiet, read_tail, refresh_latest as
+                      base_refresh_latest, report_end, run_main, run_wrk, show_report, sluice_conf,
+                      start_backend_nginx, start_demo_backend, stop, stop_proxy, write)
 
 env_int = functools.partial(benchlib.env_int, prog="bench/core.py")
 
@@ -374,10 +374,8 @@ def write_report(outdir, d, runs, labels, facts, commands, confs, backend_cmd, n
     L.append("Ports are picked free at run time (bind to port 0). Configs as used (also in "
              "[core/](core/)):")
     L.append("")
-    report_configs_and_machine(L, confs, facts)
-    L.append("Reproduce: `make bench-core` (or `QUICK=1 make bench-core`); see docs/benchmarking.md.")
-    L.append("")
-    write(os.path.join(outdir, "core.md"), "\n".join(L))
+    report_end(L, outdir, "core", confs, facts,
+               "`make bench-core` (or `QUICK=1 make bench-core`); see docs/benchmarking.md.")
     return summ
 
 
@@ -457,12 +455,7 @@ def main():
     summ = write_report(outdir, d, runs, labels, facts, commands, confs, backend_cmd, notes, loglines,
                         started.strftime("%Y-%m-%d %H:%M:%S"), elapsed)
     refresh_latest(outdir)
-    print()
-    with open(os.path.join(outdir, "core.md")) as f:
-        text = f.read()
-    print(text.split("![core chart]")[0].rstrip())
-    print()
-    log(f"report: {os.path.join(outdir, 'core.md')}  (latest: {os.path.join(RESULTS, 'latest', 'report.md')})")
+    show_report(outdir, "core", ["![core chart]"], log)
     return 0 if summ else 1
 
 

@@ -79,10 +79,9 @@ import urllib.request
 
 import benchlib
 from benchlib import (BUILD, CLK_TCK, HAPROXY_DEFAULTS, PIN, QUICK, RESULTS, ROOT, children_cpu, cmd_out,
-                      descendants, fmt, free_port, fsize, git_describe, machine_facts, mmm, pinning,
-                      read_tail, refresh_latest, report_configs_and_machine, run_main, start,
-                      start_backend_nginx, stop, system_busy_ticks, tree_ticks, wait_children, wait_port,
-                      write)
+                      descendants, fmt, free_port, fsize, git_describe, machine_facts, mmm, pinning, read_tail,
+                      refresh_latest, report_configs_and_machine, run_main, start, start_backend_nginx, stop,
+                      system_busy_ticks, tree_ticks, wait_children, wait_port, write)
 
 PROG = "bench/inspection.py"
 env_int = functools.partial(benchlib.env_int, prog=PROG)

@@ -81,7 +81,7 @@ import time
 import benchlib
 from benchlib import (BODY_SIZE, BUILD, CLK_TCK, PIN, QUICK, RESULTS, ROOT, STARTED, cmd_out, fmt, free_port,
                       fsize, git_describe, machine_facts, mmm, nginx_main, nginx_temp_paths, nginx_upstream,
-                      pinning, read_tail, refresh_latest, report_configs_and_machine, run_main, start,
+                      pinning, read_tail, refresh_latest, report_end, run_main, show_report, start,
                       start_backend_nginx, stop, tree_rss_kb, tree_ticks, wait_children, wait_port, write)
 
 PROG = "bench/memory.py"
@@ -934,10 +934,8 @@ def write_report(outdir, ramps, wruns, targets, wtargets, facts, commands, confs
     L.append("")
     L.append("Ports are picked free at run time. Configs (all in [memory/configs/](memory/configs/)):")
     L.append("")
-    report_configs_and_machine(L, confs, facts)
-    L.append("Reproduce: `make bench-memory` (or `QUICK=1 make bench-memory`); see docs/bench/memory.md.")
-    L.append("")
-    write(os.path.join(outdir, "memory.md"), "\n".join(L))
+    report_end(L, outdir, "memory", confs, facts,
+               "`make bench-memory` (or `QUICK=1 make bench-memory`); see docs/bench/memory.md.")
     return files
 
 
@@ -1045,12 +1043,7 @@ def main():
     files = write_report(outdir, ramps, wruns, TARGETS, WAF_TARGETS, facts, commands, confs, cert_cmd,
                          backend_cmd, lua_kib, start_s, notes, started.strftime("%Y-%m-%d %H:%M:%S"), elapsed)
     refresh_latest(RESULTS, outdir, "memory", files)
-    print()
-    with open(os.path.join(outdir, "memory.md")) as f:
-        text = f.read()
-    print(text.split("## Problems and notes")[0].split("## How to read this")[0].rstrip())
-    print()
-    log(f"report: {os.path.join(outdir, 'memory.md')}  (latest: {os.path.join(RESULTS, 'latest', 'report.md')})")
+    show_report(outdir, "memory", ["## Problems and notes", "## How to read this"], log)
     log(f"elapsed {time.monotonic() - T_START:.0f} s")
     ok_conns = "conns" not in PARTS or all(
         any(r["target"] == t and r["kind"] == k and r.get("slope_rss") for r in ramps)

@@ -91,8 +91,8 @@ import time
 import benchlib
 from benchlib import (BUILD, CLK_TCK, PIN, QUICK, RESULTS, ROOT, cmd_out, fmt, free_port, fsize, git_describe,
                       launch_proxy, log_lines_above_info, machine_facts, mmm, nginx_main, nginx_temp_paths,
-                      nginx_upstream, proxy_errlog, read_tail, refresh_latest, report_configs_and_machine,
-                      run_main, start_demo_backend, stop, system_busy_ticks, tree_ticks, wait_port, write)
+                      nginx_upstream, proxy_errlog, read_tail, refresh_latest, report_end, run_main,
+                      show_report, start_demo_backend, stop, system_busy_ticks, tree_ticks, wait_port, write)
 import tlslib
 
 PROG = "bench/offload.py"
@@ -783,10 +783,8 @@ def write_report(outdir, d, runs, facts, commands, confs, app_cmds, notes, logli
     L.append("")
     L.append("Ports are picked free at run time. Configs as used (also in [offload/](offload/)):")
     L.append("")
-    report_configs_and_machine(L, confs, facts)
-    L.append("Reproduce: `make bench-offload` (or `QUICK=1 make bench-offload`); see docs/bench/offload.md.")
-    L.append("")
-    write(os.path.join(outdir, "offload.md"), "\n".join(L))
+    report_end(L, outdir, "offload", confs, facts,
+               "`make bench-offload` (or `QUICK=1 make bench-offload`); see docs/bench/offload.md.")
     return summ, labels
 
 
@@ -960,11 +958,7 @@ def main():
                                 started.strftime("%Y-%m-%d %H:%M:%S"), elapsed, certs_cmds)
     refresh_latest(RESULTS, outdir, "offload",
                    ["offload.md"] + [SET_CHART[s] for s in SETS])
-    print()
-    text = open(os.path.join(outdir, "offload.md")).read()
-    print(text.split("How to read:")[0].rstrip())
-    print()
-    log(f"report: {os.path.join(outdir, 'offload.md')}  (latest: {os.path.join(RESULTS, 'latest', 'report.md')})")
+    show_report(outdir, "offload", ["How to read:"], log)
     # A target that produced no figure in a set fails the run.
     missing = [f"{s}/{lab}" for s in SETS for lab in TARGETS
                if not any(r["set"] == s and r["label"] == lab and r.get("ok") for r in runs)]

@@ -71,11 +71,10 @@ import threading
 import time
 
 import benchlib
-from benchlib import (BUILD, CLK_TCK, HAPROXY_DEFAULTS, PIN, QUICK, Quiet, RESULTS, ROOT, STARTED, cmd_out,
-                      fmt, free_port, fsize, git_describe, launch_proxy, log_lines_above_info, machine_facts,
-                      mmm, pinning, read_tail, recv_all, refresh_latest, report_configs_and_machine,
-                      report_list, run_main, start, stop, stop_proxy, system_busy_ticks, tree_ticks,
-                      wait_port, write)
+from benchlib import (BUILD, CLK_TCK, HAPROXY_DEFAULTS, PIN, QUICK, RESULTS, ROOT, STARTED, cmd_out, fmt,
+                      free_port, fsize, git_describe, launch_proxy, log_lines_above_info, machine_facts, mmm,
+                      pinning, Quiet, read_tail, recv_all, refresh_latest, report_end, report_list, run_main,
+                      show_report, start, stop, stop_proxy, system_busy_ticks, tree_ticks, wait_port, write)
 
 PROG = "bench/reuse.py"
 env_int = functools.partial(benchlib.env_int, prog=PROG)
@@ -748,11 +747,9 @@ def write_report(outdir, d, runs, targets, facts, commands, confs, backend_cmd, 
     L.append("")
     L.append("Ports are picked free at run time. Configs as used (also in [reuse/](reuse/)):")
     L.append("")
-    report_configs_and_machine(L, confs, facts)
-    L.append("Reproduce: `make bench-reuse` (or `QUICK=1 make bench-reuse`); see "
-             "docs/bench/reuse.md.")
-    L.append("")
-    write(os.path.join(outdir, "reuse.md"), "\n".join(L))
+    report_end(L, outdir, "reuse", confs, facts,
+               "`make bench-reuse` (or `QUICK=1 make bench-reuse`); see "
+               "docs/bench/reuse.md.")
     return summ
 
 
@@ -858,12 +855,7 @@ def main():
     summ = write_report(outdir, d, runs, targets, facts, commands, confs, backend_cmd, checks, notes,
                         loglines, started.strftime("%Y-%m-%d %H:%M:%S"), elapsed)
     refresh_latest(RESULTS, outdir, "reuse")
-    print()
-    with open(os.path.join(outdir, "reuse.md")) as f:
-        text = f.read()
-    print(text.split("## Identity checks")[0].rstrip())
-    print()
-    log(f"report: {os.path.join(outdir, 'reuse.md')}  (latest: {os.path.join(RESULTS, 'latest', 'report.md')})")
+    show_report(outdir, "reuse", ["## Identity checks"], log)
     return 0 if summ else 1
 
 

@@ -42,8 +42,8 @@ import urllib.request
 QUICK = os.environ.get("QUICK", "") not in ("", "0")
 os.environ.setdefault("ROUNDS", "3" if QUICK else "5")
 import core  # noqa: E402  (reads the shared knobs from the environment)
-from benchlib import (mmm as mmm_of, run_main, ROOT, CLK_TCK, cmd_out, fmt, free_port, fsize, git_describe,  # noqa: E402
-                      machine_facts as base_facts, read_tail, refresh_latest, report_configs_and_machine,
+from benchlib import (CLK_TCK, ROOT, cmd_out, fmt, free_port, fsize, git_describe,  # noqa: E402
+                      machine_facts as base_facts, mmm as mmm_of, read_tail, refresh_latest, report_end, run_main,
                       start, stop, stop_all, wait_children, wait_port, write)
 
 PROG = "bench/stats.py"
@@ -280,10 +280,8 @@ def write_report(outdir, runs, facts, commands, confs, backend_cmd, notes, start
         L.append(f"# every {SCRAPE} s during each measured run\ncurl -s http://127.0.0.1:ADMIN_PORT/metrics")
     L.append("```")
     L.append("")
-    report_configs_and_machine(L, confs, facts)
-    L.append("Reproduce: `make bench-stats` (or `QUICK=1 make bench-stats`); see docs/benchmarking.md.")
-    L.append("")
-    write(os.path.join(outdir, "stats.md"), "\n".join(L))
+    report_end(L, outdir, "stats", confs, facts,
+               "`make bench-stats` (or `QUICK=1 make bench-stats`); see docs/benchmarking.md.")
     return summ
 
 

@@ -50,12 +50,12 @@ import sys
 import time
 
 import benchlib
-from benchlib import (BUILD, CLK_TCK, PIN, QUICK, RESULTS, ROOT, Quiet, cmd_out, fmt, fmt_mmm, free_port,
-                      fsize, git_describe, grouped_bars, haproxy_conf, launch_proxy, log_lines_above_info,
+from benchlib import (BUILD, CLK_TCK, PIN, QUICK, RESULTS, ROOT, cmd_out, fmt, fmt_mmm, free_port, fsize,
+                      git_describe, grouped_bars, haproxy_conf, launch_proxy, log_lines_above_info,
                       machine_facts, measure_wrk, need_tools, nginx_main, nginx_temp_paths, nginx_upstream,
-                      noise_note, paired, peer_versions, pinning, proxy_errlog, read_tail, refresh_latest,
-                      report_configs_and_machine, report_list, run_main, run_wrk, sluice_conf, start,
-                      stop, stop_proxy, wait_port, write)
+                      noise_note, paired, peer_versions, pinning, proxy_errlog, Quiet, read_tail,
+                      refresh_latest, report_end, report_list, run_main, run_wrk, show_report, sluice_conf,
+                      start, stop, stop_proxy, wait_port, write)
 from tlslib import haproxy_bind_ssl, haproxy_global_ssl, make_certs, nginx_ssl, probe, sluice_lib, sluice_tls
 
 PROG = "bench/throughput.py"
@@ -397,11 +397,9 @@ def write_report(outdir, runs, targets, probes, facts, commands, confs, cert_cmd
     L.append("Ports are picked free at run time. Configs as used (also in "
              "[throughput/configs/](throughput/configs/)):")
     L.append("")
-    report_configs_and_machine(L, confs, facts)
-    L.append("Reproduce: `make bench-throughput` (or `QUICK=1 make bench-throughput`); see "
-             "docs/bench/throughput.md.")
-    L.append("")
-    write(os.path.join(outdir, "throughput.md"), "\n".join(L))
+    report_end(L, outdir, "throughput", confs, facts,
+               "`make bench-throughput` (or `QUICK=1 make bench-throughput`); see "
+               "docs/bench/throughput.md.")
     return summ
 
 
@@ -517,11 +515,7 @@ def main():
                         loglines, started.strftime("%Y-%m-%d %H:%M:%S"), elapsed)
     refresh_latest(RESULTS, outdir, "throughput",
                    files=["throughput.md", "throughput.png", "throughput-tls.png"])
-    print()
-    with open(os.path.join(outdir, "throughput.md")) as f:
-        print(f.read().split("## Response check")[0].rstrip())
-    print()
-    log(f"report: {os.path.join(outdir, 'throughput.md')}  (latest: {os.path.join(RESULTS, 'latest', 'report.md')})")
+    show_report(outdir, "throughput", ["## Response check"], log)
     log(f"elapsed {time.monotonic() - t_start:.0f} s")
     missing = [t for t in TARGETS
                if not any(s and s["rps"][0] and (t == "direct" or s["cpu_us"][0])

@@ -60,12 +60,12 @@ import sys
 import time
 
 import benchlib
-from benchlib import (BODY_SIZE, CLK_TCK, CONF_EXT, PIN, QUICK, RESULTS, ROOT, STARTED, Quiet, cmd_out, fmt, fmt_mmm,
+from benchlib import (BODY_SIZE, CLK_TCK, CONF_EXT, PIN, QUICK, RESULTS, ROOT, STARTED, cmd_out, fmt, fmt_mmm,
                       free_port, fsize, git_describe, grouped_bars, haproxy_conf, haproxy_version, launch_proxy,
                       log_lines_above_info, machine_facts, measure_wrk, mmm, need_tools, nginx_main,
-                      nginx_temp_paths, nginx_upstream, pinning, proxy_errlog, ratio, read_tail, refresh_latest,
-                      report_configs_and_machine, run_main, run_wrk, sluice_conf, start_backend_nginx, stop,
-                      stop_proxy, tree_rss_kb, write, wrk_version)
+                      nginx_temp_paths, nginx_upstream, pinning, proxy_errlog, Quiet, ratio, read_tail,
+                      refresh_latest, report_end, run_main, run_wrk, show_report, sluice_conf,
+                      start_backend_nginx, stop, stop_proxy, tree_rss_kb, write, wrk_version)
 from tlslib import (CERT_NAME, find_sluice, haproxy_bind_ssl, haproxy_global_ssl, make_certs, nginx_ssl,
                     sluice_tls, sluice_tls_failures)
 from tlslib import probe as tlslib_probe
@@ -784,11 +784,9 @@ def write_report(outdir, d, runs, mem, speed, samples, probes, targets, facts, c
              "resumed ECDSA TLS 1.3 ones (the other cases change only the certificate, the "
              "versions and the ticket/cache lines) are:")
     L.append("")
-    report_configs_and_machine(L, confs, facts)
-    L.append("Reproduce: `make bench-tls` (or `QUICK=1 make bench-tls`); see docs/benchmarking.md, "
-             "section tls.")
-    L.append("")
-    write(os.path.join(outdir, "tls.md"), "\n".join(L))
+    report_end(L, outdir, "tls", confs, facts,
+               "`make bench-tls` (or `QUICK=1 make bench-tls`); see docs/benchmarking.md, "
+               "section tls.")
     return summ
 
 
@@ -960,12 +958,7 @@ def main():
     write_report(outdir, d, runs, mem, speed, samples, probes, targets, facts, commands, confs,
                  cert_cmds, backend_cmd, notes, loglines, started.strftime("%Y-%m-%d %H:%M:%S"), elapsed)
     refresh_latest(RESULTS, outdir, "tls")
-    print()
-    with open(os.path.join(outdir, "tls.md")) as f:
-        text = f.read()
-    print(text.split("![tls chart]")[0].split("## Problems seen")[0].rstrip())
-    print()
-    log(f"report: {os.path.join(outdir, 'tls.md')}  (latest: {os.path.join(RESULTS, 'latest', 'report.md')})")
+    show_report(outdir, "tls", ["![tls chart]", "## Problems seen"], log)
     return 0 if runs or mem else 1
 
 
