@@ -13,9 +13,6 @@ cd "$(dirname "$0")/.."
 . bench/deps.sh
 EXTRA_TOOLS="openssl:openssl" bench_install_deps bench/churn.sh
 
-BUILD=${BUILD:-build}
-if [ ! -x "$BUILD/sluice" ]; then
-	make BUILD="$BUILD" "$BUILD/sluice"
-fi
+bench_build sluice
 
-BUILD=$BUILD exec "$(py)" bench/churn.py "$@"
+exec "$(py)" bench/churn.py "$@"

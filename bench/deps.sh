@@ -41,3 +41,26 @@ bench_fortio() { # $1 = caller name
 	go install fortio.org/fortio@v1.63.0 >&2 || { echo "$1: fortio could not be installed" >&2; return 1; }
 	echo "$(go env GOPATH)/bin/fortio"
 }
+
+# Build what a scenario needs into ${BUILD:-build} (BUILD is set and
+# exported): `bench_build sluice demo_backend` runs make for them all when any
+# one is missing.
+bench_build() {
+	BUILD=${BUILD:-build}
+	export BUILD
+	for t in "$@"; do
+		[ -x "$BUILD/$t" ] && continue
+		# shellcheck disable=SC2046
+		make BUILD="$BUILD" $(for x in "$@"; do printf '%s/%s ' "$BUILD" "$x"; done)
+		return
+	done
+}
+
+# Compile the load tool bench/$1.c (it links OpenSSL) into $BUILD when it is
+# missing or older than its source.
+bench_cc() {
+	if [ ! -x "$BUILD/$1" ] || [ "bench/$1.c" -nt "$BUILD/$1" ]; then
+		mkdir -p "$BUILD"
+		cc -std=c11 -O2 -Wall -Wextra -Werror -D_GNU_SOURCE -o "$BUILD/$1" "bench/$1.c" -lssl -lcrypto
+	fi
+}

@@ -13,8 +13,6 @@ EXTRA_TOOLS="siege:siege ${EXTRA_TOOLS:-}" bench_install_deps bench/inspection.s
 FORTIO=$(bench_fortio bench/inspection.sh)
 export FORTIO
 
-BUILD=${BUILD:-build}
-export BUILD
-[ -x "$BUILD/sluice" ] || make BUILD="$BUILD" "$BUILD/sluice"
+bench_build sluice
 
 exec "$(py)" bench/inspection.py "$@"

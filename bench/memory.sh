@@ -18,13 +18,8 @@ if [ ! -f /usr/include/openssl/ssl.h ]; then
 	DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y libssl-dev || true
 fi
 
-BUILD=${BUILD:-build}
-export BUILD
-[ -x "$BUILD/sluice" ] || make BUILD="$BUILD" "$BUILD/sluice"
-mkdir -p "$BUILD"
-if [ ! -x "$BUILD/connhold" ] || [ bench/connhold.c -nt "$BUILD/connhold" ]; then
-	cc -std=c11 -O2 -Wall -Wextra -Werror -D_GNU_SOURCE -o "$BUILD/connhold" bench/connhold.c -lssl -lcrypto
-fi
+bench_build sluice
+bench_cc connhold
 
 case ",${PARTS:-conns,waf}," in
 *,waf,*) FORTIO=$(bench_fortio bench/memory.sh) || FORTIO=; export FORTIO ;;

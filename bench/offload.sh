@@ -26,14 +26,7 @@ if [ ! -f /usr/include/openssl/ssl.h ]; then
 		echo "bench/offload.sh: could not install libssl-dev" >&2
 fi
 
-BUILD=${BUILD:-build}
-export BUILD
-if [ ! -x "$BUILD/sluice" ] || [ ! -x "$BUILD/demo_backend" ]; then
-	make BUILD="$BUILD" "$BUILD/sluice" "$BUILD/demo_backend"
-fi
-if [ ! -x "$BUILD/userload" ] || [ bench/userload.c -nt "$BUILD/userload" ]; then
-	mkdir -p "$BUILD"
-	cc -std=c11 -O2 -Wall -Wextra -Werror -D_GNU_SOURCE -o "$BUILD/userload" bench/userload.c -lssl -lcrypto
-fi
+bench_build sluice demo_backend
+bench_cc userload
 
 exec "$(py)" bench/offload.py "$@"

@@ -14,11 +14,7 @@ cd "$(dirname "$0")/.."
 . bench/deps.sh
 bench_install_deps bench/reuse.sh
 
-BUILD=${BUILD:-build}
-export BUILD
-if [ ! -x "$BUILD/sluice" ] || [ ! -x "$BUILD/srcload" ]; then
-	make BUILD="$BUILD" "$BUILD/sluice" "$BUILD/srcload"
-fi
+bench_build sluice srcload
 
 # 1,000 client connections, as many backend connections, and the proxy's and
 # the backend's own: raise the open-files limit (to the hard limit if 65536
