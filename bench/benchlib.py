@@ -8,6 +8,7 @@ did not start took) for noise detection. Memory: VmRSS of a process tree.
 wrk: output parsing. Reports: the static nginx origin, machine facts, and
 bench/results/latest/ (one <name>.md/.png/.src per scenario + report.md).
 """
+import datetime
 import os
 import platform
 import re
@@ -796,6 +797,16 @@ def git_describe():
 
 
 # ---------------------------------------------------------------- results/latest
+
+def results_dirs(name):
+    """(start time, UTC; RESULTS/<BENCH_TS, or the start time>/; its NAME/
+    subdirectory, made with NAME/raw/ in it)."""
+    started = datetime.datetime.now(datetime.timezone.utc)
+    outdir = os.path.join(RESULTS, os.environ.get("BENCH_TS") or started.strftime("%Y%m%dT%H%M%SZ"))
+    d = os.path.join(outdir, name)
+    os.makedirs(os.path.join(d, "raw"), exist_ok=True)
+    return started, outdir, d
+
 
 def refresh_latest(results, outdir, name, files=None):
     """Copy outdir/<name>.md (+ .png and any other files) into results/latest/,

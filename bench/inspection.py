@@ -63,7 +63,6 @@ inspection-fortio-c<N>.png (one per connection count), inspection-histogram.png
 RESULTS/latest/ gets a copy and report.md links it. Exits non-zero when a target
 produced no figures or the HAProxy port disagreed with sluice.
 """
-import datetime
 import functools
 import http.client
 import json
@@ -80,8 +79,8 @@ import urllib.request
 import benchlib
 from benchlib import (BUILD, CLK_TCK, HAPROXY_DEFAULTS, PIN, QUICK, RESULTS, ROOT, children_cpu, cmd_out,
                       descendants, fmt, free_port, fsize, git_describe, machine_facts, mmm, pinning, read_tail,
-                      refresh_latest, report_configs_and_machine, run_main, start, start_backend_nginx, stop,
-                      system_busy_ticks, tree_ticks, wait_children, wait_port, write)
+                      refresh_latest, report_configs_and_machine, results_dirs, run_main, start,
+                      start_backend_nginx, stop, system_busy_ticks, tree_ticks, wait_children, wait_port, write)
 
 PROG = "bench/inspection.py"
 env_int = functools.partial(benchlib.env_int, prog=PROG)
@@ -922,10 +921,7 @@ def write_report(outdir, runs, port_rows, facts, setup, uas, rc_path, notes, sta
 # ---------------------------------------------------------------- main
 
 def main():
-    started = datetime.datetime.now(datetime.timezone.utc)
-    outdir = os.path.join(RESULTS, os.environ.get("BENCH_TS") or started.strftime("%Y%m%dT%H%M%SZ"))
-    d = os.path.join(outdir, "inspection")
-    os.makedirs(os.path.join(d, "raw"), exist_ok=True)
+    started, outdir, d = results_dirs("inspection")
     t_start = time.monotonic()
     for tool, path in (("siege", "siege"), ("fortio", FORTIO), ("haproxy", "haproxy"), ("nginx", "nginx")):
         need = {"siege": "siege" in PARTS, "fortio": "fortio" in PARTS}.get(tool, True)

@@ -81,8 +81,8 @@ import time
 import benchlib
 from benchlib import (BODY_SIZE, BUILD, CLK_TCK, PIN, QUICK, RESULTS, ROOT, STARTED, cmd_out, fmt, free_port,
                       fsize, git_describe, machine_facts, mmm, nginx_main, nginx_temp_paths, nginx_upstream,
-                      pinning, read_tail, refresh_latest, report_end, run_main, show_report, start,
-                      start_backend_nginx, stop, tree_rss_kb, tree_ticks, wait_children, wait_port, write)
+                      pinning, read_tail, refresh_latest, report_end, results_dirs, run_main, show_report,
+                      start, start_backend_nginx, stop, tree_rss_kb, tree_ticks, wait_children, wait_port, write)
 
 PROG = "bench/memory.py"
 T_START = time.monotonic()
@@ -979,11 +979,7 @@ def main():
         sys.exit(f"{PROG}: RLIMIT_NOFILE {lim} is too low for {max(STEPS)} connections "
                  "(run as root or raise the hard limit)")
 
-    started = datetime.datetime.now(datetime.timezone.utc)
-    ts = os.environ.get("BENCH_TS") or started.strftime("%Y%m%dT%H%M%SZ")
-    outdir = os.path.join(RESULTS, ts)
-    d = os.path.join(outdir, "memory")
-    os.makedirs(os.path.join(d, "raw"), exist_ok=True)
+    started, outdir, d = results_dirs("memory")
     os.makedirs(os.path.join(d, "bin"), exist_ok=True)
     sluice_bin = shutil.copy2(sluice_src, os.path.join(d, "bin", "sluice"))  # others may rebuild BUILD/
     log(f"results in {outdir}; {PIN_TEXT}")

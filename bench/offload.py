@@ -77,7 +77,6 @@ offload-demo.png, offload/ (CATALINA_BASE, configs, certificates, raw
 userload JSON, logs); RESULTS/latest/ gets a copy and report.md links it.
 Every process started here is stopped by its PID on exit.
 """
-import datetime
 import functools
 import json
 import os
@@ -91,8 +90,9 @@ import time
 import benchlib
 from benchlib import (BUILD, CLK_TCK, PIN, QUICK, RESULTS, ROOT, cmd_out, fmt, free_port, fsize, git_describe,
                       launch_proxy, log_lines_above_info, machine_facts, mmm, nginx_main, nginx_temp_paths,
-                      nginx_upstream, proxy_errlog, read_tail, refresh_latest, report_end, run_main,
-                      show_report, start_demo_backend, stop, system_busy_ticks, tree_ticks, wait_port, write)
+                      nginx_upstream, proxy_errlog, read_tail, refresh_latest, report_end, results_dirs,
+                      run_main, show_report, start_demo_backend, stop, system_busy_ticks, tree_ticks, wait_port,
+                      write)
 import tlslib
 
 PROG = "bench/offload.py"
@@ -889,11 +889,7 @@ def main():
         sys.exit(f"{PROG}: open-files hard limit {hard} is below {top} users + 100")
     WARMUP_MAX = max(WARMUP + DURATION, APP_WARMUP)
 
-    started = datetime.datetime.now(datetime.timezone.utc)
-    ts = os.environ.get("BENCH_TS") or started.strftime("%Y%m%dT%H%M%SZ")
-    outdir = os.path.join(RESULTS, ts)
-    d = os.path.join(outdir, "offload")
-    os.makedirs(os.path.join(d, "raw"), exist_ok=True)
+    started, outdir, d = results_dirs("offload")
     RAW_TMP[0] = d
     t_start = time.monotonic()
     nruns = sum(len(LEVELS[s]) for s in SETS) * ROUNDS * len(TARGETS)

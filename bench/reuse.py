@@ -73,8 +73,9 @@ import time
 import benchlib
 from benchlib import (BUILD, CLK_TCK, HAPROXY_DEFAULTS, PIN, QUICK, RESULTS, ROOT, STARTED, cmd_out, fmt,
                       free_port, fsize, git_describe, launch_proxy, log_lines_above_info, machine_facts, mmm,
-                      pinning, Quiet, read_tail, recv_all, refresh_latest, report_end, report_list, run_main,
-                      show_report, start, stop, stop_proxy, system_busy_ticks, tree_ticks, wait_port, write)
+                      pinning, Quiet, read_tail, recv_all, refresh_latest, report_end, report_list,
+                      results_dirs, run_main, show_report, start, stop, stop_proxy, system_busy_ticks,
+                      tree_ticks, wait_port, write)
 
 PROG = "bench/reuse.py"
 env_int = functools.partial(benchlib.env_int, prog=PROG)
@@ -775,10 +776,7 @@ def main():
     if hard < 2 * CLIENTS + MAX_CONNS + 200:
         log(f"warning: open-files limit {hard} may be too low for {CLIENTS} clients")
 
-    started = datetime.datetime.now(datetime.timezone.utc)
-    outdir = os.path.join(RESULTS, os.environ.get("BENCH_TS") or started.strftime("%Y%m%dT%H%M%SZ"))
-    d = os.path.join(outdir, "reuse")
-    os.makedirs(os.path.join(d, "raw"), exist_ok=True)
+    started, outdir, d = results_dirs("reuse")
     os.makedirs(os.path.join(d, "bin"), exist_ok=True)
     # Run copies: others may rebuild build*/ while the benchmark runs.
     for src in (SLUICE_SRC, SRCLOAD_SRC):

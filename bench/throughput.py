@@ -41,11 +41,9 @@ throughput/ (files, certificates, configs, raw wrk output, logs, runs.json);
 RESULTS/latest/ gets a copy and report.md links it. Every process started
 here is stopped by its PID. Exit status 1 if a target produced no figure.
 """
-import datetime
 import functools
 import json
 import os
-import shutil
 import sys
 import time
 
@@ -54,9 +52,9 @@ from benchlib import (BUILD, CLK_TCK, PIN, QUICK, RESULTS, ROOT, cmd_out, fmt, f
                       git_describe, grouped_bars, haproxy_conf, launch_proxy, log_lines_above_info,
                       machine_facts, measure_wrk, need_tools, nginx_main, nginx_temp_paths, nginx_upstream,
                       noise_note, paired, peer_versions, pinning, proxy_errlog, Quiet, read_tail,
-                      refresh_latest, report_end, report_list, run_main, run_wrk, show_report, sluice_conf,
-                      start, stop, stop_proxy, wait_port, write)
-from tlslib import haproxy_bind_ssl, haproxy_global_ssl, make_certs, nginx_ssl, probe, sluice_lib, sluice_tls
+                      refresh_latest, report_end, report_list, results_dirs, run_main, run_wrk, show_report,
+                      sluice_conf, start, stop, stop_proxy, wait_port, write)
+from tlslib import (copy_sluice, haproxy_bind_ssl, haproxy_global_ssl, make_certs, nginx_ssl, probe, sluice_tls)
 
 PROG = "bench/throughput.py"
 env_int = functools.partial(benchlib.env_int, prog=PROG)
@@ -420,16 +418,10 @@ def main():
     src = os.path.join(BUILD, "sluice")
     if "sluice" in TARGETS and not os.access(src, os.X_OK):
         sys.exit(f"{PROG}: {src} missing: make BUILD={os.path.relpath(BUILD, ROOT)} all")
-    started = datetime.datetime.now(datetime.timezone.utc)
-    outdir = os.path.join(RESULTS, os.environ.get("BENCH_TS") or started.strftime("%Y%m%dT%H%M%SZ"))
-    d = os.path.join(outdir, "throughput")
-    os.makedirs(os.path.join(d, "raw"), exist_ok=True)
+    started, outdir, d = results_dirs("throughput")
     t_start = time.monotonic()
     if "sluice" in TARGETS:
-        os.makedirs(os.path.join(d, "bin"), exist_ok=True)
-        dst = os.path.join(d, "bin", "sluice")
-        shutil.copy2(src, dst)        # others may rebuild build*/ during the run
-        lib, tls_line = sluice_lib(dst)
+        dst, lib, tls_line = copy_sluice(src, d)
         SLUICE.update(path=dst, src=src, tls=tls_line or "?")
     log(f"results in {outdir}")
     per = DURATION + WARMUP / 3 + 0.7

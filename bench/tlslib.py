@@ -13,6 +13,7 @@ logs at info level.
 """
 import os
 import re
+import shutil
 import socket
 import ssl
 import subprocess
@@ -191,6 +192,17 @@ def find_sluice(prog, builds=("build", "build-boringssl", "build-openssl")):
     for _, lib, path, tls_line in sorted(cands, reverse=True):
         found.setdefault(lib, (os.path.abspath(path), tls_line))
     return found
+
+
+def copy_sluice(src, d, name="sluice"):
+    """Copy the sluice binary SRC to D/bin/NAME and run the copy: others may
+    rebuild build*/ while a benchmark runs. Returns (copy, its TLS library,
+    its TLS line)."""
+    os.makedirs(os.path.join(d, "bin"), exist_ok=True)
+    dst = os.path.join(d, "bin", name)
+    shutil.copy2(src, dst)
+    lib, tls_line = sluice_lib(dst)
+    return dst, lib, tls_line
 
 
 def sluice_tls_failures(text):
