@@ -74,6 +74,7 @@ from tlslib import (CERT_NAME, copy_sluice, haproxy_bind_ssl, haproxy_global_ssl
 
 PROG = "bench/churn.py"
 env_int = functools.partial(benchlib.env_int, prog=PROG)
+env_names = functools.partial(benchlib.env_names, prog=PROG)
 
 DURATION = env_int("DURATION", 1 if QUICK else 4, 1)
 WARMUP = env_int("WARMUP", 0 if QUICK else 1, 0)
@@ -86,17 +87,9 @@ ATTEMPTS = 2
 POOL = 64                      # backend connections each proxy may open
 
 ALL_CASES = ["ecdsa-1.2", "ecdsa-1.3", "rsa-1.2", "rsa-1.3"]
-CASE_KEYS = [c for c in os.environ.get("CASES", "ecdsa-1.3,rsa-1.3" if QUICK else ",".join(ALL_CASES))
-             .split(",") if c]
-SCALE_KEYS = [c for c in os.environ.get("SCALE", "ecdsa-1.3").split(",") if c]
-ALL_TARGETS = ["sluice", "haproxy", "nginx"]
-TARGETS = [t for t in os.environ.get("TARGETS", ",".join(ALL_TARGETS)).split(",") if t]
-for c in CASE_KEYS + SCALE_KEYS:
-    if c not in ALL_CASES:
-        sys.exit(f"{PROG}: unknown case {c!r} (known: {','.join(ALL_CASES)})")
-for t in TARGETS:
-    if t not in ALL_TARGETS:
-        sys.exit(f"{PROG}: unknown target {t!r} (known: {','.join(ALL_TARGETS)})")
+CASE_KEYS = env_names("CASES", ALL_CASES, "ecdsa-1.3,rsa-1.3" if QUICK else None, "case")
+SCALE_KEYS = env_names("SCALE", ALL_CASES, "ecdsa-1.3", "case")
+TARGETS = env_names("TARGETS", ["sluice", "haproxy", "nginx"], what="target")
 if not TARGETS or not (CASE_KEYS or SCALE_KEYS):
     sys.exit(f"{PROG}: nothing to measure")
 if WRK_THREADS > CONNECTIONS:

@@ -58,6 +58,7 @@ from tlslib import (copy_sluice, haproxy_bind_ssl, haproxy_global_ssl, make_cert
 
 PROG = "bench/throughput.py"
 env_int = functools.partial(benchlib.env_int, prog=PROG)
+env_names = functools.partial(benchlib.env_names, prog=PROG)
 
 DURATION = env_int("DURATION", 1 if QUICK else 2, 1)
 WARMUP = env_int("WARMUP", 0 if QUICK else 1, 0)
@@ -74,16 +75,8 @@ SIZES = {"100": 100, "20k": 20 * 1024, "1m": 1024 * 1024}
 SIZE_NAME = {"100": "100 B", "20k": "20 KiB", "1m": "1 MiB"}
 MODES = ("plain", "tls")
 ALL_CASES = [f"{m}-{s}" for m in MODES for s in SIZES]
-CASE_KEYS = [c for c in os.environ.get("CASES", "plain-100,tls-20k,plain-1m" if QUICK else ",".join(ALL_CASES))
-             .split(",") if c]
-ALL_TARGETS = ["direct", "sluice", "haproxy", "nginx"]
-TARGETS = [t for t in os.environ.get("TARGETS", ",".join(ALL_TARGETS)).split(",") if t]
-for c in CASE_KEYS:
-    if c not in ALL_CASES:
-        sys.exit(f"{PROG}: unknown case {c!r} (known: {','.join(ALL_CASES)})")
-for t in TARGETS:
-    if t not in ALL_TARGETS:
-        sys.exit(f"{PROG}: unknown target {t!r} (known: {','.join(ALL_TARGETS)})")
+CASE_KEYS = env_names("CASES", ALL_CASES, "plain-100,tls-20k,plain-1m" if QUICK else None, "case")
+TARGETS = env_names("TARGETS", ["direct", "sluice", "haproxy", "nginx"], what="target")
 if not TARGETS or not CASE_KEYS:
     sys.exit(f"{PROG}: nothing to measure")
 if WRK_THREADS > CONNECTIONS:
