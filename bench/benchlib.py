@@ -911,3 +911,12 @@ def show_report(outdir, name, cuts, log):
     print(text.rstrip())
     print()
     log(f"report: {path}  (latest: {os.path.join(RESULTS, 'latest', 'report.md')})")
+
+
+def exit_status(missing, log):
+    """A scenario's exit status: 1, after naming them, when targets in
+    MISSING produced no figure; else 0."""
+    if missing:
+        log(f"no figures for: {', '.join(missing)}")
+        return 1
+    return 0

@@ -63,8 +63,8 @@ import sys
 import time
 
 import benchlib
-from benchlib import (BODY_SIZE, BUILD, CLK_TCK, PIN, QUICK, RESULTS, ROOT, STATIC_BODY, cmd_out, fmt, fmt_mmm,
-                      free_port, fsize, git_describe, grouped_bars, haproxy_conf, launch_proxy,
+from benchlib import (BODY_SIZE, BUILD, CLK_TCK, PIN, QUICK, RESULTS, ROOT, STATIC_BODY, cmd_out, exit_status,
+                      fmt, fmt_mmm, free_port, fsize, git_describe, grouped_bars, haproxy_conf, launch_proxy,
                       log_lines_above_info, machine_facts, measure_wrk, need_tools, nginx_main,
                       nginx_temp_paths, noise_note, paired, parse_wrk, peer_versions, pinning, proxy_errlog,
                       Quiet, read_tail, refresh_latest, report_end, report_list, results_dirs, run_main,
@@ -628,10 +628,7 @@ def main():
     log(f"elapsed {time.monotonic() - t_start:.0f} s")
     missing = [t for t in TARGETS
                if not any(s and s["rps"][0] and s["cpu_us"][0] for (tt, _), s in summ.items() if tt == t)]
-    if missing:
-        log(f"no figures for: {', '.join(missing)}")
-        return 1
-    return 0
+    return exit_status(missing, log)
 
 
 if __name__ == "__main__":

@@ -88,11 +88,11 @@ import sys
 import time
 
 import benchlib
-from benchlib import (BUILD, CLK_TCK, PIN, QUICK, RESULTS, ROOT, cmd_out, fmt, free_port, fsize, git_describe,
-                      launch_proxy, log_lines_above_info, machine_facts, mmm, nginx_main, nginx_temp_paths,
-                      nginx_upstream, proxy_errlog, read_tail, refresh_latest, report_end, results_dirs,
-                      run_main, show_report, start_demo_backend, stop, system_busy_ticks, tree_ticks, wait_port,
-                      write)
+from benchlib import (BUILD, CLK_TCK, PIN, QUICK, RESULTS, ROOT, cmd_out, exit_status, fmt, free_port, fsize,
+                      git_describe, launch_proxy, log_lines_above_info, machine_facts, mmm, nginx_main,
+                      nginx_temp_paths, nginx_upstream, proxy_errlog, read_tail, refresh_latest, report_end,
+                      results_dirs, run_main, show_report, start_demo_backend, stop, system_busy_ticks,
+                      tree_ticks, wait_port, write)
 import tlslib
 
 PROG = "bench/offload.py"
@@ -959,10 +959,7 @@ def main():
     missing = [f"{s}/{lab}" for s in SETS for lab in TARGETS
                if not any(r["set"] == s and r["label"] == lab and r.get("ok") for r in runs)]
     log(f"elapsed {time.monotonic() - t_start:.0f} s")
-    if missing:
-        log(f"no figures for: {', '.join(missing)}")
-        return 1
-    return 0
+    return exit_status(missing, log)
 
 
 if __name__ == "__main__":

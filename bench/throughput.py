@@ -48,8 +48,8 @@ import sys
 import time
 
 import benchlib
-from benchlib import (BUILD, CLK_TCK, PIN, QUICK, RESULTS, ROOT, cmd_out, fmt, fmt_mmm, free_port, fsize,
-                      git_describe, grouped_bars, haproxy_conf, launch_proxy, log_lines_above_info,
+from benchlib import (BUILD, CLK_TCK, PIN, QUICK, RESULTS, ROOT, cmd_out, exit_status, fmt, fmt_mmm, free_port,
+                      fsize, git_describe, grouped_bars, haproxy_conf, launch_proxy, log_lines_above_info,
                       machine_facts, measure_wrk, need_tools, nginx_main, nginx_temp_paths, nginx_upstream,
                       noise_note, paired, peer_versions, pinning, proxy_errlog, Quiet, read_tail,
                       refresh_latest, report_end, report_list, results_dirs, run_main, run_wrk, show_report,
@@ -505,10 +505,7 @@ def main():
     missing = [t for t in TARGETS
                if not any(s and s["rps"][0] and (t == "direct" or s["cpu_us"][0])
                           for (tt, _), s in summ.items() if tt == t)]
-    if missing:
-        log(f"no figures for: {', '.join(missing)}")
-        return 1
-    return 0
+    return exit_status(missing, log)
 
 
 if __name__ == "__main__":
