@@ -65,12 +65,12 @@ import time
 import benchlib
 from benchlib import (BODY_SIZE, BUILD, CLK_TCK, PIN, QUICK, RESULTS, ROOT, STATIC_BODY, cmd_out, exit_status,
                       fmt, fmt_mmm, free_port, fsize, git_describe, grouped_bars, haproxy_conf, launch_proxy,
-                      log_lines_above_info, machine_facts, measure_wrk, need_tools, nginx_main,
-                      nginx_temp_paths, noise_note, paired, parse_wrk, peer_versions, pinning, proxy_errlog,
-                      Quiet, read_tail, refresh_latest, report_end, report_list, results_dirs, run_main,
-                      run_wrk, runs_of, show_report, sluice_conf, start, stop, stop_proxy, wait_port, write)
+                      machine_facts, measure_wrk, need_tools, nginx_main, nginx_temp_paths, noise_note, paired,
+                      parse_wrk, peer_versions, pinning, proxy_errlog, Quiet, read_tail, refresh_latest,
+                      report_end, report_list, results_dirs, run_main, run_wrk, runs_of, show_report,
+                      sluice_conf, start, stop, wait_port, write)
 from tlslib import (CERT_NAME, copy_sluice, haproxy_bind_ssl, haproxy_global_ssl, make_certs, nginx_ssl, probe,
-                    sluice_tls, sluice_tls_failures)
+                    sluice_tls, stop_tls_proxy)
 
 PROG = "bench/churn.py"
 env_int = functools.partial(benchlib.env_int, prog=PROG)
@@ -584,19 +584,11 @@ def main():
         r = quiet.run_if_budget(lambda: measure(tgt, c, rnd, d, port, proxy, origin),
                                 f"round {rnd + 1}, {c['key']}, {tgt}", DURATION, notes,
                                 lambda x: f"{fmt(x['rps'])} CPS, {fmt(x['cpu_us'], 1)} µs/hs")
-        bad_exit = stop_proxy(tgt, proxy)
-        if bad_exit:
-            r["problems"].append(bad_exit)
-        new = read_tail(errlog, pos)
-        fails = sluice_tls_failures(new) if tgt == "sluice" else []
-        r["tls_fail"] = len(fails)
-        if fails:
-            r["problems"].append(f"{len(fails)} TLS failures in sluice's log, first: {fails[0].strip()}")
-        bad = log_lines_above_info(new)
+        bad = stop_tls_proxy(tgt, proxy, errlog, pos, r)
         obad = [ln for ln in read_tail(origin_err, opos).splitlines() if ln.strip()]
         if any("broken header" in ln for ln in obad):
             r["problems"].append("the origin logged connections without a valid PROXY header")
-        for ln in (bad + fails)[:10]:
+        for ln in bad[:10]:
             loglines.append(f"round {rnd + 1}, {c['key']}, {tgt}, {os.path.basename(errlog)}: {ln.strip()}")
         for ln in obad[:5]:
             loglines.append(f"round {rnd + 1}, {c['key']}, {tgt}, origin.error.log: {ln.strip()}")

@@ -62,12 +62,12 @@ import time
 import benchlib
 from benchlib import (BODY_SIZE, CLK_TCK, CONF_EXT, PIN, QUICK, RESULTS, ROOT, STARTED, cmd_out, fmt, fmt_mmm,
                       free_port, fsize, git_describe, grouped_bars, haproxy_conf, haproxy_version, launch_proxy,
-                      log_lines_above_info, machine_facts, measure_wrk, mmm, need_tools, nginx_main,
-                      nginx_temp_paths, nginx_upstream, pinning, proxy_errlog, Quiet, ratio, read_tail,
-                      refresh_latest, report_end, run_main, run_wrk, show_report, sluice_conf,
-                      start_backend_nginx, stop, stop_proxy, tree_rss_kb, write, wrk_version)
+                      machine_facts, measure_wrk, mmm, need_tools, nginx_main, nginx_temp_paths, nginx_upstream,
+                      pinning, proxy_errlog, Quiet, ratio, read_tail, refresh_latest, report_end, run_main,
+                      run_wrk, show_report, sluice_conf, start_backend_nginx, stop, tree_rss_kb, write,
+                      wrk_version)
 from tlslib import (CERT_NAME, find_sluice, haproxy_bind_ssl, haproxy_global_ssl, make_certs, nginx_ssl,
-                    sluice_tls, sluice_tls_failures)
+                    sluice_tls, sluice_tls_failures, stop_tls_proxy)
 from tlslib import probe as tlslib_probe
 
 PROG = "bench/tls.py"
@@ -888,16 +888,7 @@ def main():
         r = quiet.run(lambda: measure(tgt, case, rnd, d, port, proxy, backend),
                       f"round {rnd + 1}, {case['key']}, {tgt}", DURATION, notes,
                       lambda x: f"{fmt(x['rps'])} req/s, {fmt(x['cpu_us'], 1)} µs/req")
-        bad_exit = stop_proxy(tgt, proxy)
-        if bad_exit:
-            r["problems"].append(bad_exit)
-        new = read_tail(errlog, pos)
-        fails = sluice_tls_failures(new) if tgt.startswith("sluice") else []
-        r["tls_fail"] = len(fails)
-        if fails:
-            r["problems"].append(f"{len(fails)} TLS failures in sluice's log, first: {fails[0].strip()}")
-        bad = log_lines_above_info(new)
-        for ln in (bad + fails)[:10]:
+        for ln in stop_tls_proxy(tgt.split("-")[0], proxy, errlog, pos, r)[:10]:
             loglines.append(f"round {rnd + 1}, {case['key']}, {tgt}, {os.path.basename(errlog)}: {ln.strip()}")
         for pr in r["problems"]:
             notes.append(f"round {rnd + 1}, {case['key']}, {tgt}: {pr}")

@@ -19,7 +19,7 @@ import ssl
 import subprocess
 import sys
 
-from benchlib import ROOT, cmd_out
+from benchlib import ROOT, cmd_out, log_lines_above_info, read_tail, stop_proxy
 
 VERSIONS = {"1.2": "TLSv1.2", "1.3": "TLSv1.3"}
 CERT_NAME = {"ecdsa": "ECDSA P-256", "rsa": "RSA-2048"}
@@ -209,3 +209,19 @@ def sluice_tls_failures(text):
     """sluice logs handshake failures and TLS errors at info level."""
     return [ln for ln in text.splitlines()
             if re.search(r"TLS (handshake failed|error|handshake timeout)", ln)]
+
+
+def stop_tls_proxy(kind, proxy, errlog, pos, r):
+    """Stop a proxy after run R; note in r["problems"] a bad exit status and
+    the TLS failures sluice logged since POS of ERRLOG (their count in
+    r["tls_fail"]). Returns the log lines to report: those above info level,
+    then the TLS failures."""
+    bad_exit = stop_proxy(kind, proxy)
+    if bad_exit:
+        r["problems"].append(bad_exit)
+    new = read_tail(errlog, pos)
+    fails = sluice_tls_failures(new) if kind == "sluice" else []
+    r["tls_fail"] = len(fails)
+    if fails:
+        r["problems"].append(f"{len(fails)} TLS failures in sluice's log, first: {fails[0].strip()}")
+    return log_lines_above_info(new) + fails
