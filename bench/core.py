@@ -43,7 +43,7 @@ from benchlib import (BODY_SIZE, BUILD, CLK_TCK, PIN, QUICK, RESULTS, cmd_out, f
                       git_describe, haproxy_conf, launch_proxy, log_lines_above_info, machine_facts as
                       base_facts, measure_wrk, need_tools, nginx_main, nginx_temp_paths, nginx_upstream,
                       peer_versions, pinning, proxy_errlog, Quiet, read_tail, refresh_latest as
-                      base_refresh_latest, report_end, run_main, run_wrk, show_report, sluice_conf,
+                      base_refresh_latest, report_end, report_list, run_main, run_wrk, show_report, sluice_conf,
                       start_backend_nginx, start_demo_backend, stop, stop_proxy, write)
 
 env_int = functools.partial(benchlib.env_int, prog="bench/core.py")
@@ -308,11 +308,7 @@ def write_report(outdir, d, runs, labels, facts, commands, confs, backend_cmd, n
     L.append(chart_line)
     L.append("")
     if notes:
-        L.append("## Problems seen")
-        L.append("")
-        for n in notes:
-            L.append(f"- {n}")
-        L.append("")
+        report_list(L, "Problems seen", notes)
     L.append("## Proxy log lines above info level")
     L.append("")
     L.append("Lines from the proxies' own error logs other than info/notice, per run (these are "

@@ -662,11 +662,7 @@ def write_report(outdir, d, runs, targets, facts, commands, confs, backend_cmd, 
     L.append(chart_line)
     L.append("")
     if notes:
-        L.append("## Problems seen")
-        L.append("")
-        for n in notes:
-            L.append(f"- {n}")
-        L.append("")
+        report_list(L, "Problems seen", notes)
     report_list(L, "Proxy log lines above info level", loglines)
     L.append("## Every run (in the order they ran)")
     L.append("")
