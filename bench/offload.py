@@ -257,7 +257,7 @@ def start_demo(d, name):
 
 # ---------------------------------------------------------------- proxies
 
-def conf_sluice(d, name, port, bport, tls, certs):
+def conf_sluice(d, port, bport, tls, certs, name="sluice"):
     tls_txt = tlslib.sluice_tls(certs, "rsa", TLS_VERSION, True) if tls else ""
     return f"""# sluice, one worker; {THREADS} connections at most to the app server, the rest queue
 workers: 1
@@ -331,8 +331,7 @@ def conf_nginx(d, port, bport, tls, certs):
 """)
 
 
-CONF = {"sluice": (lambda d, port, bport, tls, certs: conf_sluice(d, "sluice", port, bport, tls, certs), "yaml"),
-        "haproxy": (conf_haproxy, "cfg"), "nginx": (conf_nginx, "conf")}
+CONF = {"sluice": (conf_sluice, "yaml"), "haproxy": (conf_haproxy, "cfg"), "nginx": (conf_nginx, "conf")}
 
 
 def start_proxy(name, d, bport, tls, certs, tag):
