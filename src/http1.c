@@ -26,7 +26,7 @@
 #define PIPELINE_MAX   (64 * 1024)   /* unparsed bytes held while a response is pending */
 #define LINGER_MS      2000          /* read-and-discard after an error response */
 #define BUF_KEEP       (16 * 1024)   /* capacity an idle client may keep */
-#define IDLE_TRIM_MS   1000          /* keepalive idle time after which buffers go back */
+#define IDLE_TRIM_MS   250           /* keepalive idle time after which buffers go back */
 
 static llhttp_settings_t req_settings, resp_settings;
 static struct list cl_free = { &cl_free, &cl_free };

@@ -91,7 +91,7 @@ void worker_maybe_exit(void)
 	exit(0);
 }
 
-#define PURGE_DELAY_MS 1000  /* batch the frees of many connections going idle */
+#define PURGE_DELAY_MS 250   /* batch the frees of many connections going idle */
 
 static void purge_cb(uv_timer_t *t)
 {

@@ -53,7 +53,7 @@ struct tls_set;
  * with worker_read_done() and copy out whatever must outlive them. */
 void worker_read_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
 
-/* Idle connections gave memory back: within a second, return the
+/* Idle connections gave memory back: within 250 ms, return the
  * allocator's now-unused pages to the OS, so RSS reflects what connections
  * hold. The allocator would otherwise keep them until later allocations
  * trigger its own purge, which an idle worker never makes. */
