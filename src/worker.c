@@ -7,11 +7,9 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <unistd.h>
-#ifdef HAVE_JEMALLOC
-#include <jemalloc/jemalloc.h>
-#endif
 #include "worker.h"
 #include "admin.h"
+#include "alloc.h"
 #include "health.h"
 #include "http1.h"
 #include "inspect.h"
@@ -96,12 +94,7 @@ void worker_maybe_exit(void)
 static void purge_cb(uv_timer_t *t)
 {
 	(void)t;
-#ifdef HAVE_JEMALLOC
-	/* "arena.<MALLCTL_ARENAS_ALL>.purge": every arena's unused dirty pages */
-	char name[64];
-	snprintf(name, sizeof(name), "arena.%u.purge", (unsigned)MALLCTL_ARENAS_ALL);
-	mallctl(name, NULL, NULL, NULL, 0);
-#endif
+	alloc_release_free_pages();
 }
 
 void worker_memory_freed(void)
