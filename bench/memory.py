@@ -98,6 +98,7 @@ ALL_TARGETS = ["sluice", "haproxy", "nginx"]
 TARGETS = env_list("TARGETS", ",".join(ALL_TARGETS))
 ACTIVE_INTERVAL_MS = env_int("ACTIVE_INTERVAL_MS", 200 if QUICK else 1000, 1)
 SETTLE = env_float("SETTLE", 1 if QUICK else 3)
+IDLE_MIN_S = 1.0   # seconds idle connections sit before the first reading of a step
 ALL_PARTS = ["conns", "waf"]
 PARTS = env_list("PARTS", ",".join(ALL_PARTS))
 WAF_RATES = env_list("WAF_RATES", "0" if QUICK else "2000,6000,0", int)
@@ -440,8 +441,10 @@ def settle(p, kind):
     """Wait for the proxy's RSS to settle; returns (reading, seconds waited)."""
     t0 = time.monotonic()
     # active: at least one interval, so every connection sent a request at
-    # this step's count
-    minimum = ACTIVE_INTERVAL_MS / 1000 if kind == "active" else 0.2
+    # this step's count; idle: a second, so every connection has been idle
+    # long enough for a proxy to have trimmed what it keeps per idle
+    # connection (sluice gives buffers back after 250 ms)
+    minimum = ACTIVE_INTERVAL_MS / 1000 if kind == "active" else IDLE_MIN_S
     time.sleep(minimum)
     prev = reading(p)
     while time.monotonic() - t0 < max(SETTLE, minimum + 0.1):
