@@ -6,8 +6,11 @@ carry non-zero figures for every row, a PNG chart, and the latest/ links.
 Speed is never asserted here: only that the scripts still measure something.
 """
 import os
+import pathlib
 import re
+import shutil
 import subprocess
+import tempfile
 
 import pytest
 
@@ -18,6 +21,7 @@ LIMIT = 240  # seconds per scenario, generous: the machine may be slow
 SCENARIOS = {
     "reuse": {"CLIENTS": "50", "DURATION": "1", "WARMUP": "0",
               "TARGETS": "sluice-hdr,haproxy-hdr,sluice-pp2", "QUIET_BUDGET": "0"},
+    "throughput": {"DURATION": "1", "ROUNDS": "3", "CASES": "plain-100,tls-20k"},
 }
 
 NUM = re.compile(r"(?<![\w.])-?\d[\d,]*(?:\.\d+)?")
@@ -54,9 +58,20 @@ def nonzero_numbers(cells):
     return vals
 
 
+@pytest.fixture
+def results_dir():
+    """A results root the peers' worker processes can read: nginx serves
+    files from it as its unprivileged worker user, and pytest's tmp_path
+    sits below a directory only root may enter."""
+    d = tempfile.mkdtemp(prefix="sluice-bench-smoke-")
+    os.chmod(d, 0o755)
+    yield pathlib.Path(d)
+    shutil.rmtree(d, ignore_errors=True)
+
+
 @pytest.mark.parametrize("scenario", sorted(SCENARIOS))
-def test_scenario_quick(scenario, tmp_path):
-    results = tmp_path / "results"
+def test_scenario_quick(scenario, results_dir):
+    results = results_dir
     env = dict(os.environ, QUICK="1", RESULTS=str(results), BENCH_TS="smoke",
                BUILD=os.environ.get("BUILD", "build"), **SCENARIOS[scenario])
     p = subprocess.run(["sh", f"bench/{scenario}.sh"], cwd=REPO, env=env, timeout=LIMIT,
