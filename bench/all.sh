@@ -12,7 +12,20 @@ set -u
 cd "$(dirname "$0")/.."
 
 . bench/deps.sh
-bench_install_deps bench/all.sh
+# The whole toolbox up front (each scenario still checks for its own): the
+# load generators the scenarios use (wrk, siege, fortio, and the bench/*.c
+# clients, built with gcc against libssl), h2load and httperf for reproducing
+# a run by hand with another client, the peers and the app server.
+EXTRA_TOOLS="h2load:nghttp2-client siege:siege httperf:httperf openssl:openssl cc:gcc \
+	java:default-jre-headless" bench_install_deps bench/all.sh
+for pkg in tomcat10 libssl-dev; do
+	dpkg -s "$pkg" >/dev/null 2>&1 && continue
+	echo "bench/all.sh: installing: $pkg" >&2
+	SUDO=; [ "$(id -u)" -eq 0 ] || SUDO=sudo
+	DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y "$pkg" >&2 ||
+		echo "bench/all.sh: could not install $pkg" >&2
+done
+bench_fortio bench/all.sh >/dev/null || true
 
 [ $# -gt 0 ] || set -- offload inspection churn throughput memory reuse
 RESULTS=${RESULTS:-bench/results}
