@@ -1,5 +1,6 @@
 # sluice — plain Makefile. Targets: all (default), run, test, asan, test-asan,
-# unit, bench-core, clean. Feature switches are make variables.
+# unit, bench (the whole bench suite), bench-<scenario>, bench-smoke, clean.
+# Feature switches are make variables.
 
 CC      ?= gcc
 # TLS library: boringssl (Debian android-libboringssl-dev) or openssl (Debian
