@@ -36,7 +36,7 @@ def headline(md_path):
                 if ln2.startswith("## "):
                     break
                 out.append(ln2)
-            return [x for x in out]
+            return out
     out, in_table = [], False
     for ln in lines:
         if ln.startswith("|"):

@@ -278,6 +278,10 @@ static void client_trim(struct client *cl)
 	struct txn *t = &cl->txn;
 	if (cl->in.len || client_queued(cl) || cl->out.writing || cl->wire.writing)
 		return;
+	/* Only a trim that freed something is worth a page purge. */
+	int held = t->req.raw.cap || t->req.hdrs || t->resp.raw.cap || t->resp.hdrs || t->head.cap ||
+		   t->tobe.cap || cl->in.cap || cl->out.pending.cap || cl->out.inflight.cap ||
+		   cl->wire.pending.cap || cl->wire.inflight.cap || cl->hs_in.cap;
 	msg_free(&t->req);
 	msg_free(&t->resp);
 	buf_trim(&t->head, 0);
@@ -289,7 +293,8 @@ static void client_trim(struct client *cl)
 	buf_trim(&cl->wire.pending, 0);
 	buf_trim(&cl->wire.inflight, 0);
 	buf_trim(&cl->hs_in, 0);
-	worker_memory_freed();
+	if (held)
+		worker_memory_freed();
 }
 
 /* Waiting for the next request on a keepalive connection: the timer fires
@@ -1025,7 +1030,7 @@ static void client_on_eof(struct client *cl)
 		/* Still queued, nothing sent: a client that went away (clients
 		 * that give up close, they rarely half-close and wait) must not
 		 * cost the slow server a request nobody reads. */
-		if (t->queued && t->bc == NULL && t->be && t->be->cfg->queue_abort_on_close) {
+		if (t->queued && t->be->cfg->queue_abort_on_close) {
 			log_info("%s closed while queued for backend %s: request dropped", cl->peer,
 				 t->be->cfg->name);
 			t->reason = REASON_CLIENT_ABORT;
