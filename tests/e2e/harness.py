@@ -26,14 +26,24 @@ DEFAULT_TIMEOUT = 5.0
 # --------------------------------------------------------------------------
 # small utilities
 
+_HANDED_OUT = set()
+
+
 def free_port():
-    """A port the OS just handed out on 127.0.0.1 (bound, read, closed)."""
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    try:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
-    finally:
-        s.close()
+    """A port the OS just handed out on 127.0.0.1 (bound, read, closed),
+    never one this process was given before: the socket is closed before the
+    caller binds the port, so two calls in a row (a listener and the admin
+    port of one config) could otherwise get the same number."""
+    while True:
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            s.bind((HOST, 0))
+            port = s.getsockname()[1]
+        finally:
+            s.close()
+        if port not in _HANDED_OUT:
+            _HANDED_OUT.add(port)
+            return port
 
 
 def wait_for(pred, timeout=5.0, interval=0.02, what="condition"):

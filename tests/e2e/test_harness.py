@@ -22,6 +22,13 @@ def test_free_port_is_bindable():
     s.close()
 
 
+def test_free_port_never_repeats():
+    """A listener and an admin port picked one after the other must differ
+    (a repeat made a config invalid: "same address as listeners[0]")."""
+    ports = [H.free_port() for _ in range(300)]
+    assert len(set(ports)) == len(ports)
+
+
 def test_to_yaml_shape():
     cfg = H.make_config(8080, [H.server(9000, max_connections=2)], workers=2,
                         error_log="/tmp/e.log", access_log="off",
