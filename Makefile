@@ -39,6 +39,11 @@ ifeq ($(SANITIZE),1)
   BUILD    = build-asan$(TLS_SUFFIX)
   XCFLAGS  = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
   ALLOC    =
+else ifeq ($(MALLOC),libc)
+  # For valgrind (make valgrind): libc malloc, no sanitizer.
+  BUILD    = build-libc$(TLS_SUFFIX)
+  XCFLAGS  =
+  ALLOC    =
 else
   XCFLAGS  = -DHAVE_JEMALLOC
   ALLOC    = -ljemalloc
@@ -60,7 +65,7 @@ DEB_BUILD_PKGS = gcc make pkg-config openssl libuv1-dev node-llhttp libssl-dev a
                  liblua5.4-dev libjemalloc-dev libcyaml-dev libyaml-dev libpcre2-dev libhyperscan-dev
 DEB_TEST_PKGS  = curl wrk haproxy nginx openssl python3 python3-pip python3-prometheus-client chromium
 
-.PHONY: all run test unit e2e e2e-tls asan test-asan deps test-deps bench bench-smoke bench-offload bench-inspection bench-churn \
+.PHONY: all run test unit e2e e2e-tls asan test-asan fuzz fuzz-smoke soak valgrind deps test-deps bench bench-smoke bench-offload bench-inspection bench-churn \
         bench-throughput bench-memory bench-reuse bench-core bench-tls bench-identity bench-stats clean
 all: $(BUILD)/sluice $(BUILD)/demo_backend
 
@@ -192,6 +197,20 @@ bench-inspection: all
 bench-stats: all
 	$(MAKE) STATS=0 all
 	BUILD=$(BUILD) sh bench/stats.sh
+
+# libFuzzer targets (clang-14, ASan+UBSan): tests/fuzz/README.md. `make fuzz`
+# runs each target for FUZZ_SECONDS; fuzz-smoke (part of make test) for 30 s.
+FUZZ_SECONDS ?= 300
+fuzz: deps
+	$(MAKE) -f tests/fuzz/fuzz.mk run FUZZ_SECONDS=$(FUZZ_SECONDS)
+
+fuzz-smoke: deps
+	$(MAKE) -f tests/fuzz/fuzz.mk run FUZZ_SECONDS=30
+
+# 30 minutes of mixed traffic with RSS, fds and latency over time
+# (docs/bench/soak.md); not part of make test. SOAK_SECONDS shortens it.
+soak: all
+	BUILD=$(BUILD) sh bench/soak.sh
 
 clean:
 	rm -rf build build-* 

@@ -155,8 +155,8 @@ static void on_signal(uv_signal_t *h, int signum)
 	}
 }
 
-void worker_run(struct cfg *cfg, int index, int slot, const struct worker_fd *fds, unsigned nfds,
-		struct tls_set *tls)
+void worker_start(struct cfg *cfg, int index, int slot, const struct worker_fd *fds, unsigned nfds,
+		  struct tls_set *tls)
 {
 	static struct worker w;
 	W = &w;
@@ -236,7 +236,13 @@ void worker_run(struct cfg *cfg, int index, int slot, const struct worker_fd *fd
 	/* The master may have been told to stop while we were forking. */
 	if (getppid() == 1)
 		worker_drain();
-	uv_run(&w.loop, UV_RUN_DEFAULT);
+}
+
+void worker_run(struct cfg *cfg, int index, int slot, const struct worker_fd *fds, unsigned nfds,
+		struct tls_set *tls)
+{
+	worker_start(cfg, index, slot, fds, nfds, tls);
+	uv_run(&W->loop, UV_RUN_DEFAULT);
 	log_flush();
 	exit(0);
 }

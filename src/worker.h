@@ -70,6 +70,11 @@ struct worker_fd {
 	int fd;
 };
 
+/* Sets the worker up (W, its loop, listeners, pools, hook) without running
+ * the loop: worker_run's first half, also what an in-process test rig
+ * drives with its own uv_run calls. */
+void worker_start(struct cfg *cfg, int index, int slot, const struct worker_fd *fds, unsigned nfds,
+		  struct tls_set *tls);
 /* Runs the worker until it has drained; never returns. */
 void worker_run(struct cfg *cfg, int index, int slot, const struct worker_fd *fds, unsigned nfds,
 		struct tls_set *tls) __attribute__((noreturn));
