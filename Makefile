@@ -207,6 +207,16 @@ fuzz: deps
 fuzz-smoke: deps
 	$(MAKE) -f tests/fuzz/fuzz.mk run FUZZ_SECONDS=30
 
+# valgrind memcheck over the core end-to-end tests (every sluice process,
+# forked workers included; a test fails on any memcheck error or definite
+# leak): a libc-malloc build, since jemalloc and ASan both hide from it.
+VALGRIND_TESTS ?= tests/e2e/test_proxy_basic.py tests/e2e/test_malformed.py
+valgrind: test-deps
+	@command -v valgrind >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq valgrind >/dev/null; }
+	$(MAKE) MALLOC=libc all
+	SLUICE_VALGRIND=1 SLUICE_BIN=$(abspath build-libc$(TLS_SUFFIX)/sluice) DEMO_BACKEND=$(abspath build-libc$(TLS_SUFFIX)/demo_backend) \
+	  python3 -m pytest -q -p no:cacheprovider $(VALGRIND_TESTS) $(PYTEST_ARGS)
+
 # 30 minutes of mixed traffic with RSS, fds and latency over time
 # (docs/bench/soak.md); not part of make test. SOAK_SECONDS shortens it.
 soak: all

@@ -96,6 +96,9 @@ def _teardown_sluices(request, instances):
         text = harness.read_text(s.stderr_path)
         if any(m in text for m in SANITIZER_MARKS):
             reports.append("%s:\n%s" % (s.name, text[-4000:]))
+        # Under `make valgrind` every process logs memcheck errors and
+        # definite/indirect leaks to its own file; any content fails.
+        reports.extend(s.valgrind_reports())
     if reports:
         pytest.fail("sanitizer report from sluice:\n" + "\n".join(reports), pytrace=False)
 

@@ -7,6 +7,7 @@ deadline, every socket operation has a timeout. Only the standard library.
 """
 
 import base64
+import glob
 import hashlib
 import json
 import os
@@ -20,7 +21,11 @@ import threading
 import time
 
 HOST = "127.0.0.1"
-DEFAULT_TIMEOUT = 5.0
+# make valgrind: sluice runs on memcheck, 10-50x slower; readiness and log
+# waits stretch by SLOW (a test's own assertions do not change).
+VALGRIND = os.environ.get("SLUICE_VALGRIND") == "1"
+SLOW = 4.0 if VALGRIND else 1.0
+DEFAULT_TIMEOUT = 5.0 * SLOW
 
 
 # --------------------------------------------------------------------------
@@ -49,6 +54,7 @@ def free_port():
 def wait_for(pred, timeout=5.0, interval=0.02, what="condition"):
     """Poll PRED until it returns a truthy value; return it. Raise
     TimeoutError after TIMEOUT seconds."""
+    timeout *= SLOW
     deadline = time.monotonic() + timeout
     while True:
         v = pred()
@@ -450,12 +456,34 @@ class Sluice:
         return out
 
     # -- lifecycle
+    def command(self):
+        """The argv prefix that runs sluice: under SLUICE_VALGRIND=1 (make
+        valgrind) every process, the forked workers included, runs on
+        valgrind memcheck with one log per PID in the test directory."""
+        if not VALGRIND:
+            return [self.binary]
+        return ["valgrind", "--quiet", "--leak-check=full", "--show-leak-kinds=definite,indirect",
+                "--errors-for-leak-kinds=definite,indirect", "--track-origins=no",
+                "--child-silent-after-fork=no",
+                "--log-file=" + os.path.join(self.dir, self.name + ".vg.%p"), self.binary]
+
+    def valgrind_reports(self):
+        """Errors and leaks valgrind logged for this instance (empty when
+        clean or not under valgrind)."""
+        out = []
+        for f in sorted(glob.glob(os.path.join(self.dir, self.name + ".vg.*"))):
+            text = read_text(f)
+            if text.strip():
+                out.append("%s:\n%s" % (os.path.basename(f), text[-4000:]))
+        return out
+
     def start(self, timeout=10.0, wait_workers=True):
         assert self.proc is None or self.proc.poll() is not None
+        timeout *= SLOW
         out = open(self.stdout_path, "ab")
         err = open(self.stderr_path, "ab")
         try:
-            self.proc = subprocess.Popen([self.binary, "-c", self.config_path],
+            self.proc = subprocess.Popen(self.command() + ["-c", self.config_path],
                                          stdin=subprocess.DEVNULL, stdout=out, stderr=err,
                                          cwd=self.dir, start_new_session=True)
         finally:
@@ -528,7 +556,7 @@ class Sluice:
     def kill(self):
         if self.proc is not None:
             workers = self.worker_pids()
-            kill_popen(self.proc, grace=3.0)
+            kill_popen(self.proc, grace=3.0 * SLOW)
             for w in workers:  # in case a worker changed process group
                 try:
                     os.kill(w, signal.SIGKILL)
@@ -645,7 +673,7 @@ class DemoBackend:
             self._ctl.close()
             self._ctl = None
         if self.proc is not None:
-            kill_popen(self.proc, grace=3.0)
+            kill_popen(self.proc, grace=3.0 * SLOW)
 
     def kill9(self):
         if self._ctl is not None:
