@@ -30,6 +30,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	const struct rig_result *r = rig_exchange(data[0] & 1 ? RIG_LI_PROXY : RIG_LI_PLAIN, data + 1, size - 1,
 						  RIG_ANSWER_EACH, NULL, 0);
+	if (r->truncated)
+		RIG_FAIL("a response to the client was cut short, yet the backend always answers in full");
 	if (r->nresp < r->nreqs)
 		RIG_FAIL("the backend received %u complete requests, the client %u responses", r->nreqs, r->nresp);
 	return 0;

@@ -238,8 +238,10 @@ long rig_parse_request(const char *p, size_t n, struct rig_req *out, struct buf 
 	return (long)pos;
 }
 
-long rig_parse_response(const char *p, size_t n, int is_head, int at_eof, int *status, const char **why)
+long rig_parse_response(const char *p, size_t n, int is_head, int at_eof, int *status, int *chunked,
+			const char **why)
 {
+	*chunked = 0;
 	long ll = line_len(p, n, why);
 	if (ll <= 0)
 		return ll;
@@ -272,6 +274,7 @@ long rig_parse_response(const char *p, size_t n, int is_head, int at_eof, int *s
 	}
 	if (f.nte) {
 		uint64_t bl;
+		*chunked = 1;
 		long cl = chunked_body(p + pos, n - pos, 1, NULL, &bl, why);
 		if (cl <= 0)
 			return cl;
@@ -630,24 +633,36 @@ static void check_client(void)
 	unsigned k = 0;
 	const char *s = res.client.data;
 	while (pos < res.client.len) {
-		int status = 0, head = k < res.nreqs && k < RIG_MAX_REQS && strcmp(res.reqs[k].method, "HEAD") == 0;
+		int status = 0, chunked = 0;
+		int head = k < res.nreqs && k < RIG_MAX_REQS && strcmp(res.reqs[k].method, "HEAD") == 0;
 		const char *why = NULL;
-		long r = rig_parse_response(s + pos, res.client.len - pos, head, 1, &status, &why);
+		long r = rig_parse_response(s + pos, res.client.len - pos, head, 1, &status, &chunked, &why);
 		if (r <= 0 && k >= res.nreqs) {
 			const char *why2 = NULL;
-			long r2 = rig_parse_response(s + pos, res.client.len - pos, !head, 1, &status, &why2);
+			long r2 = rig_parse_response(s + pos, res.client.len - pos, !head, 1, &status, &chunked, &why2);
 			if (r2 > 0)
 				r = r2;
 		}
 		if (r < 0)
 			RIG_FAIL("the client received a malformed response (%s) at offset %zu of:\n%.*s", why, pos,
 				 (int)(res.client.len > 4000 ? 4000 : res.client.len), s);
-		if (r == 0)
-			RIG_FAIL("the client received a truncated response at offset %zu of:\n%.*s", pos,
-				 (int)(res.client.len > 4000 ? 4000 : res.client.len), s);
+		if (r == 0) {
+			/* A body cut short by the backend can only be signalled by
+			 * closing: fine, but only for the last response, and only
+			 * once its head is whole. */
+			if (memmem(s + pos, res.client.len - pos, "\r\n\r\n", 4) == NULL)
+				RIG_FAIL("the client received a truncated response head at offset %zu of:\n%.*s", pos,
+					 (int)(res.client.len > 4000 ? 4000 : res.client.len), s);
+			res.truncated = 1;
+			r = (long)(res.client.len - pos);
+			status = status ? status : 200;
+		}
 		pos += (size_t)r;
-		if (status == 101)
+		res.resp_chunked |= chunked;
+		if (status == 101) {
+			res.tunnel = 1;
 			return;  /* a tunnel: what follows is not HTTP */
+		}
 		if (status >= 200) {
 			if (res.nresp < RIG_MAX_REQS)
 				res.resp_status[res.nresp] = status;
@@ -663,6 +678,7 @@ const struct rig_result *rig_exchange(int listener, const uint8_t *in, size_t n,
 	res.client.len = res.bodies.len = 0;
 	res.client_eof = 0;
 	res.nreqs = res.nconns = res.nresp = 0;
+	res.resp_chunked = res.tunnel = res.truncated = 0;
 	cur_mode = mode;
 	cur_resp = resp;
 	cur_resp_len = resp_len;

@@ -54,6 +54,9 @@ struct rig_result {
 	struct buf bodies;    /* de-chunked request bodies, one after the other */
 	unsigned nresp;       /* final responses the client received */
 	int resp_status[RIG_MAX_REQS];
+	int resp_chunked;     /* some response to the client was chunked */
+	int tunnel;           /* the client got a 101: what followed was not parsed */
+	int truncated;        /* the last response's body was cut short (the connection closed) */
 };
 
 /* Once per process. LISTENER_EXTRA: YAML lines (indented by 4) added to
@@ -76,8 +79,10 @@ const struct rig_result *rig_exchange(int listener, const uint8_t *in, size_t n,
  * needed, -1 if malformed (*WHY set). */
 long rig_parse_request(const char *p, size_t n, struct rig_req *out, struct buf *body, const char **why);
 /* IS_HEAD: the response answers a HEAD. AT_EOF: no byte will follow (a
- * response without framing ends here). *STATUS gets the status code. */
-long rig_parse_response(const char *p, size_t n, int is_head, int at_eof, int *status, const char **why);
+ * response without framing ends here). *STATUS gets the status code,
+ * *CHUNKED whether its body is chunked. */
+long rig_parse_response(const char *p, size_t n, int is_head, int at_eof, int *status, int *chunked,
+			const char **why);
 
 #define RIG_FAIL(...) rig_fail(__FILE__, __LINE__, __VA_ARGS__)
 void rig_fail(const char *file, int line, const char *fmt, ...) __attribute__((noreturn, format(printf, 3, 4)));
