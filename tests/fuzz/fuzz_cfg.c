@@ -196,6 +196,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	memset(err2, 'y', sizeof(err2));
 	struct cfg *c1 = cfg_load(path, err1, sizeof(err1));
 	struct cfg *c2 = cfg_load(path, err2, sizeof(err2));
+	static int print = -1;
+	if (print < 0)
+		print = getenv("FUZZ_CFG_PRINT") != NULL;
+	if (print)
+		fprintf(stderr, "fuzz_cfg: %s\n%s", c1 ? "accepted" : "refused:", c1 ? "" : err1);
 	if ((c1 == NULL) != (c2 == NULL))
 		FAIL("the same file loaded once and refused once");
 	if (c1 == NULL) {
