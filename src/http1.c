@@ -27,6 +27,7 @@
 #define LINGER_MS      2000          /* read-and-discard after an error response */
 #define BUF_KEEP       (16 * 1024)   /* capacity an idle client may keep */
 #define IDLE_TRIM_MS   250           /* keepalive idle time after which buffers go back */
+#define DRAIN_IDLE_MS  2000          /* draining: how long an idle keepalive client may still send */
 
 static llhttp_settings_t req_settings, resp_settings;
 static struct list cl_free = { &cl_free, &cl_free };
@@ -302,6 +303,10 @@ static void client_trim(struct client *cl)
 static void client_keepalive_wait(struct client *cl)
 {
 	uint64_t ka = timeouts()->client_keepalive_ms;
+	if (W->draining) {  /* see client_drain_all */
+		client_timer(cl, ka < DRAIN_IDLE_MS ? ka : DRAIN_IDLE_MS);
+		return;
+	}
 	if (ka <= IDLE_TRIM_MS) {
 		client_timer(cl, ka);
 		return;
@@ -1408,6 +1413,15 @@ void client_accept(struct worker_listener *li)
 	client_read_start(cl);
 }
 
+/* Drain. An idle keepalive client is not closed at once: its next request
+ * may already be on the wire, and a close under it turns that request into
+ * a reset or an EOF before any response, which the client cannot tell from
+ * a request lost half-way. It may still send one for DRAIN_IDLE_MS (at most
+ * its keepalive timeout); that request is answered with Connection: close,
+ * since W->draining clears keepalive. Only a client that stays silent is
+ * closed, as at any keepalive expiry. A connection accepted but not yet
+ * used gets to send its first request (bounded by the header timeout).
+ * The drain timeout bounds it all. */
 void client_drain_all(void)
 {
 	struct list *pos = W->clients.next;
@@ -1415,18 +1429,14 @@ void client_drain_all(void)
 		struct client *cl = CONTAINER_OF(pos, struct client, link);
 		pos = pos->next;
 		cl->keepalive = 0;
-		/* A connection accepted but not yet used gets to send its first
-		 * request (bounded by the header timeout): closing it would fail
-		 * a client that did nothing wrong. Idle keepalives close now. */
-		if (cl->state == CL_IDLE && cl->in.len == 0 && cl->nrequests > 0) {
-			if (client_queued(cl) == 0) {
-				client_close(cl);
-			} else {  /* deliver the last response, then close */
-				cl->state = CL_ERROR;
-				client_timer(cl, timeouts()->client_send_ms);
-			}
-		} else if (cl->state == CL_IDLE)
+		if (cl->state != CL_IDLE || cl->in.len)
+			continue;
+		if (cl->nrequests == 0)
 			client_timer(cl, timeouts()->client_header_ms);
+		else if (client_queued(cl) == 0)
+			client_keepalive_wait(cl);
+		/* else the last response is still going out: the write callback
+		 * starts the wait once it is delivered. */
 	}
 }
 

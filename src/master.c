@@ -14,7 +14,9 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <linux/filter.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <time.h>
 #include <unistd.h>
 #include "master.h"
@@ -29,6 +31,7 @@
 #define MAX_LSOCKS (CFG_MAX_LISTENERS * 2)
 #define RESTART_BURST 10   /* crashes within RESTART_WINDOW_S before backing off */
 #define RESTART_WINDOW_S 10
+#define QUIESCE_MAX_MS 1000  /* how long a closing socket's queue may take to be accepted */
 
 struct lsock {
 	struct cfg_addr addr;
@@ -137,6 +140,57 @@ static void lsocks_close_unused(void)
 		for (unsigned k = 0; k < lsocks[i].nfds; k++)
 			close(lsocks[i].fds[k]);
 		lsocks[i].nfds = 0;
+	}
+}
+
+/* Connections still in a listening socket's accept queue when its last
+ * descriptor closes are reset, although their clients' connect() succeeded
+ * and their requests may be on the wire. Before the master lets go of
+ * sockets that are about to close (all of them on stop, those of dropped
+ * listeners on reload), a drop-everything socket filter makes the kernel
+ * ignore new SYNs (the client retries, and once the socket is gone it is
+ * refused), and the workers, not yet told to drain, accept what is queued.
+ * Gives up after QUIESCE_MAX_MS (a stopped or stuck worker). */
+static void lsocks_quiesce(int all)
+{
+	static struct sock_filter drop_all[] = { BPF_STMT(BPF_RET | BPF_K, 0) };
+	struct sock_fprog prog = { ARRAY_SIZE(drop_all), drop_all };
+	unsigned nsocks = 0;
+	for (int i = 0; i < MAX_LSOCKS; i++) {
+		if (lsocks[i].in_use && !all)
+			continue;
+		for (unsigned k = 0; k < lsocks[i].nfds; k++, nsocks++)
+			if (setsockopt(lsocks[i].fds[k], SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof(prog)) < 0)
+				log_warn("listening socket: cannot stop new connections: %s", strerror(errno));
+	}
+	if (nsocks == 0)
+		return;
+	struct timespec t0, now;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		/* On a listening socket tcpi_unacked is the accept queue length. */
+		unsigned queued = 0;
+		for (int i = 0; i < MAX_LSOCKS; i++) {
+			if (lsocks[i].in_use && !all)
+				continue;
+			for (unsigned k = 0; k < lsocks[i].nfds; k++) {
+				struct tcp_info ti;
+				socklen_t len = sizeof(ti);
+				if (getsockopt(lsocks[i].fds[k], IPPROTO_TCP, TCP_INFO, &ti, &len) == 0)
+					queued += ti.tcpi_unacked;
+			}
+		}
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		long ms = (now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000;
+		if (queued == 0)
+			return;
+		if (ms >= QUIESCE_MAX_MS) {
+			log_warn("%u connection(s) still waiting to be accepted on closing sockets after %ld ms",
+				 queued, ms);
+			return;
+		}
+		struct timespec nap = { 0, 1000 * 1000 };
+		nanosleep(&nap, NULL);
 	}
 }
 
@@ -361,7 +415,10 @@ static void reload(void)
 	generation++;
 	for (unsigned i = 0; i < cur->workers; i++)
 		spawn((int)i);
-	/* The old generation stops accepting only now that the new one is up. */
+	/* The old generation stops accepting only now that the new one is up
+	 * (on the same sockets, so nothing queued is lost), and only after
+	 * it has taken what waits on the sockets of dropped listeners. */
+	lsocks_quiesce(0);
 	signal_generation(old_gen, SIGTERM, 1);
 	lsocks_close_unused();
 	/* Old workers keep their own copy of OLD; the master no longer needs it. */
@@ -434,13 +491,15 @@ int master_run(struct cfg *cfg)
 			if (!stopping) {
 				stopping = 1;
 				log_info("stopping: draining workers (up to %u ms)", cur->timeouts.drain_ms);
-				signal_generation(0, SIGTERM, 0);
-				signal_generation(0, SIGTERM, 1);
 				/* Stop accepting now: new connections are refused
-				 * instead of queueing where no worker will look. */
+				 * instead of queueing where no worker will look;
+				 * those already queued are served first. */
 				for (int i = 0; i < MAX_LSOCKS; i++)
 					lsocks[i].in_use = 0;
+				lsocks_quiesce(1);
 				lsocks_close_unused();
+				signal_generation(0, SIGTERM, 0);
+				signal_generation(0, SIGTERM, 1);
 				clock_gettime(CLOCK_MONOTONIC, &deadline);
 				deadline.tv_sec += cur->timeouts.drain_ms / 1000 + 2;
 			}
