@@ -7,6 +7,7 @@
 #include <string.h>
 #include <strings.h>
 #include <unistd.h>
+#include <poll.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -378,6 +379,18 @@ static struct peer *peer_new(int fd, int kind)
 	RIG_FAIL("more than %d rig sockets open (sluice opens backend connections without end?)", RIG_PEERS);
 }
 
+static void wait_writable(int fd)
+{
+	struct pollfd pfd = { .fd = fd, .events = POLLOUT };
+	uint64_t deadline = now_us() + RIG_DEADLINE_US;
+	while (poll(&pfd, 1, 100) <= 0)
+		if (now_us() > deadline)
+			RIG_FAIL("a rig socket stayed unwritable for %d s", RIG_DEADLINE_US / 1000000);
+}
+
+/* Every socket of the rig is non-blocking: wait for room (sluice reads
+ * what it is sent; the kernel's loopback buffers hold far more than one
+ * input). */
 static void write_all(int fd, const void *p, size_t n)
 {
 	const char *c = p;
@@ -385,6 +398,10 @@ static void write_all(int fd, const void *p, size_t n)
 		ssize_t w = send(fd, c, n, MSG_NOSIGNAL);
 		if (w < 0 && errno == EINTR)
 			continue;
+		if (w < 0 && errno == EAGAIN) {
+			wait_writable(fd);
+			continue;
+		}
 		if (w < 0)
 			return;  /* sluice reset the connection: its business */
 		c += w;
@@ -705,17 +722,27 @@ const struct rig_result *rig_exchange(int listener, const uint8_t *in, size_t n,
 
 	/* A different 127/8 source address each time: no 4-tuple is reused. */
 	serial++;
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	struct sockaddr_in src = { .sin_family = AF_INET };
 	src.sin_addr.s_addr = htonl(0x7f000000u | ((serial % 250 + 1) << 16) | ((serial / 250 % 250 + 1) << 8) | 1);
 	struct sockaddr_in dst = { .sin_family = AF_INET, .sin_port = htons(lport[listener]),
 				   .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	if (fd < 0 || bind(fd, (struct sockaddr *)&src, sizeof(src)) < 0 ||
-	    connect(fd, (struct sockaddr *)&dst, sizeof(dst)) < 0)
-		RIG_FAIL("client connect: %s", strerror(errno));
+	if (fd < 0 || bind(fd, (struct sockaddr *)&src, sizeof(src)) < 0)
+		RIG_FAIL("client socket: %s", strerror(errno));
+	/* Non-blocking: libFuzzer's timers interrupt a blocking connect. On
+	 * loopback the handshake completes without sluice's help (backlog). */
+	if (connect(fd, (struct sockaddr *)&dst, sizeof(dst)) < 0) {
+		if (errno != EINPROGRESS && errno != EINTR)
+			RIG_FAIL("client connect: %s", strerror(errno));
+		wait_writable(fd);
+		int err = 0;
+		socklen_t el = sizeof(err);
+		getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el);
+		if (err)
+			RIG_FAIL("client connect: %s", strerror(err));
+	}
 	write_all(fd, in, n);
 	shutdown(fd, SHUT_WR);
-	fcntl(fd, F_SETFL, O_NONBLOCK);
 	client = peer_new(fd, PEER_CLIENT);
 
 	run_until(client_done, "waiting for sluice to close the client connection");
