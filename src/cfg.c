@@ -555,17 +555,41 @@ enum { AT_KEY, AT_VALUE };
 /* A libyaml mark as the 1-based "line, column" argument pair. */
 #define MARK(m) (unsigned)(m).line + 1, (unsigned)(m).column + 1
 
+/* One error is one line: control bytes a message quotes from the file (a
+ * value or key with a newline) are escaped, so they cannot start lines
+ * of their own in `sluice -t` output or the reload log, which splits the
+ * report on newlines. */
+static void err_escape(const char *in, char *out, size_t cap)
+{
+	size_t o = 0;
+	for (const unsigned char *p = (const unsigned char *)in; *p && o + 5 < cap; p++) {
+		if (*p == '\n') {
+			out[o++] = '\\';
+			out[o++] = 'n';
+		} else if (*p == '\r') {
+			out[o++] = '\\';
+			out[o++] = 'r';
+		} else if (*p < 0x20 || *p == 0x7f) {
+			o += (size_t)snprintf(out + o, cap - o, "\\x%02x", *p);
+		} else {
+			out[o++] = (char)*p;
+		}
+	}
+	out[o] = '\0';
+}
+
 static void err_vadd(struct cfg_load *ld, unsigned line, unsigned col, const char *fmt,
 		     va_list ap)
 {
-	char text[1024];
+	char raw[1024], text[1024];
 	struct cfg_err *e;
 
 	if (ld->nerrs >= CFG_ERRORS_KEEP) {
 		ld->ndropped++;
 		return;
 	}
-	vsnprintf(text, sizeof(text), fmt, ap);
+	vsnprintf(raw, sizeof(raw), fmt, ap);
+	err_escape(raw, text, sizeof(text));
 	if (ld->nerrs == ld->caperrs) {
 		size_t ncap = ld->caperrs ? ld->caperrs * 2 : 16;
 		e = realloc(ld->errs, ncap * sizeof(*e));

@@ -877,6 +877,34 @@ static void test_many_errors(void)
 	unlink(path);
 }
 
+/* Found by fuzz_cfg: a value (or key) with a newline or another control
+ * byte is quoted in its error escaped, so it cannot forge a line of its
+ * own in `sluice -t` output or in the reload log, which logs the report
+ * line by line. */
+static void test_error_value_with_newline(void)
+{
+	char path[512], err[2048], want[700];
+	struct cfg *c;
+
+	c = cfg_load(write_tmp(path, sizeof(path), "nl.yaml",
+			       "backends:\n"
+			       "  - name: app\n"
+			       "    servers:\n"
+			       "      - address: 127.0.0.1:9000\n"
+			       "listeners:\n"
+			       "  - address: 127.0.0.1:8080\n"
+			       "    backend: \"app\\nFAKE:1:1: forged\\r\\t\\x01 line\"\n"),
+		     err, sizeof(err));
+	CHECK(c == NULL);
+	snprintf(want, sizeof(want),
+		 "%s:7:14: listeners[0].backend: unknown backend \"app\\nFAKE:1:1: forged\\r\\x09\\x01 line\"", path);
+	if (strncmp(err, want, strlen(want)) != 0 || strchr(err, '\n') != NULL)
+		printf("  nl.yaml: want \"%s...\", one line; got:\n%s\n", want, err);
+	CHECK(strncmp(err, want, strlen(want)) == 0);
+	CHECK(strchr(err, '\n') == NULL && strchr(err, '\r') == NULL);
+	unlink(path);
+}
+
 static void test_io_errors(void)
 {
 	char path[512], err[1024], want[600];
@@ -909,6 +937,7 @@ int main(void)
 	test_bad_configs();
 	test_many_errors();
 	test_io_errors();
+	test_error_value_with_newline();
 	{
 		char p[600];
 		snprintf(p, sizeof(p), "%s/min.yaml", tmpdir);
