@@ -14,6 +14,9 @@ connection closed exactly as it is reused).
 
 Under ASan (detected from the binary) the RSS bounds are wider: ASan's
 allocator keeps freed memory in quarantine and has no page purge.
+
+One test is a strict xfail documenting a bug outside this suite's files:
+test_emfile_admin_listener_does_not_spin (src/admin.c).
 """
 
 import json
@@ -21,7 +24,6 @@ import os
 import re
 import resource
 import socket
-import struct
 import subprocess
 import sys
 import threading
@@ -141,10 +143,6 @@ def assert_released(w, base, ctl_port, binary, what, fd_timeout=5.0):
     def rss_ok():
         last["rss"] = w.rss_kb()
         return last["rss"] <= base.rss + slack
-    if os.environ.get("FAULTS_TRACE_RSS"):
-        for _ in range(12):
-            print("  %s rss %d (base %d)" % (what, w.rss_kb(), base.rss))
-            time.sleep(0.1)
     try:
         H.wait_for(rss_ok, 3.0, interval=0.1, what="RSS back to baseline")
     except TimeoutError:
@@ -419,6 +417,7 @@ def test_pooled_connection_closed_as_it_is_reused(sluice, recorder, sluice_bin):
     base = baseline(w, ctl)
     off = err_offset(s)
     outcomes = {"GET": [], "POST": []}
+    resent = 0
     for i in range(16):
         method = "GET" if i % 2 == 0 else "POST"
         go.clear()
@@ -439,11 +438,11 @@ def test_pooled_connection_closed_as_it_is_reused(sluice, recorder, sluice_bin):
             if r.status == 502:
                 e = s.wait_access_entry(lambda e, p=path: e["target"] == p)
                 assert e["reason"] == "backend_closed", e
-        # never more than one delivery of the request, answered or not
-        # delivered at most once more than answered: the one retry
+        # a GET reaches the backend twice at most (the one retry), a POST once
         delivered = sum(bytes(cn.data).count((" %s " % path).encode()) for cn in rb.conns)
         if method == "GET":
             assert delivered in (1, 2), (path, delivered)
+            resent += delivered == 2
         else:
             assert delivered == 1, (path, delivered)
     go.set()
@@ -451,7 +450,7 @@ def test_pooled_connection_closed_as_it_is_reused(sluice, recorder, sluice_bin):
     retried = len(re.findall(r"retrying GET on a fresh connection after a stale pooled one", log))
     posts_502 = outcomes["POST"].count(502)
     print("pool race: GET %r (%d retried), POST %r" % (outcomes["GET"], retried, outcomes["POST"]))
-    assert "retrying POST" not in log
+    assert retried == resent and "retrying POST" not in log
     assert errors_total(s, "backend_closed") == posts_502
     # a retried GET has one access log line, ok, from the fresh connection
     for e in s.access_entries():
@@ -567,7 +566,6 @@ def test_client_disconnects_mid_response(sluice, recorder, sluice_bin):
     e = s.wait_access_entry(lambda e: e["target"] == "/big")
     assert e["status"] == "200" and e["reason"] in ("client_write_error", "client_aborted"), e
     assert int(e["bytes"]) < BIG
-    print("mid-response:", e["reason"], e["bytes"])
     H.wait_for(lambda: errors_total(s, e["reason"]) == 1, 3, what="the client error counted")
     assert_released(w, base, ctl, sluice_bin, "client disconnect mid-response")
 
@@ -614,7 +612,6 @@ def test_slow_reader_memory_bounded(sluice, recorder, sluice_bin):
     assert st.done.wait(10) and st.error is not None
     e = s.wait_access_entry(lambda e: e["target"] == "/big")
     assert e["status"] == "200" and e["reason"] in ("client_write_error", "client_aborted"), e
-    print("slow reader end:", e["reason"], e["bytes"])
     assert_released(w, base, ctl, sluice_bin, "slow reader")
 
 
@@ -769,10 +766,15 @@ def test_emfile_with_reserve_sheds_new_connections(sluice, recorder, sluice_bin)
     served; a new connection is accepted on the reserve and closed at once
     (the client sees a reset, it does not hang); the worker does not spin
     (under 20% of a CPU while connections keep arriving); no error line per
-    attempt; once the limit is raised, new connections are served."""
+    attempt; once the limit is raised, new connections are served. A
+    request that needs a new backend connection meanwhile gets 502 at once
+    (reason backend_refused: socket() failed), with the cause logged."""
     s, rb, w, ctl, base = emfile_setup(sluice, recorder)
     k = H.Client(s.port, timeout=3)
     assert k.request("GET", "/k0").status == 200
+    n = w.nfds()
+    k2 = H.Client(ctl, timeout=3)   # its backend's pool is empty (300 ms idle_timeout)
+    H.wait_for(lambda: w.nfds() == n + 1, 3, what="the ctl client accepted")
     fds = w.fd_table()
     limit = lowest_free_fd(fds)
     assert libuv_reserve_fd(fds) < limit
@@ -797,8 +799,14 @@ def test_emfile_with_reserve_sheds_new_connections(sluice, recorder, sluice_bin)
             i += 1
             time.sleep(0.05)
         share = (w.cpu_s() - c0) / (time.monotonic() - t0)
+        r = k2.request("GET", "/needs-a-new-backend-connection")
+        expect_502(r)
     finally:
         resource.prlimit(w.pid, resource.RLIMIT_NOFILE, orig)
+        k2.close()
+    e = s.wait_access_entry(lambda e: e["target"] == "/needs-a-new-backend-connection")
+    assert (e["status"], e["reason"]) == ("502", "backend_refused"), e
+    s.wait_error_log(r"connect to c1 \(127\.0\.0\.1:\d+\) failed: too many open files", start=off)
     print("EMFILE (reserve): %d connections shed, worker CPU %.1f%%" % (shed, share * 100))
     assert shed >= 10
     assert share < 0.2, share
@@ -860,6 +868,41 @@ def test_emfile_without_reserve_backs_off(sluice, recorder, sluice_bin):
     assert k.request("GET", "/k-last").status == 200
     k.close()
     assert_released(w, base, ctl, sluice_bin, "EMFILE without reserve")
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "admin.c on_conn returns on an accept error without closing its handle: with the "
+    "limit below libuv's reserve, libuv retries accept() forever inside the callback, so "
+    "one pending admin connection makes worker 0 spin and serve no one"))
+def test_emfile_admin_listener_does_not_spin(sluice, recorder):
+    """The admin listener (worker 0) under the same condition as
+    test_emfile_without_reserve_backs_off: a pending admin connection must
+    not stop the worker from serving its keepalive clients."""
+    s, rb, w, ctl, base = emfile_setup(sluice, recorder)
+    k = H.Client(s.port, timeout=1)
+    assert k.request("GET", "/k0").status == 200
+    fds = w.fd_table()
+    limit = min(libuv_reserve_fd(fds), lowest_free_fd(fds))
+    orig = set_nofile(w.pid, limit)
+    a = None
+    try:
+        a = socket.create_connection((H.HOST, s.admin_port), timeout=3)
+        a.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        c0, t0 = w.cpu_s(), time.monotonic()
+        time.sleep(1.0)
+        share = (w.cpu_s() - c0) / (time.monotonic() - t0)
+        try:
+            served = k.request("GET", "/k1").status == 200
+        except (socket.timeout, H.ConnClosed, ConnectionError):
+            served = False
+    finally:
+        resource.prlimit(w.pid, resource.RLIMIT_NOFILE, orig)
+        if a is not None:
+            a.close()
+        k.close()
+    print("EMFILE (admin, no reserve): worker CPU %.1f%%, keepalive served: %s"
+          % (share * 100, served))
+    assert served and share < 0.2, (served, share)
 
 
 # ==========================================================================
