@@ -174,26 +174,32 @@ def measure_capacity(port, conns=2 * BACKEND_THREADS, seconds=1.0, path="/"):
     """Requests per second the chain completes for closed-loop keepalive
     clients during SECONDS (after a short warm-up)."""
     done = [0]
+    errors = []
     lock = threading.Lock()
     t_start = time.monotonic() + 0.3
     t_end = t_start + seconds
 
     def run():
-        c = H.Client(port, timeout=10)
         try:
-            while time.monotonic() < t_end:
-                r = c.request("GET", path)
-                assert r.status == 200, r
-                if time.monotonic() >= t_start:
-                    with lock:
-                        done[0] += 1
-        finally:
-            c.close()
+            c = H.Client(port, timeout=10)
+            try:
+                while time.monotonic() < t_end:
+                    r = c.request("GET", path)
+                    assert r.status == 200, r
+                    if time.monotonic() >= t_start:
+                        with lock:
+                            done[0] += 1
+            finally:
+                c.close()
+        except Exception as e:  # reported by the caller
+            with lock:
+                errors.append(repr(e))
     ts = [threading.Thread(target=run, daemon=True) for _ in range(conns)]
     for t in ts:
         t.start()
     for t in ts:
         t.join(30)
+    assert errors == [], "capacity burst failed: %r" % errors[:5]
     return done[0] / seconds
 
 
