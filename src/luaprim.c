@@ -166,6 +166,12 @@ struct hs_cached {
 };
 static struct hs_cached **hcache;  /* entries never move: objects point at them */
 static unsigned nhcache, hmark;
+/* Only a config check adds to the cache: what a worker compiles while it
+ * serves (a script calling sluice.multi per request) belongs to its object
+ * and is freed with it; cached, it would stay until the next check, which
+ * a worker never runs, so the worker would grow without bound outside the
+ * Lua memory cap. */
+static int checking;
 
 struct lmulti {
 	hs_database_t *db;
@@ -325,7 +331,7 @@ static int multi_new(lua_State *L)
 		} else if (hs_alloc_scratch(m->db, &hs_scratch) != HS_SUCCESS) {
 			snprintf(why, sizeof(why), "cannot allocate scan scratch");
 			bad = why;
-		} else {
+		} else if (checking) {
 			struct hs_cached **grown = realloc(hcache, (nhcache + 1) * sizeof(*hcache));
 			struct hs_cached *e = malloc(sizeof(*e));
 			char *src = malloc(text.len);
@@ -594,11 +600,13 @@ void luaprim_open(lua_State *L)
 void luaprim_cache_begin(void)
 {
 	hmark++;
+	checking = 1;
 }
 
 void luaprim_cache_end(void)
 {
 	unsigned w = 0;
+	checking = 0;
 	for (unsigned k = 0; k < nhcache; k++) {
 		if (hcache[k]->refs == 0 && hcache[k]->mark != hmark) {
 			hs_free_database(hcache[k]->db);

@@ -12,7 +12,9 @@
  * on top of the stack (sluice.regex, sluice.multi, ...). */
 void luaprim_open(lua_State *L);
 /* A config check is starting / has ended: compiled databases no script of
- * that check used, and no live object holds, are freed at the end. */
+ * that check used, and no live object holds, are freed at the end. Only
+ * what is compiled between the two is cached for the workers forked
+ * later; anything compiled outside a check is freed with its object. */
 void luaprim_cache_begin(void);
 void luaprim_cache_end(void);
 /* Release the per-process scratch (Hyperscan scratch, transform buffer). */
