@@ -428,6 +428,10 @@ def test_pooled_connection_closed_as_it_is_reused(sluice, recorder, sluice_bin):
             go.set()
             r = c.request(method, path, body=b"payload" if method == "POST" else None)
         outcomes[method].append(r.status)
+        # count deliveries once the half-closed connection has read to its end
+        dying = [cn for cn in rb.conns if any(q.target == "/warm%d" % i for q in cn.requests)]
+        H.wait_for(lambda: all(cn.closed for cn in dying), 5,
+                   what="sluice to close the connection the backend half-closed")
         served = [q for q in rb.all_requests() if q.target == path]
         if method == "GET":
             assert r.status == 200, r
