@@ -874,6 +874,32 @@ def test_emfile_without_reserve_backs_off(sluice, recorder, sluice_bin):
     assert_released(w, base, ctl, sluice_bin, "EMFILE without reserve")
 
 
+def test_emfile_paused_listener_drains_on_reload(sluice, recorder):
+    """A worker whose listener is paused by EMFILE (limit still low) is
+    replaced by a reload: it drains and exits (its spare socket and retry
+    timer do not keep it alive), and the connections waiting in the
+    backlog are accepted by the new generation on the same socket."""
+    s, rb, w, ctl, base = emfile_setup(sluice, recorder)
+    fds = w.fd_table()
+    limit = min(libuv_reserve_fd(fds), lowest_free_fd(fds))
+    off = err_offset(s)
+    set_nofile(w.pid, limit)   # never raised: this worker goes away
+    waiting = []
+    for i in range(3):
+        c = socket.create_connection((H.HOST, s.port), timeout=5)
+        c.sendall(H.build_request("GET", "/wait%d" % i))
+        waiting.append(c)
+    s.wait_error_log(r"accept on .*: too many open files: new connections wait", start=off)
+    old = s.reload(None, timeout=10)
+    assert w.pid in old and not H.pid_alive(w.pid)
+    for c in waiting:
+        c.settimeout(5)
+        r = H.read_response(H.Stream(c))
+        assert r.status == 200, r
+        c.close()
+    s.wait_error_log(r"worker 0: drained, exiting", start=off)
+
+
 @pytest.mark.xfail(strict=True, reason=(
     "admin.c on_conn returns on an accept error without closing its handle: with the "
     "limit below libuv's reserve, libuv retries accept() forever inside the callback, so "
