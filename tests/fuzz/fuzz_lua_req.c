@@ -155,7 +155,8 @@ static void emit_str(struct rd *r)
 		unsigned i = rd(r, NSTRS);
 		emit("string.rep(");
 		emit_lit(strs[i].s, strs[i].n);
-		buf_appendf(&out, ", %u)", rd(r, 4) == 0 ? 300 + rd(r, 200) * 100 : rd(r, 5));
+		static const unsigned reps[] = { 0, 1, 2, 3, 4, 64, 300, 1200 };
+		buf_appendf(&out, ", %u)", reps[rd(r, 8)]);
 	} else {
 		unsigned i = rd(r, NSTRS);
 		emit_lit(strs[i].s, strs[i].n);
@@ -293,7 +294,7 @@ static void emit_stmt(struct rd *r, int phase, int depth)
 		emit("), c:count() end)\n");
 		break;
 	case 11:
-		if (rd(r, 8) == 0) {  /* a Hyperscan compile costs milliseconds: seldom */
+		if (rd(r, 32) == 0) {  /* a Hyperscan compile costs milliseconds: seldom */
 			emit("ok, v = pcall(function() local m = sluice.multi({");
 			emit_str(r);
 			emit(", {id = 7, pattern = ");
@@ -307,7 +308,7 @@ static void emit_stmt(struct rd *r, int phase, int depth)
 		break;
 	case 12:  /* a bounded loop around a few statements */
 		if (depth < 2) {
-			buf_appendf(&out, "for i = 1, %u do\n", 1 + rd(r, 50));
+			buf_appendf(&out, "for i = 1, %u do\n", 1 + rd(r, depth ? 4 : 40));
 			unsigned k = 1 + rd(r, 3);
 			for (unsigned i = 0; i < k; i++)
 				emit_stmt(r, phase, depth + 1);
