@@ -589,7 +589,7 @@ def test_slow_reader_memory_bounded(sluice, recorder, sluice_bin):
     sock.sendall(H.build_request("GET", "/big"))
     head = sock.recv(4096)
     assert head.startswith(b"HTTP/1.1 200 ")
-    stalled_at = st.wait_stalled()
+    st.wait_stalled()
     peak = 0
     t_end = time.monotonic() + 1.0
     while time.monotonic() < t_end:
@@ -597,26 +597,58 @@ def test_slow_reader_memory_bounded(sluice, recorder, sluice_bin):
         time.sleep(0.05)
     with H.Client(ctl, timeout=5) as c:   # the worker is not stuck on the slow one
         assert c.request("GET", "/ctl-during").status == 200
-    assert st.sent == stalled_at, "the backend kept sending while the client read nothing"
+    # still blocked, a bounded way into the body (the socket buffers)
+    stalled_at = st.sent
+    assert st.in_send and stalled_at < 32 << 20, (st.in_send, stalled_at)
     print("slow reader: backend blocked after %.1f MiB of %d MiB; worker RSS +%d kB (bound %d kB)"
           % (stalled_at / 1048576, BIG >> 20, peak, bound))
-    assert stalled_at < 32 << 20, stalled_at
     assert peak <= bound, (peak, bound)
-    # slow reading: the flow resumes, memory stays bounded
+    # slow reading (at most 64 KiB per 10 ms): the flow resumes, memory
+    # stays bounded
     sock.settimeout(5)
-    read = 0
-    t_end = time.monotonic() + 1.0
-    while time.monotonic() < t_end:
-        read += len(sock.recv(65536))
+    t_end = time.monotonic() + 8.0
+    while st.sent < stalled_at + (1 << 20) and time.monotonic() < t_end:
+        assert sock.recv(65536)
         peak = max(peak, w.rss_kb() - base.rss)
         time.sleep(0.01)
-    assert st.sent > stalled_at, "reading did not resume the backend"
+    assert st.sent >= stalled_at + (1 << 20), "reading did not resume the backend"
     assert peak <= bound, (peak, bound)
     sock.close()
     assert st.done.wait(10) and st.error is not None
     e = s.wait_access_entry(lambda e: e["target"] == "/big")
     assert e["status"] == "200" and e["reason"] in ("client_write_error", "client_aborted"), e
     assert_released(w, base, ctl, sluice_bin, "slow reader")
+
+
+def test_stalled_reader_closed_at_client_send(sluice, recorder, sluice_bin):
+    """A client that never reads its 64 MiB response is closed when
+    client_send (1 s) runs out with nothing accepted: logged as
+    client_send_timeout with the bytes sent, counted; its backend
+    connection is closed too, and everything is released."""
+    st = Streamer()
+    ctl_rb = recorder()
+    app = recorder(st)
+    cfg = two_listener_config([H.server(app.port)], ctl_rb.port)
+    cfg["timeouts"]["client_send"] = "1s"
+    s = sluice(cfg)
+    w = Proc(s.worker_pids()[0])
+    ctl = port_of(s, "ctl")
+    base = baseline(w, ctl)
+    sock = small_rcvbuf_client(s.port)
+    sock.sendall(H.build_request("GET", "/big"))
+    assert sock.recv(4096).startswith(b"HTTP/1.1 200 ")
+    stalled_at = st.wait_stalled(hold=0.3)
+    t0 = time.monotonic()
+    assert st.done.wait(1 + SLACK + 1), "the backend connection outlived the client_send timeout"
+    assert time.monotonic() - t0 <= 1 + SLACK
+    assert st.error is not None and st.sent < 32 << 20
+    e = s.wait_access_entry(lambda e: e["target"] == "/big")
+    assert (e["status"], e["reason"]) == ("200", "client_send_timeout"), e
+    assert 0 < int(e["bytes"]) < st.sent
+    H.wait_for(lambda: errors_total(s, "client_send_timeout") == 1, 3, what="the timeout counted")
+    assert read_all(sock, 3) is not None   # closed by sluice: EOF or reset, not a hang
+    sock.close()
+    assert_released(w, base, ctl, sluice_bin, "stalled reader")
 
 
 SLOWLORIS = r"""
