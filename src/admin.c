@@ -5,6 +5,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <llhttp.h>
+#include "acceptor.h"
 #include "admin.h"
 #include "version.h"
 #include "log.h"
@@ -28,6 +29,7 @@ struct admin_conn {
 };
 
 static uv_tcp_t admin_tcp;
+static struct acceptor admin_acc;
 static int admin_running;
 static struct list admin_conns = { &admin_conns, &admin_conns };
 static llhttp_settings_t settings;
@@ -633,7 +635,7 @@ static void timer_cb(uv_timer_t *t)
 
 static void on_conn(uv_stream_t *srv, int status)
 {
-	if (status < 0)
+	if (!acceptor_ready(&admin_acc, status))
 		return;
 	struct admin_conn *c = calloc(1, sizeof(*c));
 	AN(c);
@@ -663,7 +665,6 @@ void admin_start(struct worker *w)
 	settings.on_header_value_complete = on_value_done;
 	settings.on_body = on_body;
 	settings.on_message_complete = on_done;
-	uv_tcp_init(&w->loop, &admin_tcp);
 	/* SO_REUSEPORT: the next generation's worker 0 binds while this one
 	 * still serves, so a reload never refuses an admin request. */
 	int fd = socket(a->addr.ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -676,7 +677,7 @@ void admin_start(struct worker *w)
 			close(fd);
 		return;
 	}
-	if (uv_tcp_open(&admin_tcp, fd) < 0 || uv_listen((uv_stream_t *)&admin_tcp, 64, on_conn) < 0) {
+	if (acceptor_open(&w->loop, &admin_acc, &admin_tcp, fd, 64, a->addr.text, on_conn, NULL) < 0) {
 		log_error("admin listener %s: cannot listen", a->addr.text);
 		return;
 	}
@@ -689,7 +690,7 @@ void admin_stop(void)
 	if (!admin_running)
 		return;
 	admin_running = 0;
-	uv_close((uv_handle_t *)&admin_tcp, NULL);
+	acceptor_stop(&admin_acc, NULL);
 	while (!list_empty(&admin_conns))
 		conn_close(CONTAINER_OF(admin_conns.next, struct admin_conn, link));
 }

@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <uv.h>
 #include <llhttp.h>
+#include "acceptor.h"
 #include "buf.h"
 #include "cfg-t.h"
 #include "httpmsg.h"
@@ -198,6 +199,7 @@ struct inspect_script;
 
 struct worker_listener {
 	uv_tcp_t tcp;
+	struct acceptor acc;       /* keeps tcp listening through fd exhaustion */
 	struct inspect_script *insp; /* the listener's inspection hook, or NULL */
 	struct cfg_listener *cfg;
 	struct backend *be;

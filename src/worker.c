@@ -1,7 +1,6 @@
 /* Worker process: owns a libuv loop, its listeners' accept sockets, its
  * clients and its backend connection pools. */
 #include <errno.h>
-#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,6 +8,7 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 #include "worker.h"
+#include "acceptor.h"
 #include "admin.h"
 #include "alloc.h"
 #include "health.h"
@@ -22,117 +22,11 @@
 
 struct worker *W;
 
-/* Accept back-off. On EMFILE/ENFILE libuv closes a reserved descriptor,
- * accepts and closes the pending connections, and opens the reserve again.
- * When that cannot help (the limit is below the reserve, or the reserve
- * could not be reopened) it reports the error to on_connection and calls
- * accept() again at once, in a loop that does not return to the event loop
- * while the listening fd is open: the worker spins, logs every attempt and
- * serves no one. Closing the handle is the only way out of that loop, so
- * each listener keeps a duplicate of its socket: the handle is closed, the
- * socket stays open (the kernel keeps queueing its connections), and a
- * timer opens a handle on it again once a descriptor is free. */
-#define ACCEPT_BACKOFF_MIN_MS 20
-#define ACCEPT_BACKOFF_MAX_MS 500
-
-struct accept_pause {
-	uv_timer_t timer;
-	int spare;                  /* dup of the listening socket; -1 once drained */
-	uint64_t since_us;          /* start of the current episode, 0 = accepting */
-	uint64_t last_log_us;       /* rate limit for other accept errors */
-	unsigned backoff_ms;
-};
-
-static struct accept_pause *pauses;  /* parallel to W->listeners */
-
-static void on_connection(uv_stream_t *server, int status);
-
-static struct accept_pause *pause_of(const struct worker_listener *li)
-{
-	return &pauses[li - W->listeners];
-}
-
-static int accept_listen(struct worker_listener *li, int fd)
-{
-	uv_tcp_init(&W->loop, &li->tcp);
-	li->tcp.data = li;
-	int rc = uv_tcp_open(&li->tcp, fd);
-	if (rc == 0)
-		rc = uv_listen((uv_stream_t *)&li->tcp, li->cfg->backlog, on_connection);
-	return rc;
-}
-
-static void accept_retry_cb(uv_timer_t *t)
-{
-	struct worker_listener *li = t->data;
-	struct accept_pause *ap = pause_of(li);
-	if (W->draining || ap->spare < 0)
-		return;
-	/* The handle takes the spare; a new spare needs a free descriptor,
-	 * which is also the sign that accepting can work again. */
-	int spare = fcntl(ap->spare, F_DUPFD_CLOEXEC, 0);
-	if (spare < 0) {
-		ap->backoff_ms = ap->backoff_ms * 2 > ACCEPT_BACKOFF_MAX_MS ? ACCEPT_BACKOFF_MAX_MS
-									  : ap->backoff_ms * 2;
-		uv_timer_start(&ap->timer, accept_retry_cb, ap->backoff_ms, 0);
-		return;
-	}
-	int fd = ap->spare;
-	ap->spare = spare;
-	int rc = accept_listen(li, fd);
-	if (rc < 0) {
-		log_error("listener %s: cannot listen again: %s", li->cfg->addr.text, uv_strerror(rc));
-		uv_close((uv_handle_t *)&li->tcp, NULL);
-	}
-}
-
-static void accept_paused_cb(uv_handle_t *h)
-{
-	struct worker_listener *li = h->data;
-	struct accept_pause *ap = pause_of(li);
-	if (W->draining)
-		return;
-	uv_timer_start(&ap->timer, accept_retry_cb, ap->backoff_ms, 0);
-}
-
-static void accept_failed(struct worker_listener *li, int status)
-{
-	struct accept_pause *ap = pause_of(li);
-	int exhausted = status == UV_EMFILE || status == UV_ENFILE || status == UV_ENOBUFS ||
-			status == UV_ENOMEM;
-	uint64_t now = now_us();
-	if (!exhausted) {
-		/* Per-connection failures: libuv goes on with the next one. */
-		if (now - ap->last_log_us >= 1000000) {
-			ap->last_log_us = now;
-			log_error("accept on %s: %s", li->cfg->addr.text, uv_strerror(status));
-		}
-		return;
-	}
-	if (ap->since_us == 0) {
-		ap->since_us = now;
-		ap->backoff_ms = ACCEPT_BACKOFF_MIN_MS;
-		log_error("accept on %s: %s: new connections wait until descriptors are free (%u open clients)",
-			  li->cfg->addr.text, uv_strerror(status), W->nclients);
-	}
-	if (!uv_is_closing((uv_handle_t *)&li->tcp))
-		uv_close((uv_handle_t *)&li->tcp, accept_paused_cb);
-}
-
 static void on_connection(uv_stream_t *server, int status)
 {
 	struct worker_listener *li = server->data;
-	if (status < 0) {
-		accept_failed(li, status);
-		return;
-	}
-	struct accept_pause *ap = pause_of(li);
-	if (ap->since_us) {
-		log_warn("accept on %s: accepting again after %llu ms", li->cfg->addr.text,
-			 (unsigned long long)((now_us() - ap->since_us) / 1000));
-		ap->since_us = 0;
-	}
-	client_accept(li);
+	if (acceptor_ready(&li->acc, status))
+		client_accept(li);
 }
 
 void worker_read_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
@@ -229,14 +123,8 @@ static void worker_drain(void)
 		return;
 	W->draining = 1;
 	log_info("draining: %u client connection(s) open", W->nclients);
-	for (unsigned i = 0; i < W->nlisteners; i++) {
-		if (!uv_is_closing((uv_handle_t *)&W->listeners[i].tcp))
-			uv_close((uv_handle_t *)&W->listeners[i].tcp, listener_closed);
-		uv_timer_stop(&pauses[i].timer);
-		if (pauses[i].spare >= 0)
-			close(pauses[i].spare);
-		pauses[i].spare = -1;
-	}
+	for (unsigned i = 0; i < W->nlisteners; i++)
+		acceptor_stop(&W->listeners[i].acc, listener_closed);
 	health_stop();
 	admin_stop();
 	client_drain_all();
@@ -290,8 +178,6 @@ void worker_start(struct cfg *cfg, int index, int slot, const struct worker_fd *
 	w.nlisteners = nfds;
 	w.listeners = calloc(nfds, sizeof(*w.listeners));
 	AN(w.listeners);
-	pauses = calloc(nfds, sizeof(*pauses));
-	AN(pauses);
 	for (unsigned i = 0; i < nfds; i++) {
 		struct worker_listener *li = &w.listeners[i];
 		li->cfg = &cfg->listeners[fds[i].listener];
@@ -304,12 +190,8 @@ void worker_start(struct cfg *cfg, int index, int slot, const struct worker_fd *
 		li->st = stats_block(slot, sslot);
 		AN(li->be);
 		li->w = &w;
-		struct accept_pause *ap = &pauses[i];
-		uv_timer_init(&w.loop, &ap->timer);
-		uv_unref((uv_handle_t *)&ap->timer);
-		ap->timer.data = li;
-		ap->spare = fcntl(fds[i].fd, F_DUPFD_CLOEXEC, 0);
-		int rc = ap->spare < 0 ? uv_translate_sys_error(errno) : accept_listen(li, fds[i].fd);
+		int rc = acceptor_open(&w.loop, &li->acc, &li->tcp, fds[i].fd, li->cfg->backlog,
+				       li->cfg->addr.text, on_connection, li);
 		if (rc < 0) {
 			log_error("listener %s: %s", li->cfg->addr.text, uv_strerror(rc));
 			exit(2);
