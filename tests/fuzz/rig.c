@@ -433,9 +433,9 @@ static void backend_input(struct peer *pe)
 		if (r == 0)
 			return;
 		pe->off += (size_t)r;
-		if (res.nreqs < RIG_MAX_REQS)
-			res.reqs[res.nreqs] = rq;
-		res.nreqs++;
+		if (res.nreqs >= RIG_MAX_REQS)
+			RIG_FAIL("more than %d requests in one exchange", RIG_MAX_REQS);
+		res.reqs[res.nreqs++] = rq;
 		if (cur_mode == RIG_ANSWER_EACH) {
 			if (strcmp(rq.method, "HEAD") == 0)
 				write_all(pe->fd, answer_head, sizeof(answer_head) - 1);

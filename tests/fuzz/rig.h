@@ -35,7 +35,7 @@ enum rig_backend_mode {
 	RIG_ANSWER_FUZZ,   /* the exchange's response bytes to the first, then FIN */
 };
 
-#define RIG_MAX_REQS 64
+#define RIG_MAX_REQS 1024  /* a 4 KiB input holds at most ~250 requests */
 
 /* One request as the backend saw it. */
 struct rig_req {
