@@ -31,7 +31,7 @@
 #define MAX_LSOCKS (CFG_MAX_LISTENERS * 2)
 #define RESTART_BURST 10   /* crashes within RESTART_WINDOW_S before backing off */
 #define RESTART_WINDOW_S 10
-#define QUIESCE_MAX_MS 1000  /* how long a closing socket's queue may take to be accepted */
+#define QUIESCE_MAX_MS 2000  /* how long a closing socket's queue may take to be accepted */
 
 struct lsock {
 	struct cfg_addr addr;
