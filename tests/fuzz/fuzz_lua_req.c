@@ -163,6 +163,24 @@ static void emit_str(struct rd *r)
 	}
 }
 
+/* A pattern for sluice.multi: short. Hyperscan's compile time grows
+ * steeply with repeated quantifiers ("1+b" 300 times takes over 10 s),
+ * and docs/lua-api.md says to compile at load time for that reason. */
+static void emit_short_str(struct rd *r)
+{
+	if (rd(r, 2)) {
+		size_t n = rd(r, 12);
+		if (n > r->n)
+			n = r->n;
+		emit_lit((const char *)r->p, n);
+		r->p += n;
+		r->n -= n;
+	} else {
+		unsigned i = rd(r, NSTRS);
+		emit_lit(strs[i].s, strs[i].n);
+	}
+}
+
 /* A transformation spec: one to three steps, or any string. */
 static void emit_spec(struct rd *r)
 {
@@ -296,9 +314,9 @@ static void emit_stmt(struct rd *r, int phase, int depth)
 	case 11:
 		if (rd(r, 32) == 0) {  /* a Hyperscan compile costs milliseconds: seldom */
 			emit("ok, v = pcall(function() local m = sluice.multi({");
-			emit_str(r);
+			emit_short_str(r);
 			emit(", {id = 7, pattern = ");
-			emit_str(r);
+			emit_short_str(r);
 			emit(", literal = true}}); local out = {}; local s = ");
 			emit_arg(r, obj);
 			emit("; return m:test(s), m:first(s), m:scan(s, out) end)\n");
