@@ -652,6 +652,10 @@ static int on_req_value_done(llhttp_t *p)
 	if (memchr(msg_str(&cl->txn.req, h->val_off), '\r', h->val_len) ||
 	    memchr(msg_str(&cl->txn.req, h->val_off), '\n', h->val_len))
 		return req_fail(cl, REASON_BAD_REQUEST);
+	/* Transfer_Encoding / Content_Length: sluice would not frame by it,
+	 * a CGI-style backend would (0.CL / TE.0 desync). */
+	if (hdr_framing_alias(msg_str(&cl->txn.req, h->name_off), h->name_len))
+		return req_fail(cl, REASON_BAD_REQUEST);
 	return 0;
 }
 
@@ -703,6 +707,17 @@ static int on_req_body(llhttp_t *p, const char *at, size_t len)
 	return 0;
 }
 
+/* A chunk that would take the body past max_body_size is refused from its
+ * size line, not after its bytes have been streamed (and waited for). */
+static int on_req_chunk_header(llhttp_t *p)
+{
+	struct client *cl = p->data;
+	uint64_t max = limits()->max_body_size;
+	if (max && (p->content_length > max || cl->txn.req_body + p->content_length > max))
+		return req_fail(cl, REASON_BODY_TOO_LARGE);
+	return 0;
+}
+
 static int on_req_done(llhttp_t *p)
 {
 	struct client *cl = p->data;
@@ -722,6 +737,75 @@ static int has_body(const struct client *cl)
 {
 	return cl->txn.req_chunked ||
 	       ((cl->parser.flags & F_CONTENT_LENGTH) && cl->parser.content_length > 0);
+}
+
+/* RFC 9110 5.6.2 token characters. */
+static int is_tchar(unsigned char c)
+{
+	return (c >= '0' && c <= '9') || ((c | 0x20) >= 'a' && (c | 0x20) <= 'z') ||
+	       (c && strchr("!#$%&'*+-.^_`|~", c) != NULL);
+}
+
+/* Absolute-form target (RFC 9112 3.2.2): the backend would take the
+ * authority from the target and ignore Host, while the hook, the logs and
+ * sluice's routing read Host. Make them one: the target becomes origin-form
+ * and Host becomes the authority (added for HTTP/1.0 without one). */
+static enum reason req_absolute_form(struct msg *m)
+{
+	const char *auth, *path;
+	size_t alen, plen;
+	if (url_absolute_split(msg_str(m, m->url_off), m->url_len, &auth, &alen, &path, &plen) <= 0)
+		return REASON_BAD_REQUEST;
+	size_t aoff = (size_t)(auth - m->raw.data), poff = (size_t)(path - m->raw.data);
+	/* Every append below copies from the arena into itself: no realloc. */
+	buf_reserve(&m->raw, 1 + plen + 4 + alen);
+	uint32_t url_off = (uint32_t)m->raw.len;
+	if (plen == 0 || m->raw.data[poff] != '/')
+		buf_append(&m->raw, "/", 1);
+	buf_append(&m->raw, m->raw.data + poff, plen);
+	m->url_off = url_off;
+	m->url_len = (uint32_t)(m->raw.len - url_off);
+	for (uint32_t i = 0; i < m->nhdrs; i++) {
+		if (m->hdrs[i].kind == HDR_HOST) {
+			msg_set_value(m, &m->hdrs[i], m->raw.data + aoff, alen);
+			return REASON_OK;
+		}
+	}
+	msg_add(m, "Host", m->raw.data + aoff, alen);
+	return REASON_OK;
+}
+
+/* Content-Length as sluice parsed it, in decimal: "010" or "005" mean 10
+ * and 5 here, and a backend must not get the chance to read them another
+ * way (octal, or refusing what we accepted). */
+static void req_canonical_length(struct msg *m, uint64_t clen)
+{
+	char num[24];
+	int n = snprintf(num, sizeof(num), "%llu", (unsigned long long)clen);
+	for (uint32_t i = 0; i < m->nhdrs; i++) {
+		struct hdr *h = &m->hdrs[i];
+		if (h->kind != HDR_CONTENT_LENGTH)
+			continue;
+		if (h->val_len != (uint32_t)n || memcmp(msg_str(m, h->val_off), num, (size_t)n) != 0)
+			msg_set_value(m, h, num, (size_t)n);
+	}
+}
+
+/* An Upgrade header offering h2c: HTTP/2 over cleartext would take the
+ * rest of the connection past the parser and the hook (h2c smuggling). */
+static int upgrade_offers_h2c(const struct msg *m)
+{
+	for (uint32_t i = 0; i < m->nhdrs; i++) {
+		const struct hdr *h = &m->hdrs[i];
+		if (h->kind != HDR_UPGRADE)
+			continue;
+		const char *q = msg_str(m, h->val_off), *end = q + h->val_len, *tok;
+		size_t tl;
+		while (list_next(&q, end, &tok, &tl))
+			if (tok_eq(tok, tl, "h2c"))
+				return 1;
+	}
+	return 0;
 }
 
 /* Validate the head and settle the connection's fate (keepalive, upgrade). */
@@ -751,12 +835,28 @@ static enum reason txn_check(struct client *cl)
 			while (list_next(&q, end, &tok, &tl))
 				if (tok_eq(tok, tl, "chunked"))
 					return REASON_BAD_TE;
+			/* 501 only for one well-formed coding we do not know;
+			 * lists, parameters, quotes and empty values are 400. */
+			if (h->val_len == 0)
+				return REASON_BAD_TE;
 			for (size_t i = 0; i < h->val_len; i++)
-				if (v[i] == ',' || v[i] == ';' || v[i] == ' ' || v[i] == '\t')
+				if (!is_tchar((unsigned char)v[i]))
 					return REASON_BAD_TE;
 			return REASON_TE_UNSUPPORTED;
 		}
 		t->req_chunked = 1;
+	}
+	/* What we frame by must be what llhttp frames by. */
+	if (t->req_chunked != !!(p->flags & F_CHUNKED) ||
+	    !!msg_count(m, HDR_CONTENT_LENGTH) != !!(p->flags & F_CONTENT_LENGTH))
+		return REASON_BAD_REQUEST;
+	if (m->url_len == 0)
+		return REASON_BAD_REQUEST;
+	if (msg_str(m, m->url_off)[0] != '/' &&
+	    !(t->method == HTTP_OPTIONS && m->url_len == 1 && msg_str(m, m->url_off)[0] == '*')) {
+		enum reason r = req_absolute_form(m);
+		if (r != REASON_OK)
+			return r;
 	}
 	const struct hdr *ex = msg_find(m, HDR_EXPECT);
 	if (ex) {
@@ -767,11 +867,14 @@ static enum reason txn_check(struct client *cl)
 	uint64_t clen = (p->flags & F_CONTENT_LENGTH) ? p->content_length : 0;
 	if (limits()->max_body_size && clen > limits()->max_body_size)
 		return REASON_BODY_TOO_LARGE;
+	if (p->flags & F_CONTENT_LENGTH)
+		req_canonical_length(m, clen);
 	unsigned conn = msg_apply_connection(m);
 	cl->keepalive = t->http_minor >= 1 ? !(conn & CONN_CLOSE) : !!(conn & CONN_KEEPALIVE);
 	if (W->draining)
 		cl->keepalive = 0;
-	t->upgrade = (conn & CONN_UPGRADE) && msg_find(m, HDR_UPGRADE) && t->http_minor >= 1;
+	t->upgrade = (conn & CONN_UPGRADE) && msg_find(m, HDR_UPGRADE) && t->http_minor >= 1 &&
+		     !upgrade_offers_h2c(m);
 	if (t->upgrade) {
 		for (uint32_t i = 0; i < m->nhdrs; i++)
 			if (m->hdrs[i].kind == HDR_UPGRADE)
@@ -955,6 +1058,14 @@ static ssize_t client_exec(struct client *cl, const char *data, size_t len)
 		cl->exec_start = data + off;
 		cl->exec_end = data + len;
 		llhttp_errno_t e = llhttp_execute(&cl->parser, data + off, len - off);
+		if (e == HPE_PAUSED_UPGRADE && !cl->txn.head_done &&
+		    llhttp_get_error_pos(&cl->parser) == data + off) {
+			/* llhttp pauses for an upgrade after the request that
+			 * asked for it, so here, before the next one: that one was
+			 * finished as a plain request (h2c refused, HTTP/1.0). */
+			llhttp_resume_after_upgrade(&cl->parser);
+			e = llhttp_execute(&cl->parser, data + off, len - off);
+		}
 		if (e == HPE_OK)
 			return (ssize_t)len;
 		if (e != HPE_PAUSED && e != HPE_PAUSED_UPGRADE) {
@@ -1642,9 +1753,25 @@ static int on_resp_headers_done(llhttp_t *p)
 	int status = llhttp_get_status_code(p);
 	if (llhttp_get_http_major(p) != 1)
 		return resp_fail(p);
+	/* llhttp takes 1 to 3 digits: "2" would go out as "002", a status
+	 * the backend never sent. */
+	if (status < 100 || status > 599)
+		return resp_fail(p);
+	/* A control byte in the reason phrase (NUL) ends the status line early
+	 * for some clients and not for others. */
+	const char *reason = msg_str(m, m->url_off);
+	for (uint32_t i = 0; i < m->url_len; i++)
+		if (((unsigned char)reason[i] < 0x20 && reason[i] != '\t') || reason[i] == 0x7f)
+			return resp_fail(p);
 	msg_apply_connection(m);
 	size_t before = cl->out.pending.len;
 	if (status >= 100 && status < 200 && status != 101) {
+		/* A 1xx has no body (RFC 9112 6.3); one that announces a body
+		 * means the backend and we disagree on where the final response
+		 * starts. */
+		if ((p->flags & (F_CHUNKED | F_TRANSFER_ENCODING)) ||
+		    ((p->flags & F_CONTENT_LENGTH) && p->content_length > 0))
+			return resp_fail(p);
 		/* Interim responses are relayed to HTTP/1.1 clients only. */
 		if (t->http_minor >= 1 && status != 100) {
 			write_status_line(cl, status);
@@ -1652,7 +1779,7 @@ static int on_resp_headers_done(llhttp_t *p)
 			buf_append(&cl->out.pending, "\r\n", 2);
 			t->bytes_out += cl->out.pending.len - before;
 		}
-		return 0;
+		return 1;  /* no body, whatever the headers say */
 	}
 	if (status == 101) {
 		if (!t->upgrade)
@@ -1673,6 +1800,11 @@ static int on_resp_headers_done(llhttp_t *p)
 	t->resp_started = 1;
 	t->t_first_byte = now_us();
 	int bodyless = t->is_head || status == 204 || status == 304;
+	if (status == 204) {  /* it has no body, so no length to announce */
+		for (uint32_t i = 0; i < m->nhdrs; i++)
+			if (m->hdrs[i].kind == HDR_CONTENT_LENGTH)
+				m->hdrs[i].drop = 1;
+	}
 	int chunked = (p->flags & F_CHUNKED) != 0;
 	int has_len = (p->flags & F_CONTENT_LENGTH) != 0;
 	if (t->upgrade)
@@ -1708,7 +1840,9 @@ static int on_resp_headers_done(llhttp_t *p)
 	buf_append(&cl->out.pending, "\r\n", 2);
 	t->bytes_out += cl->out.pending.len - before;
 	t->resp_head_sent = 1;
-	return t->is_head ? 1 : 0;
+	/* 1 tells llhttp there is no body whatever the framing headers say
+	 * (it would read a 204's or 304's Content-Length bytes as one). */
+	return bodyless ? 1 : 0;
 }
 
 static int on_resp_body(llhttp_t *p, const char *at, size_t len)
@@ -1738,6 +1872,19 @@ static int on_resp_done(llhttp_t *p)
 		client_out(cl, "0\r\n\r\n", 5);
 	t->resp_done = 1;
 	return HPE_PAUSED;
+}
+
+/* A bodiless response that announced a body (204 with any framing header,
+ * 304 chunked): the backend may believe it sent one, and bytes still on
+ * their way would be read as the next request's response. */
+static int resp_framing_suspect(const struct txn *t)
+{
+	const struct msg *m = &t->resp;
+	if (t->status == 204)
+		return msg_count(m, HDR_CONTENT_LENGTH) || msg_count(m, HDR_TRANSFER_ENCODING);
+	if (t->status == 304)
+		return msg_count(m, HDR_TRANSFER_ENCODING);
+	return 0;
 }
 
 static void client_start_tunnel(struct client *cl, const char *rest, size_t len)
@@ -1776,6 +1923,10 @@ void client_backend_data(struct client *cl, const char *data, size_t len)
 		return;
 	}
 	bconn_timeout(bc, t->be->cfg->response_timeout_ms);
+	/* Where this read's output starts: see the error path. */
+	size_t pend0 = cl->out.pending.len;
+	uint64_t out0 = t->bytes_out;
+	uint8_t head0 = t->resp_head_sent;
 	llhttp_errno_t e = llhttp_execute(&bc->parser, data, len);
 	if (e == HPE_OK) {
 		client_flush(cl);
@@ -1794,7 +1945,8 @@ void client_backend_data(struct client *cl, const char *data, size_t len)
 		}
 		/* Bytes after a complete response mean a confused backend: do
 		 * not let them reach the next request on this connection. */
-		int reusable = used == len && llhttp_should_keep_alive(&bc->parser) && !t->upgrade;
+		int reusable = used == len && llhttp_should_keep_alive(&bc->parser) && !t->upgrade &&
+			       !resp_framing_suspect(t);
 		txn_finish(cl, reusable);
 		return;
 	}
@@ -1802,6 +1954,14 @@ void client_backend_data(struct client *cl, const char *data, size_t len)
 		t->reason = REASON_BACKEND_BAD_RESPONSE;
 	log_warn("%s backend %s/%s sent an invalid response: %s", cl->peer, t->be->cfg->name,
 		 bc->srv->cfg->name, llhttp_get_error_reason(&bc->parser));
+	if (!head0 && t->resp_head_sent) {
+		/* The head was queued in this very read, so nothing of it has
+		 * reached the client: take it back and answer 502, rather than
+		 * close on a client that then sees no reply at all. */
+		cl->out.pending.len = pend0;
+		t->bytes_out = out0;
+		t->resp_head_sent = 0;
+	}
 	client_fail(cl, t->resp_head_sent ? REASON_BACKEND_ABORT : REASON_BACKEND_BAD_RESPONSE);
 }
 
@@ -1815,6 +1975,7 @@ void http1_settings_init(void)
 	req_settings.on_header_value_complete = on_req_value_done;
 	req_settings.on_headers_complete = on_req_headers_done;
 	req_settings.on_body = on_req_body;
+	req_settings.on_chunk_header = on_req_chunk_header;
 	req_settings.on_message_complete = on_req_done;
 
 	llhttp_settings_init(&resp_settings);

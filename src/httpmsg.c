@@ -216,6 +216,77 @@ void msg_write_headers(const struct msg *m, struct buf *out)
 	}
 }
 
+void msg_set_value(struct msg *m, struct hdr *h, const char *v, size_t len)
+{
+	h->val_off = (uint32_t)m->raw.len;
+	h->val_len = (uint32_t)len;
+	buf_append(&m->raw, v, len);
+}
+
+struct hdr *msg_add(struct msg *m, const char *name, const char *value, size_t vlen)
+{
+	if (m->nhdrs == m->hdrs_cap) {
+		uint32_t cap = m->hdrs_cap ? m->hdrs_cap * 2 : 32;
+		struct hdr *nh = realloc(m->hdrs, cap * sizeof(*nh));
+		AN(nh);
+		m->hdrs = nh;
+		m->hdrs_cap = cap;
+	}
+	struct hdr *h = &m->hdrs[m->nhdrs++];
+	memset(h, 0, sizeof(*h));
+	size_t nl = strlen(name);
+	h->name_off = (uint32_t)m->raw.len;
+	h->name_len = (uint32_t)nl;
+	buf_append(&m->raw, name, nl);
+	msg_set_value(m, h, value, vlen);
+	int hop;
+	h->kind = (uint8_t)hdr_classify(name, nl, &hop);
+	h->drop = (uint8_t)hop;
+	return h;
+}
+
+int hdr_framing_alias(const char *name, size_t len)
+{
+	static const char *const framing[] = { "content-length", "transfer-encoding" };
+	if (memchr(name, '_', len) == NULL)
+		return 0;
+	for (size_t k = 0; k < ARRAY_SIZE(framing); k++) {
+		const char *f = framing[k];
+		if (strlen(f) != len)
+			continue;
+		size_t i = 0;
+		while (i < len && (name[i] == '_' ? '-' : (name[i] | 0x20)) == f[i])
+			i++;
+		if (i == len)
+			return 1;
+	}
+	return 0;
+}
+
+int url_absolute_split(const char *u, size_t n, const char **auth, size_t *alen,
+		       const char **path, size_t *plen)
+{
+	size_t s;
+	if (n >= 7 && strncasecmp(u, "http://", 7) == 0)
+		s = 7;
+	else if (n >= 8 && strncasecmp(u, "https://", 8) == 0)
+		s = 8;
+	else if (memchr(u, ':', n) && n && u[0] != '/' && u[0] != '*')
+		return -1;  /* another scheme, or authority-form outside CONNECT */
+	else
+		return 0;
+	size_t e = s;
+	while (e < n && u[e] != '/' && u[e] != '?' && u[e] != '#')
+		e++;
+	if (e == s || memchr(u + s, '@', e - s))
+		return -1;
+	*auth = u + s;
+	*alen = e - s;
+	*path = u + e;
+	*plen = n - e;
+	return 1;
+}
+
 const struct hdr *msg_find(const struct msg *m, enum hdr_kind kind)
 {
 	for (uint32_t i = 0; i < m->nhdrs; i++)

@@ -78,6 +78,27 @@ unsigned msg_apply_connection(struct msg *m);
 /* Append "Name: value\r\n" for every header not marked drop. */
 void msg_write_headers(const struct msg *m, struct buf *out);
 
+/* Point H's value at a copy of V (the old bytes stay unused in the arena). */
+void msg_set_value(struct msg *m, struct hdr *h, const char *v, size_t len);
+/* Append a header (classified like a received one), past max_hdrs if need
+ * be: sluice's own additions are not the client's to limit. */
+struct hdr *msg_add(struct msg *m, const char *name, const char *value, size_t vlen);
+
+/* 1 when NAME is not Content-Length or Transfer-Encoding but reads as one
+ * once '_' is taken for '-' (CGI-style servers map both to the same
+ * variable): a second framing header the proxy would not see. */
+int hdr_framing_alias(const char *name, size_t len);
+
+/* Absolute-form request target (RFC 9112 3.2.2): for "http://" and
+ * "https://" targets, returns 1 and sets the authority (*AUTH, *ALEN) and
+ * the origin-form rest (*PATH, *PLEN; may be empty or start with '?').
+ * Returns 0 for any target that does not start with a scheme, -1 for an
+ * absolute target sluice does not accept: another scheme, an empty
+ * authority, or userinfo ('@', which RFC 9110 4.2.4 says to treat as an
+ * error). */
+int url_absolute_split(const char *u, size_t n, const char **auth, size_t *alen,
+		       const char **path, size_t *plen);
+
 /* Find the first header of KIND; NULL if none. */
 const struct hdr *msg_find(const struct msg *m, enum hdr_kind kind);
 int msg_count(const struct msg *m, enum hdr_kind kind);

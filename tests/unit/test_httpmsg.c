@@ -114,6 +114,56 @@ static void test_head_scan(void)
 	CHECK(head_scan(&h2, "\nrest", 5) == 1);
 }
 
+static void test_framing_alias(void)
+{
+	CHECK(hdr_framing_alias("Content_Length", 14) == 1);
+	CHECK(hdr_framing_alias("transfer_encoding", 17) == 1);
+	CHECK(hdr_framing_alias("TRANSFER_encoding", 17) == 1);
+	CHECK(hdr_framing_alias("Content-Length", 14) == 0);   /* the real one */
+	CHECK(hdr_framing_alias("X_Forwarded_For", 15) == 0);
+	CHECK(hdr_framing_alias("Content_Lengths", 15) == 0);
+}
+
+static int split(const char *u, const char *auth, const char *path)
+{
+	const char *a, *p;
+	size_t al, pl;
+	int r = url_absolute_split(u, strlen(u), &a, &al, &p, &pl);
+	if (r != 1)
+		return r;
+	return al == strlen(auth) && memcmp(a, auth, al) == 0 && pl == strlen(path) &&
+	       memcmp(p, path, pl) == 0 ? 1 : 2;
+}
+
+static void test_absolute_form(void)
+{
+	CHECK(split("/a?b", "", "") == 0);
+	CHECK(split("*", "", "") == 0);
+	CHECK(split("http://h.example/a?b", "h.example", "/a?b") == 1);
+	CHECK(split("HTTPS://h.example:8443", "h.example:8443", "") == 1);
+	CHECK(split("http://h.example?q", "h.example", "?q") == 1);
+	CHECK(split("http:///x", "", "") == -1);              /* no authority */
+	CHECK(split("http://u@h.example/", "", "") == -1);    /* userinfo */
+	CHECK(split("ftp://h.example/", "", "") == -1);
+	CHECK(split("h.example:80", "", "") == -1);           /* authority-form */
+}
+
+static void test_add_and_set_value(void)
+{
+	struct msg m = { 0 };
+	msg_reset(&m, 1);
+	add_header(&m, "Content-Length", "010");
+	msg_set_value(&m, &m.hdrs[0], "10", 2);
+	msg_add(&m, "Host", "h.example", 9);   /* past max_hdrs: sluice's own */
+	CHECK(m.nhdrs == 2 && m.hdrs[1].kind == HDR_HOST);
+	struct buf out = { 0 };
+	msg_write_headers(&m, &out);
+	buf_append(&out, "", 1);
+	CHECK(strcmp(out.data, "Content-Length: 10\r\nHost: h.example\r\n") == 0);
+	buf_free(&out);
+	msg_free(&m);
+}
+
 static void test_shm_cap_and_reclaim(void)
 {
 	CHECK(shm_init() == 0);
@@ -147,6 +197,9 @@ int main(void)
 	test_limits_and_bad_headers();
 	test_list_next();
 	test_head_scan();
+	test_framing_alias();
+	test_absolute_form();
+	test_add_and_set_value();
 	test_shm_cap_and_reclaim();
 	printf("test_httpmsg: %d passed, %d failed\n", passed, failed);
 	return failed ? 1 : 0;
