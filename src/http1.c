@@ -1745,6 +1745,27 @@ static void write_status_line(struct client *cl, int status)
 	buf_append(&cl->out.pending, "\r\n", 2);
 }
 
+/* The only transfer coding sluice decodes is one "chunked". A response
+ * with another (gzip, chunked) would reach the client still coded with
+ * nothing saying so; "chunked" twice is not a valid message. */
+static int resp_te_acceptable(const struct msg *m)
+{
+	int n = 0;
+	for (uint32_t i = 0; i < m->nhdrs; i++) {
+		const struct hdr *h = &m->hdrs[i];
+		if (h->kind != HDR_TRANSFER_ENCODING)
+			continue;
+		const char *q = msg_str(m, h->val_off), *end = q + h->val_len, *tok;
+		size_t tl;
+		if (h->val_len == 0)
+			return 0;
+		while (list_next(&q, end, &tok, &tl))
+			if (!tok_eq(tok, tl, "chunked") || ++n > 1)
+				return 0;
+	}
+	return 1;
+}
+
 static int on_resp_headers_done(llhttp_t *p)
 {
 	struct client *cl = resp_client(p);
@@ -1763,6 +1784,8 @@ static int on_resp_headers_done(llhttp_t *p)
 	for (uint32_t i = 0; i < m->url_len; i++)
 		if (((unsigned char)reason[i] < 0x20 && reason[i] != '\t') || reason[i] == 0x7f)
 			return resp_fail(p);
+	if (!resp_te_acceptable(m))
+		return resp_fail(p);
 	msg_apply_connection(m);
 	size_t before = cl->out.pending.len;
 	if (status >= 100 && status < 200 && status != 101) {
