@@ -1539,7 +1539,11 @@ void client_drain_all(void)
 	while (pos != &W->clients) {
 		struct client *cl = CONTAINER_OF(pos, struct client, link);
 		pos = pos->next;
-		cl->keepalive = 0;
+		/* A response whose head has gone out promising keep-alive keeps
+		 * the promise: its client may send the next request the moment
+		 * the body ends, and gets the answer with Connection: close. */
+		if (!(cl->state == CL_EXCHANGE && cl->txn.resp_head_sent))
+			cl->keepalive = 0;
 		if (cl->state != CL_IDLE || cl->in.len)
 			continue;
 		if (cl->nrequests == 0)
@@ -1603,7 +1607,9 @@ static void txn_finish(struct client *cl, int reusable)
 	txn_log(cl);
 	if (!t->req_done)
 		cl->keepalive = 0;  /* unread body: the stream is unusable */
-	if (!cl->keepalive || (cl->peer_eof && cl->in.len == 0) || W->draining) {
+	/* Draining, keepalive is still set only where a response head promised
+	 * it (client_drain_all): the connection waits for one more request. */
+	if (!cl->keepalive || (cl->peer_eof && cl->in.len == 0)) {
 		cl->state = CL_ERROR;
 		client_timer(cl, timeouts()->client_send_ms);
 		client_flush(cl);

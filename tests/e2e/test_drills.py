@@ -554,3 +554,40 @@ def test_stop_serves_connections_waiting_in_accept_queue(sluice, demo):
     assert results == [(200, 111)] * 6, results
     with pytest.raises(ConnectionRefusedError):
         socket.create_connection((H.HOST, s.port), timeout=5).close()
+
+
+def test_reload_keeps_keepalive_promised_by_a_response_in_flight(sluice, demo):
+    """A response whose head said keep-alive before the reload is still
+    being delivered when the old worker starts draining: the client's next
+    request on that connection, sent the moment the body ends, gets an
+    answer (with Connection: close), not a connection closed under it."""
+    size = 64 << 20     # more than the socket buffers hold: still in flight at the reload
+    d = demo(size=111)
+    cfg = H.make_config(H.free_port(), [H.server(d.port)], workers=1,
+                        timeouts={"drain": "%dms" % DRAIN_MS})
+    s = sluice(cfg)
+    c = H.Client(s.port, timeout=10)
+    try:
+        c.send(H.build_request("GET", "/?size=%d" % size))
+        head = c.st.read_until(b"\r\n\r\n")
+        assert b" 200 " in head.split(b"\r\n")[0] and b"connection: close" not in head.lower(), head
+        old = s.worker_pids()
+        err_off = len(H.read_text(s.error_log))
+        s.signal(signal.SIGHUP)
+        s.wait_error_log(r"worker 0: draining: 1 client", timeout=10, start=err_off)
+        # counted, not kept: Stream's buffer would copy 64 MiB over and over
+        got, chunk = len(c.st.buf), bytearray(1 << 20)
+        c.st.buf = b""
+        while got < size:
+            n = c.sock.recv_into(chunk, min(len(chunk), size - got))
+            assert n > 0, "EOF after %d of %d body bytes" % (got, size)
+            got += n
+        c.send(H.build_request("GET", "/next"))
+        r = c.read_response()
+        assert r.status == 200 and len(r.body) == 111, r
+        assert r.has_token("connection", "close"), r
+        assert c.wait_closed(5) == b""
+    finally:
+        c.close()
+    H.wait_for(lambda: not any(H.pid_alive(p) for p in old), DRAIN_MS / 1000.0 + SLACK,
+               what="old worker gone")
