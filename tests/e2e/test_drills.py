@@ -591,3 +591,48 @@ def test_reload_keeps_keepalive_promised_by_a_response_in_flight(sluice, demo):
         c.close()
     H.wait_for(lambda: not any(H.pid_alive(p) for p in old), DRAIN_MS / 1000.0 + SLACK,
                what="old worker gone")
+
+
+def test_reload_dropping_a_listener_serves_its_queued_connections(sluice, demo):
+    """A reload that removes a listener: connections already queued on its
+    sockets are accepted and answered by the old workers before the sockets
+    close; while they wait, new attempts are not queued. The old workers are
+    SIGSTOPped so the connections are certainly still queued at the reload."""
+    d = demo(size=111)
+    pa, pb = H.free_port(), H.free_port()
+    cfg = H.make_config(pa, [H.server(d.port)], workers=1, timeouts={"drain": "%dms" % DRAIN_MS})
+    cfg["listeners"].append({"name": "b", "address": "%s:%d" % (H.HOST, pb), "backend": "app"})
+    s = sluice(cfg)
+    old = s.worker_pids()
+    clients = []
+    try:
+        for w in old:
+            os.kill(w, signal.SIGSTOP)
+        for i in range(4):
+            c = H.Client(pb, timeout=10)
+            c.send(H.build_request("GET", "/queued%d" % i))
+            clients.append(c)
+        s.write_config(H.make_config(pa, [H.server(d.port)], workers=1,
+                                     timeouts={"drain": "%dms" % DRAIN_MS}))
+        s.signal(signal.SIGHUP)
+        # the new generation is forked before the master waits on the queues
+        H.wait_for(lambda: set(s.worker_pids()) - set(old), 5, what="new generation")
+        with pytest.raises(socket.timeout):
+            socket.create_connection((H.HOST, pb), timeout=0.3).close()
+    finally:
+        for w in old:
+            os.kill(w, signal.SIGCONT)
+    results = []
+    for c in clients:
+        try:
+            r = c.read_response()
+            results.append((r.status, len(r.body)))
+        except (H.ConnClosed, ConnectionResetError) as e:
+            results.append(repr(e))
+        c.close()
+    assert results == [(200, 111)] * 4, results
+    H.wait_for(lambda: not any(H.pid_alive(w) for w in old), DRAIN_MS / 1000.0 + SLACK,
+               what="old worker gone")
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection((H.HOST, pb), timeout=5).close()
+    assert H.http_request(pa, "GET", "/").status == 200
