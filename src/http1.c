@@ -656,6 +656,15 @@ static int on_req_value_done(llhttp_t *p)
 	 * a CGI-style backend would (0.CL / TE.0 desync). */
 	if (hdr_framing_alias(msg_str(&cl->txn.req, h->name_off), h->name_len))
 		return req_fail(cl, REASON_BAD_REQUEST);
+	if (cl->txn.head_done) {
+		/* A trailer field: checked like a header, then dropped. Kept,
+		 * a held request's head (built after its body) would carry a
+		 * trailer "Content-Length" next to Transfer-Encoding, and the
+		 * hook would read trailers as headers. Its bytes still count
+		 * toward max_header_size. */
+		cl->txn.req.raw.len = h->name_off;
+		cl->txn.req.nhdrs--;
+	}
 	return 0;
 }
 
