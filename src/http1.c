@@ -867,6 +867,11 @@ static enum reason txn_check(struct client *cl)
 		if (r != REASON_OK)
 			return r;
 	}
+	/* RFC 9112 3.2: an invalid Host value is a 400. "good.example/x",
+	 * "a@b" or "a b" route one way here and another at the backend. */
+	const struct hdr *host = msg_find(m, HDR_HOST);
+	if (host && !host_valid(msg_str(m, host->val_off), host->val_len))
+		return REASON_MISSING_HOST;
 	const struct hdr *ex = msg_find(m, HDR_EXPECT);
 	if (ex) {
 		if (msg_count(m, HDR_EXPECT) > 1 || !tok_eq(msg_str(m, ex->val_off), ex->val_len, "100-continue"))

@@ -263,6 +263,46 @@ int hdr_framing_alias(const char *name, size_t len)
 	return 0;
 }
 
+static int is_hex(char c)
+{
+	return (c >= '0' && c <= '9') || ((c | 0x20) >= 'a' && (c | 0x20) <= 'f');
+}
+
+int host_valid(const char *v, size_t n)
+{
+	size_t i = 0;
+	if (n && v[0] == '[') {
+		/* IP-literal: IPv6 (hex, ':', '.') or IPvFuture ("v" ...) */
+		for (i = 1; i < n && v[i] != ']'; i++)
+			if (!is_hex(v[i]) && v[i] != ':' && v[i] != '.' && (v[i] | 0x20) != 'v')
+				return 0;
+		if (i == n || i == 1)
+			return 0;
+		i++;
+	} else {
+		for (; i < n && v[i] != ':'; i++) {
+			unsigned char c = (unsigned char)v[i];
+			if (c == '%') {
+				if (i + 2 >= n || !is_hex(v[i + 1]) || !is_hex(v[i + 2]))
+					return 0;
+				i += 2;
+				continue;
+			}
+			if (!((c >= '0' && c <= '9') || ((c | 0x20) >= 'a' && (c | 0x20) <= 'z') ||
+			      strchr("-._~!$&'()*+;=", c) != NULL) || c == 0)
+				return 0;
+		}
+	}
+	if (i == n)
+		return 1;
+	if (v[i] != ':')
+		return 0;
+	for (i++; i < n; i++)
+		if (v[i] < '0' || v[i] > '9')
+			return 0;
+	return 1;
+}
+
 int url_absolute_split(const char *u, size_t n, const char **auth, size_t *alen,
 		       const char **path, size_t *plen)
 {

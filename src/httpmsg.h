@@ -89,6 +89,11 @@ struct hdr *msg_add(struct msg *m, const char *name, const char *value, size_t v
  * variable): a second framing header the proxy would not see. */
 int hdr_framing_alias(const char *name, size_t len);
 
+/* 1 when V is a valid Host value (RFC 9110 7.2): uri-host [":" port], with
+ * uri-host an IP-literal in brackets or a reg-name (empty allowed). A
+ * comma is refused too: a Host that reads as a list gets two readings. */
+int host_valid(const char *v, size_t n);
+
 /* Absolute-form request target (RFC 9112 3.2.2): for "http://" and
  * "https://" targets, returns 1 and sets the authority (*AUTH, *ALEN) and
  * the origin-form rest (*PATH, *PLEN; may be empty or start with '?').

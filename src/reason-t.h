@@ -8,7 +8,7 @@
 #define REASON_TABLE(X) \
 	X(OK,                    0, "ok",                      "") \
 	X(BAD_REQUEST,         400, "bad_request",             "malformed request") \
-	X(MISSING_HOST,        400, "missing_host",            "missing or duplicate Host header") \
+	X(MISSING_HOST,        400, "missing_host",            "missing, duplicate or invalid Host header") \
 	X(BAD_TE,              400, "bad_transfer_encoding",   "invalid Transfer-Encoding") \
 	X(BAD_CHUNK,           400, "bad_chunk",               "malformed chunked body") \
 	X(HEADER_TIMEOUT,      408, "client_header_timeout",   "request header timeout") \

@@ -448,6 +448,16 @@ REQ_CASES = [
     rej("header_no_colon", req(G, H_, b"Transfer-Encoding chunked")),
     rej("two_hosts", req(G, H_, b"Host: evil.example")),
     rej("host_missing", req(G, b"X-A: b")),
+    # RFC 9112 3.2: an invalid Host is a 400; these route differently
+    # depending on who splits them where
+    rej("host_with_path", req(G, b"Host: t.example/evil")),
+    rej("host_with_userinfo", req(G, b"Host: t.example@evil.example")),
+    rej("host_with_space", req(G, b"Host: t.example evil.example")),
+    rej("host_list", req(G, b"Host: t.example, evil.example")),
+    rej("host_bad_port", req(G, b"Host: t.example:80x")),
+    rej("host_backslash", req(G, b"Host: t.example\\evil")),
+    ok("host_ipv6_port", req(G, b"Host: [::1]:8080"), expect_host=b"[::1]:8080"),
+    ok("host_empty", req(G, b"Host:"), expect_host=b""),
     # llhttp splits on runs of spaces; sluice writes one (normalised)
     ok("request_line_double_space", req(b"GET  / HTTP/1.1", H_)),
     rej("request_line_http2", req(b"GET / HTTP/2.0", H_), (400, 505)),

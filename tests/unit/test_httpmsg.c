@@ -148,6 +148,21 @@ static void test_absolute_form(void)
 	CHECK(split("h.example:80", "", "") == -1);           /* authority-form */
 }
 
+static int hv(const char *v)
+{
+	return host_valid(v, strlen(v));
+}
+
+static void test_host_valid(void)
+{
+	CHECK(hv("t.example") && hv("t.example:8080") && hv("T-1_x~.example") && hv(""));
+	CHECK(hv("[::1]") && hv("[::1]:443") && hv("127.0.0.1:80") && hv("a%2Db") && hv("h:"));
+	CHECK(!hv("good.example/evil") && !hv("a@b") && !hv("a b") && !hv("a\\b"));
+	CHECK(!hv("a,b") && !hv("a:80x") && !hv("a:80:90") && !hv("[::1") && !hv("[]"));
+	CHECK(!hv("[::1]x") && !hv("a%zz") && !hv("a%2") && !hv("a?b") && !hv("a#b"));
+	CHECK(host_valid("a\0b", 3) == 0);
+}
+
 static void test_add_and_set_value(void)
 {
 	struct msg m = { 0 };
@@ -200,6 +215,7 @@ int main(void)
 	test_framing_alias();
 	test_absolute_form();
 	test_add_and_set_value();
+	test_host_valid();
 	test_shm_cap_and_reclaim();
 	printf("test_httpmsg: %d passed, %d failed\n", passed, failed);
 	return failed ? 1 : 0;
