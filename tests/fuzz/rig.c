@@ -610,6 +610,11 @@ void rig_init(const char *listener_extra, const char *top_extra, const char *con
 	AN(slot >= 0);
 	atomic_store(&shm->workers[slot].pid, getpid());
 	struct worker_fd fds[2] = { { 0, lfd[0] }, { 1, lfd[1] } };
+	/* A worker whose parent is PID 1 takes it for a master that went away
+	 * and drains (exits) at once: say so rather than "fuzz target exited". */
+	if (getppid() == 1)
+		RIG_FAIL("the parent of this process is PID 1, so worker_start() would drain and exit at once; "
+			 "run the fuzzer from a shell or make that waits for it");
 	worker_start(cfg, 0, slot, fds, 2, tls);
 	AZ(W->draining);
 	for (int i = 0; i < 2; i++)
