@@ -53,7 +53,7 @@ static int is_tchar(unsigned char c)
 
 /* Length of the line at P with its CRLF, 0 when its LF has not arrived,
  * -1 for a bare CR, a bare LF or a NUL (also in an incomplete line). */
-static long line_len_nul(const char *p, size_t n, int nul_ok, const char **why)
+static long line_len(const char *p, size_t n, const char **why)
 {
 	for (size_t i = 0; i < n; i++) {
 		if (p[i] == '\n') {
@@ -61,25 +61,12 @@ static long line_len_nul(const char *p, size_t n, int nul_ok, const char **why)
 				BAD("bare LF");
 			return (long)i + 1;
 		}
-		if (p[i] == '\0' && !nul_ok)
+		if (p[i] == '\0')
 			BAD("NUL byte in a head line");
 		if (p[i] == '\r' && i + 1 < n && p[i + 1] != '\n')
 			BAD("bare CR");
 	}
 	return 0;
-}
-
-static long line_len(const char *p, size_t n, const char **why)
-{
-	return line_len_nul(p, n, 0, why);
-}
-
-/* FUZZ_KNOWN names known, not yet fixed, findings (README) to let a long
- * run look past them. */
-static int known(const char *what)
-{
-	const char *k = getenv("FUZZ_KNOWN");
-	return k && strstr(k, what);
 }
 
 struct framing {
@@ -257,13 +244,8 @@ long rig_parse_request(const char *p, size_t n, struct rig_req *out, struct buf 
 long rig_parse_response(const char *p, size_t n, int is_head, int at_eof, int *status, int *chunked,
 			const char **why)
 {
-	static int known_reason_nul = -1, known_status = -1;
-	if (known_reason_nul < 0) {
-		known_reason_nul = known("reason-nul");  /* findings/fuzz_response/reason-nul */
-		known_status = known("status-range");    /* findings/fuzz_response/status-below-100 */
-	}
 	*chunked = 0;
-	long ll = line_len_nul(p, n, known_reason_nul, why);
+	long ll = line_len(p, n, why);
 	if (ll <= 0)
 		return ll;
 	size_t len = (size_t)ll - 2;
@@ -275,7 +257,7 @@ long rig_parse_response(const char *p, size_t n, int is_head, int at_eof, int *s
 	if (len > 12 && p[12] != ' ')
 		BAD("status code not followed by a space");
 	*status = (p[9] - '0') * 100 + (p[10] - '0') * 10 + (p[11] - '0');
-	if (*status < 100 && !known_status)
+	if (*status < 100)
 		BAD("status below 100");
 	struct framing f = { 0 };
 	long hl = header_block(p + ll, n - (size_t)ll, &f, why);
@@ -705,7 +687,7 @@ static void check_client(void)
 			res.tunnel = 1;
 			return;  /* a tunnel: what follows is not HTTP */
 		}
-		if (status >= 200 || status < 100) {  /* below 100: FUZZ_KNOWN=status-range */
+		if (status >= 200) {
 			if (res.nresp < RIG_MAX_REQS)
 				res.resp_status[res.nresp] = status;
 			res.nresp++;
