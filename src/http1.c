@@ -1607,8 +1607,34 @@ void client_backend_writable(struct client *cl)
 		client_read_pause(cl, 0);
 }
 
+/* A connect that failed sent nothing, so the request, whatever its
+ * method, may go to another server (HAProxy's redispatch, nginx's
+ * proxy_next_upstream error timeout): no more attempts than servers, and
+ * REDISPATCH_MAX at most. A backend with one server answers at once: trying
+ * the same address again would only add a connect timeout. */
+#define REDISPATCH_MAX 3
+
 void client_backend_error(struct client *cl, enum reason r)
 {
+	struct txn *t = &cl->txn;
+	if ((r == REASON_BACKEND_REFUSED || r == REASON_CONNECT_TIMEOUT) && t->bc == NULL && t->srv &&
+	    t->redispatches < REDISPATCH_MAX && t->redispatches + 1u < t->be->nservers &&
+	    upstream_other_server_up(t->be, t->srv)) {
+		t->redispatches++;
+		t->avoid = t->srv;
+		/* The request's own outcome is counted where it ends; the failed
+		 * server's errors show what it cost. */
+		stats_reason(t->srv->st, r);
+		log_info("%s %s to server %s; trying another server", cl->peer, reason_text(r),
+			 t->srv->cfg->name);
+		t->srv = NULL;
+		r = upstream_request(cl);
+		if (r == REASON_OK) {
+			if (t->queued)
+				client_timer(cl, t->be->cfg->queue_timeout_ms);
+			return;
+		}
+	}
 	client_fail(cl, r);
 }
 

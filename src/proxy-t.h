@@ -76,6 +76,7 @@ struct txn {
 	struct bconn *bc;          /* attached backend connection or NULL */
 	struct backend *be;
 	struct server *srv;        /* server of bc, kept for the log after release */
+	struct server *avoid;      /* a connect to it just failed: pick another */
 	struct list qlink;         /* in backend->queue while CL_WAIT without bc */
 	uint64_t t_start, t_queue, t_connect_start, t_connected, t_sent, t_first_byte;
 	uint64_t req_body, resp_body_in, bytes_out;
@@ -86,6 +87,7 @@ struct txn {
 	uint8_t req_chunked, req_done, head_done, queued;
 	uint8_t resp_started, resp_head_sent, resp_done, resp_chunked_out, resp_close_delimited;
 	uint8_t is_head, upgrade, idempotent, retried, expect_continue, continue_sent;
+	uint8_t redispatches;      /* other servers tried after failed connects */
 	enum reason reason;
 	int status;
 	struct txn_insp insp;

@@ -593,7 +593,7 @@ static struct server *pick_server(struct client *cl, struct backend *be, struct 
 		uint32_t best_busy = UINT32_MAX;
 		for (unsigned i = 0; i < n; i++) {
 			struct server *srv = &be->servers[i];
-			if (!server_up(srv))
+			if (!server_up(srv) || srv == cl->txn.avoid)
 				continue;
 			*any_up = 1;
 			uint32_t busy = shm_get(srv->slot, SHM_BUSY);
@@ -620,7 +620,7 @@ static struct server *pick_server(struct client *cl, struct backend *be, struct 
 	uint32_t start = be->rr++;
 	for (unsigned k = 0; k < n; k++) {
 		struct server *srv = &be->servers[(start + k) % n];
-		if (!server_up(srv))
+		if (!server_up(srv) || srv == cl->txn.avoid)
 			continue;
 		*any_up = 1;
 		if ((*idle = server_find_idle(srv, cl)) != NULL)
@@ -876,6 +876,14 @@ void upstream_close_idle(void)
 {
 	for (unsigned b = 0; b < W->nbackends; b++)
 		retire_idle(&W->backends[b]);
+}
+
+int upstream_other_server_up(const struct backend *be, const struct server *srv)
+{
+	for (unsigned i = 0; i < be->nservers; i++)
+		if (&be->servers[i] != srv && server_up(&be->servers[i]))
+			return 1;
+	return 0;
 }
 
 void upstream_server_failed(struct server *srv, const char *why)

@@ -43,6 +43,8 @@ void bconn_timeout(struct bconn *bc, uint64_t ms);
 void upstream_on_kick(void);
 /* Drain: close idle pooled connections. */
 void upstream_close_idle(void);
+/* Whether BE has a server other than SRV that is up and enabled. */
+int upstream_other_server_up(const struct backend *be, const struct server *srv);
 /* Passive health: a connect to SRV failed. */
 void upstream_server_failed(struct server *srv, const char *why);
 

@@ -1,6 +1,7 @@
 """Retry of idempotent requests on a stale pooled connection (never POST),
-and active health checks: a dead server is taken out and brought back; all
-servers down gives 503 at once."""
+redispatch to another server after a failed connect (any method: nothing
+was sent), and active health checks: a dead server is taken out and brought
+back; all servers down gives 503 at once."""
 
 import time
 
@@ -167,3 +168,63 @@ def test_health_check_requests_reach_backend(sluice, recorder):
                     what="3 health checks")
     for q in qs[:3]:
         assert q.method == "GET" and q.target == "/health"
+
+
+# ------------------------------------------------------ redispatch on connect
+
+
+def test_refused_connect_goes_to_another_server_any_method(sluice, recorder):
+    """s1 refuses (nothing listens), s2 serves; no health checks, so s1 is
+    never taken out: round robin sends every other request to s1, and each
+    of those is redispatched to s2 with its body intact, POST included."""
+    rb = recorder()
+    dead = H.free_port()
+    s = sluice(H.make_config(H.free_port(), [H.server(dead, name="s1"), H.server(rb.port, name="s2")]))
+    for i in range(6):
+        body = b"payload-%d" % i
+        r = H.http_request(s.port, "POST", "/p%d" % i, body=body)
+        assert (r.status, r.body.startswith(b"conn=")) == (200, True), r
+        assert rb.all_requests()[-1].body == body
+    assert len(rb.all_requests()) == 6
+    s.wait_error_log(r"backend connection failed to server s1; trying another server")
+    entries = s.access_entries()
+    assert [e["server"] for e in entries] == ["app/s2"] * 6
+    assert all(e["reason"] == "ok" for e in entries)
+
+
+def test_connect_timeout_goes_to_another_server(sluice, recorder, blackhole):
+    rb = recorder()
+    s = sluice(H.make_config(H.free_port(), [H.server(blackhole.port, name="s1"),
+                                             H.server(rb.port, name="s2")],
+                             backend={"connect_timeout": "300ms"}))
+    for i in range(2):
+        t0 = time.monotonic()
+        r = H.http_request(s.port, "GET", "/t%d" % i)
+        assert r.status == 200, r
+    assert time.monotonic() - t0 < 3
+    s.wait_error_log(r"backend connect timeout to server s1; trying another server")
+
+
+def test_every_server_refusing_is_one_502(sluice):
+    """Both servers refuse: one redispatch, then 502 (never a loop)."""
+    a, b = H.free_port(), H.free_port()
+    s = sluice(H.make_config(H.free_port(), [H.server(a, name="s1"), H.server(b, name="s2")]))
+    r = H.http_request(s.port, "GET", "/")
+    assert r.status == 502, r
+    e = s.wait_access_entry(lambda e: e["target"] == "/")
+    assert e["reason"] == "backend_refused"
+    log = H.read_text(s.error_log)
+    assert log.count("trying another server") == 1, log
+
+
+def test_redispatch_skips_servers_marked_down(sluice, recorder):
+    """With health checks a refused connect marks s1 DOWN at once (passive),
+    so later requests go straight to s2 without a failed connect."""
+    rb = recorder()
+    dead = H.free_port()
+    s = sluice(H.make_config(H.free_port(), [H.server(dead, name="s1"), H.server(rb.port, name="s2")],
+                             health={"interval": "30s", "timeout": "1s", "rise": 1, "fall": 1}))
+    for i in range(6):
+        assert H.http_request(s.port, "GET", "/h%d" % i).status == 200
+    log = H.read_text(s.error_log)
+    assert log.count("trying another server") <= 1, log
