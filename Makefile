@@ -121,8 +121,9 @@ e2e: all
 	SLUICE_BIN=$(abspath $(BUILD)/sluice) DEMO_BACKEND=$(abspath $(BUILD)/demo_backend) \
 	  python3 -m pytest -q -p no:cacheprovider tests/e2e $(PYTEST_ARGS)
 
-# The whole suite, then the same suite again under ASan+UBSan (the harness
-# fails a test whose sluice printed a sanitizer report).
+# The whole suite, then the same suite again under ASan+UBSan+LSan (the
+# harness fails a test whose sluice printed a sanitizer report), the core
+# tests on valgrind, every fuzz target for 30 s, and the bench smoke test.
 # The TLS tests again against the other TLS library's build.
 e2e-tls: all
 	SLUICE_BIN=$(abspath $(BUILD)/sluice) DEMO_BACKEND=$(abspath $(BUILD)/demo_backend) \
@@ -134,6 +135,8 @@ test: test-deps
 	$(MAKE) e2e
 	$(MAKE) TLS=openssl all e2e-tls
 	$(MAKE) SANITIZE=1 all unit e2e
+	$(MAKE) valgrind
+	$(MAKE) fuzz-smoke
 	$(MAKE) bench-smoke
 
 # The bench scripts in QUICK mode with tiny durations (tests/bench): they

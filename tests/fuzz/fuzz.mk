@@ -81,7 +81,7 @@ $(FBUILD)/fuzz_proxy_proto $(FBUILD)/fuzz_cfg: $(FBUILD)/%: tests/fuzz/%.c $(OBJ
 
 # Sanitizers: stop at the first report (a report is a failure), leaks
 # included; stacks symbolized.
-FUZZ_ENV = ASAN_OPTIONS=abort_on_error=1:detect_leaks=1:allocator_may_return_null=1:handle_abort=1 \
+FUZZ_ENV = ASAN_OPTIONS=abort_on_error=1:detect_leaks=1:allocator_may_return_null=1:handle_abort=1:quarantine_size_mb=64 \
            UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
            ASAN_SYMBOLIZER_PATH=/usr/lib/llvm-14/bin/llvm-symbolizer
 
