@@ -1518,6 +1518,13 @@ void client_accept(struct worker_listener *li)
 		return;
 	}
 	if (W->nclients > limits()->max_connections) {
+		static uint64_t last_log_us;
+		uint64_t now = now_us();
+		if (now - last_log_us >= 1000000) {  /* a flood must not flood the log */
+			last_log_us = now;
+			log_warn("limits.max_connections (%u) reached: closing new connections",
+				 limits()->max_connections);
+		}
 		client_close(cl);
 		return;
 	}

@@ -377,8 +377,19 @@ static struct bconn *bconn_new(struct server *srv)
 	int rc = uv_tcp_connect(&bc->creq, &bc->tcp, (const struct sockaddr *)&srv->cfg->addr.ss,
 				bconn_connect_cb);
 	if (rc < 0) {
-		log_error("connect to %s (%s) failed: %s", srv->cfg->name, srv->cfg->addr.text,
-			  uv_strerror(rc));
+		/* Local failures (EMFILE, ENOBUFS) hit every request alike: one
+		 * line a second says so without flooding the log. */
+		static uint64_t last_log_us;
+		static unsigned suppressed;
+		uint64_t now = now_us();
+		if (now - last_log_us >= 1000000) {
+			log_error("connect to %s (%s) failed: %s (%u more since the last report)",
+				  srv->cfg->name, srv->cfg->addr.text, uv_strerror(rc), suppressed);
+			last_log_us = now;
+			suppressed = 0;
+		} else {
+			suppressed++;
+		}
 		bconn_close(bc);
 		return NULL;
 	}

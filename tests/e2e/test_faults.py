@@ -806,8 +806,9 @@ def test_emfile_with_reserve_sheds_new_connections(sluice, recorder, sluice_bin)
     k = H.Client(s.port, timeout=3)
     assert k.request("GET", "/k0").status == 200
     n = w.nfds()
-    k2 = H.Client(ctl, timeout=3)   # its backend's pool is empty (300 ms idle_timeout)
-    H.wait_for(lambda: w.nfds() == n + 1, 3, what="the ctl client accepted")
+    # Their backend's pool is empty (300 ms idle_timeout).
+    ctls = [H.Client(ctl, timeout=3) for _ in range(3)]
+    H.wait_for(lambda: w.nfds() == n + 3, 3, what="the ctl clients accepted")
     fds = w.fd_table()
     limit = lowest_free_fd(fds)
     assert libuv_reserve_fd(fds) < limit
@@ -832,14 +833,17 @@ def test_emfile_with_reserve_sheds_new_connections(sluice, recorder, sluice_bin)
             i += 1
             time.sleep(0.05)
         share = (w.cpu_s() - c0) / (time.monotonic() - t0)
-        r = k2.request("GET", "/needs-a-new-backend-connection")
-        expect_502(r)
+        for c in ctls:
+            expect_502(c.request("GET", "/needs-a-new-backend-connection"))
     finally:
         resource.prlimit(w.pid, resource.RLIMIT_NOFILE, orig)
-        k2.close()
+        for c in ctls:
+            c.close()
     e = s.wait_access_entry(lambda e: e["target"] == "/needs-a-new-backend-connection")
     assert (e["status"], e["reason"]) == ("502", "backend_refused"), e
     s.wait_error_log(r"connect to c1 \(127\.0\.0\.1:\d+\) failed: too many open files", start=off)
+    # Three failed connects within a second: one line (rate-limited).
+    assert errlog_since(s, off).count("connect to c1") == 1, errlog_since(s, off)[-2000:]
     print("EMFILE (reserve): %d connections shed, worker CPU %.1f%%" % (shed, share * 100))
     assert shed >= 10
     assert share < 0.2, share
