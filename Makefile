@@ -66,7 +66,7 @@ DEB_BUILD_PKGS = gcc make pkg-config openssl libuv1-dev node-llhttp libssl-dev a
 DEB_TEST_PKGS  = curl wrk haproxy nginx openssl python3 python3-pip python3-prometheus-client chromium
 
 .PHONY: all run test unit e2e e2e-tls asan test-asan fuzz fuzz-smoke soak valgrind deps test-deps bench bench-smoke bench-offload bench-inspection bench-churn \
-        bench-throughput bench-memory bench-reuse bench-core bench-tls bench-identity bench-stats clean
+        bench-throughput bench-memory bench-reuse bench-core bench-tls bench-identity bench-stats install deb clean
 all: $(BUILD)/sluice $(BUILD)/demo_backend
 
 # Rebuild everything when the flags change (conventions: "rebuild when flags change").
@@ -224,6 +224,40 @@ valgrind: test-deps
 # (docs/bench/soak.md); not part of make test. SOAK_SECONDS shortens it.
 soak: all
 	BUILD=$(BUILD) sh bench/soak.sh
+
+# make install: PREFIX (default /usr/local) and DESTDIR. The config goes to
+# $(DESTDIR)/etc/sluice/sluice.yaml (an existing one is kept) and points at the
+# installed Lua scripts and at /etc/sluice/tls/ (the Debian package makes a
+# self-signed pair there; no keys are installed). INSTALL_BIN picks the binary.
+PREFIX  ?= /usr/local
+DESTDIR ?=
+INSTALL_BIN      ?= $(BUILD)/sluice
+SYSTEMD_UNIT_DIR ?= /lib/systemd/system
+SLUICE_VERSION := $(shell sed -n 's/^\#define SLUICE_VERSION "\(.*\)"/\1/p' src/version.h)
+I_SBIN = $(DESTDIR)$(PREFIX)/sbin
+I_LUA  = $(PREFIX)/share/sluice/lua
+I_DOC  = $(PREFIX)/share/doc/sluice
+I_MAN8 = $(DESTDIR)$(PREFIX)/share/man/man8
+install: $(INSTALL_BIN)
+	install -d $(I_SBIN) $(DESTDIR)$(I_LUA) $(DESTDIR)$(I_DOC) $(I_MAN8) $(DESTDIR)/etc/sluice \
+	  $(DESTDIR)/etc/logrotate.d $(DESTDIR)$(SYSTEMD_UNIT_DIR)
+	install -m 0755 $(INSTALL_BIN) $(I_SBIN)/sluice
+	install -m 0644 lua/*.lua $(DESTDIR)$(I_LUA)/
+	install -m 0644 README.md docs/*.md $(DESTDIR)$(I_DOC)/
+	sed -e 's|@VERSION@|$(SLUICE_VERSION)|' -e 's|@LUADIR@|$(I_LUA)|g' -e 's|@DOCDIR@|$(I_DOC)|g' docs/sluice.8 \
+	  | gzip -9n > $(I_MAN8)/sluice.8.gz && chmod 0644 $(I_MAN8)/sluice.8.gz
+	@if [ -e $(DESTDIR)/etc/sluice/sluice.yaml ]; then echo "keeping the existing $(DESTDIR)/etc/sluice/sluice.yaml"; \
+	else sed 's|@LUADIR@|$(I_LUA)|g' conf/system/sluice.yaml > $(DESTDIR)/etc/sluice/sluice.yaml && \
+	  chmod 0644 $(DESTDIR)/etc/sluice/sluice.yaml && echo "installed $(DESTDIR)/etc/sluice/sluice.yaml"; fi
+	sed -e 's|/usr/sbin/sluice|$(PREFIX)/sbin/sluice|g' -e 's|/usr/share/doc/sluice|$(I_DOC)|g' conf/systemd/sluice.service \
+	  > $(DESTDIR)$(SYSTEMD_UNIT_DIR)/sluice.service && chmod 0644 $(DESTDIR)$(SYSTEMD_UNIT_DIR)/sluice.service
+	install -m 0644 conf/logrotate/sluice $(DESTDIR)/etc/logrotate.d/sluice
+
+# make deb: DEB_OUT/sluice_<version>_<arch>.deb with dpkg-deb (packaging/deb/).
+DEB_OUT ?= build-deb
+deb: $(INSTALL_BIN)
+	@mkdir -p $(DEB_OUT)
+	sh packaging/deb/build.sh $(abspath $(INSTALL_BIN)) $(abspath $(DEB_OUT))
 
 clean:
 	rm -rf build build-* 
