@@ -168,10 +168,10 @@ def test_rewrite_keeps_existing_and_replaces_missing(tmp_path):
     files = {"ecdsa.cert": "/E.pem", "ecdsa.key": "/E.key", "rsa.cert": "/R.pem",
              "rsa.key": "/R.key", "ca": "/CA.pem", "ticket_keys": "/T.keys"}
     text = ("        - cert: conf/here.pem\n"
-            "          key: /etc/sluice/tls/rsa.key\n"
-            "      client_ca: \"/etc/ca.pem\"\n"
-            "      ticket_keys: /etc/t.keys\n"
-            "      tls: {ca: /etc/backend-ca.pem, sni: app.internal}\n"
+            "          key: /no-such-dir/sluice/tls/rsa.key\n"
+            "      client_ca: \"/no-such-dir/ca.pem\"\n"
+            "      ticket_keys: /no-such-dir/t.keys\n"
+            "      tls: {ca: /no-such-dir/backend-ca.pem, sni: app.internal}\n"
             "    name: key-server\n")
     out = rewrite_paths(text, str(tmp_path), files)
     assert out == ("        - cert: conf/here.pem\n"
@@ -180,3 +180,512 @@ def test_rewrite_keeps_existing_and_replaces_missing(tmp_path):
                    "      ticket_keys: /T.keys\n"
                    "      tls: {ca: /CA.pem, sni: app.internal}\n"
                    "    name: key-server\n")
+
+
+# ==========================================================================
+# The docs' shell commands, links and paths.
+#
+# Every ```sh / ```console / ```bash / ```shell block of a docs/*.md page is
+# either run (or checked) here, or carries a marker comment on the line(s)
+# right before it:
+#     <!-- not-run: why -->      never run (installs packages, systemd, root)
+# A ```yaml block preceded by
+#     <!-- file: NAME -->
+# is written to NAME in the page's scratch directory (with the page's ports
+# mapped) when the page's commands run, so `sluice -c NAME` uses it.
+#
+# An unmarked block whose command the test cannot handle fails the test:
+# docs cannot drift silently. What each command is:
+#   run      sluice (build/sluice or sluice), build/demo_backend, curl,
+#            openssl, grep, cat, tail, head, mkdir, ls, echo, sleep, and
+#            `kill -SIG $(cat X.pid)`, which is pointed at the master this
+#            test started (never anyone else's process). Each must exit 0.
+#            A line ending in `&` is started in the background and tracked.
+#   checked  `make T...`: every target exists in the Makefile (not run);
+#            `sysctl NAME...` (reads only): each NAME exists under /proc/sys;
+#            `ulimit -n`: read only.
+# Ports: every port of the page's configs (and conf/sluice.yaml) is mapped to
+# a free one, in configs and commands alike (`:8443` -> `:NNNNN`). The page's
+# scratch directory has build/sluice and build/demo_backend (links to
+# SLUICE_BIN and DEMO_BACKEND), conf/ with conf/sluice.yaml (lua/waf.lua
+# swapped for lua/allow_all.lua, for speed) and demo certificates, and lua/. A command that needs a running sluice (curl, kill)
+# when the page has not started one gets the `make run` setup: conf/sluice.yaml
+# in front of the demo backend.
+# ==========================================================================
+
+import shlex
+import shutil
+import signal
+import time
+
+import harness
+
+SHELL_LANGS = ("sh", "console", "bash", "shell")
+FENCE_ANY = re.compile(r"^(\s*)```([\w+-]*)\s*$")
+MARKER = re.compile(r"^\s*<!--\s*(not-run|file)\s*:\s*(.*?)\s*-->\s*$")
+RUN_CMDS = {"sluice", "demo_backend", "curl", "openssl", "grep", "cat", "tail", "head",
+            "mkdir", "ls", "echo", "sleep", "kill"}
+CHECK_CMDS = {"make", "sysctl", "ulimit"}
+KILL_FORM = re.compile(r"^kill -(HUP|USR1|TERM|INT) \$\(cat ([\w./-]+\.pid)\)$")
+SANITIZER_MARKS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:")
+
+
+def fenced_blocks(path):
+    """[(lang, first content line (1-based), [lines], marker or None)] of every
+    fenced block in PATH. marker is (kind, value) from the comment on the
+    closest non-blank line above the fence."""
+    with open(path) as f:
+        lines = f.read().split("\n")
+    out = []
+    i = 0
+    while i < len(lines):
+        m = FENCE_ANY.match(lines[i])
+        if not m:
+            i += 1
+            continue
+        indent = len(m.group(1))
+        j = i + 1
+        while j < len(lines) and not FENCE_CLOSE.match(lines[j]):
+            j += 1
+        body = [l[indent:] if l[:indent].strip() == "" else l for l in lines[i + 1:j]]
+        k = i - 1
+        while k >= 0 and lines[k].strip() == "":
+            k -= 1
+        mm = MARKER.match(lines[k]) if k >= 0 else None
+        out.append((m.group(2).lower(), i + 2, body, (mm.group(1), mm.group(2)) if mm else None))
+        i = j + 1
+    return out
+
+
+def shell_commands(lang, body, first_line):
+    """[(line number, command)] of a shell block: continuation lines joined,
+    comments and blank lines dropped, heredoc bodies kept with their command;
+    in console blocks only `$ ` lines are commands (the rest is output)."""
+    cmds = []
+    i = 0
+    while i < len(body):
+        line, no = body[i], first_line + i
+        i += 1
+        if lang == "console":
+            if not line.startswith("$ "):
+                continue
+            line = line[2:]
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        while line.endswith("\\") and i < len(body):
+            line = line[:-1] + " " + body[i].strip()
+            i += 1
+        h = re.search(r"<<-?\s*'?\"?(\w+)'?\"?", line)
+        if h:
+            end = h.group(1)
+            while i < len(body) and body[i].strip() != end:
+                line += "\n" + body[i]
+                i += 1
+            line += "\n" + end
+            i += 1
+        cmds.append((no, strip_comment(line)))
+    return cmds
+
+
+def strip_comment(line):
+    """The command without a trailing `# comment` (outside quotes)."""
+    q = None
+    for n, c in enumerate(line):
+        if q:
+            if c == q:
+                q = None
+        elif c in "'\"":
+            q = c
+        elif c == "#" and n > 0 and line[n - 1] in " \t":
+            return line[:n].rstrip()
+    return line.rstrip()
+
+
+def command_words(cmd):
+    """The command names of every stage of CMD (pipes, &&, ||, ;, $(...))."""
+    first = cmd.split("\n", 1)[0]
+    lex = shlex.shlex(first, posix=True, punctuation_chars=";&|()")
+    lex.whitespace_split = True
+    names, expect = [], True
+    try:
+        toks = list(lex)
+    except ValueError:
+        return None
+    for t in toks:
+        if t in (";", "&", "&&", "|", "||", "(", ")", "$("):
+            expect = True
+            continue
+        if t == "$":
+            continue
+        if expect:
+            if re.match(r"^\w+=", t):        # VAR=value before the command
+                continue
+            names.append(os.path.basename(t))
+            expect = False
+    return names
+
+
+def classify(cmd):
+    """'run', 'check', or None (the test cannot handle it)."""
+    names = command_words(cmd)
+    if not names:
+        return None
+    if all(n in RUN_CMDS for n in names):
+        if "kill" in names and not KILL_FORM.match(cmd.strip()):
+            return None
+        return "run"
+    if len(names) == 1 and names[0] in CHECK_CMDS:
+        words = cmd.split()
+        if names[0] == "sysctl" and any(w.startswith("-") for w in words[1:]):
+            return None      # -w, -p, --system: changes things
+        if names[0] == "ulimit" and words[1:] != ["-n"]:
+            return None
+        return "check"
+    return None
+
+
+def makefile_targets():
+    with open(os.path.join(REPO, "Makefile")) as f:
+        text = f.read()
+    targets = set(re.findall(r"^([\w.-]+)\s*:(?!=)", text, re.M))
+    for m in re.finditer(r"^\.PHONY:((?:.*\\\n)*.*)$", text, re.M):
+        targets.update(m.group(1).replace("\\\n", " ").split())
+    return targets
+
+
+def check_command(cmd):
+    words = cmd.split()
+    assign = [w for w in words if re.match(r"^\w+=", w)]
+    words = [w for w in words if w not in assign]
+    if words[0] == "make":
+        targets = makefile_targets()
+        missing = [t for t in words[1:] if not t.startswith("-") and "=" not in t and t not in targets]
+        return "no Makefile target %s" % missing if missing else None
+    if words[0] == "sysctl":
+        missing = [n for n in words[1:] if not os.path.exists(sysctl_path(n))]
+        return "no such sysctl %s" % missing if missing else None
+    return None
+
+
+def sysctl_path(name):
+    return os.path.join("/proc/sys", *name.split("."))
+
+
+def doc_pages():
+    return sorted(glob.glob(os.path.join(REPO, "docs", "*.md")))
+
+
+def pages_with_commands():
+    out = []
+    for md in doc_pages():
+        if any(lang in SHELL_LANGS and marker is None
+               for lang, _, _, marker in fenced_blocks(md)):
+            rel = os.path.relpath(md, REPO)
+            out.append(pytest.param(rel, id=rel))
+    return out
+
+
+class PageSession:
+    """One page's commands, run in order in a scratch directory."""
+
+    def __init__(self, doc, workdir, sluice_bin, demo_bin):
+        self.doc, self.dir = doc, workdir
+        self.procs = []          # (name, Popen, stderr path)
+        self.master = None
+        self.ports = {}
+        os.makedirs(os.path.join(workdir, "build"))
+        os.symlink(sluice_bin, os.path.join(workdir, "build", "sluice"))
+        os.symlink(demo_bin, os.path.join(workdir, "build", "demo_backend"))
+        os.symlink(os.path.join(REPO, "lua"), os.path.join(workdir, "lua"))
+        subprocess.run(["sh", os.path.join(REPO, "conf", "make-demo-certs.sh"),
+                        os.path.join(workdir, "conf", "tls")],
+                       check=True, capture_output=True, timeout=60)
+        self.env = dict(os.environ, PATH=os.path.join(workdir, "build") + ":" + os.environ["PATH"])
+        # conf/sluice.yaml with the page's ports. The WAF (waf.lua, seconds to
+        # compile under ASan, on every start and reload) is swapped for
+        # allow_all.lua; test_conf_file_is_valid checks the real file.
+        with open(os.path.join(REPO, "conf", "sluice.yaml")) as f:
+            self.default_conf = f.read().replace("lua/waf.lua", "lua/allow_all.lua")
+        self.map_ports(self.default_conf)
+        self.write_file("conf/sluice.yaml", self.default_conf)
+
+    def map_ports(self, text):
+        for port in re.findall(r"(?<=:)(\d{2,5})\b", text):
+            if port not in self.ports and 1024 <= int(port) < 65536:
+                self.ports[port] = str(harness.free_port())
+
+    def apply_ports(self, text):
+        return re.sub(r"(?<=:)(\d{2,5})\b", lambda m: self.ports.get(m.group(1), m.group(1)), text)
+
+    def write_file(self, name, text):
+        path = os.path.join(self.dir, name)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as f:
+            f.write(self.apply_ports(text))
+
+    def config_ports(self, path):
+        """(sluice's own ports, server ports) of the config at PATH."""
+        import yaml
+        with open(path) as f:
+            cfg = yaml.safe_load(f)
+        own = [l["address"] for l in cfg.get("listeners", [])]
+        if "admin" in cfg:
+            own.append(cfg["admin"].get("address", "127.0.0.1:9901"))
+        servers = [s["address"] for b in cfg.get("backends", []) for s in b.get("servers", [])]
+        port = lambda a: int(a.rsplit(":", 1)[1])
+        return [port(a) for a in own], [port(a) for a in servers]
+
+    def spawn(self, name, cmd):
+        err = os.path.join(self.dir, "%s-%d.stderr" % (name, len(self.procs)))
+        p = subprocess.Popen(["bash", "-c", "exec " + cmd], cwd=self.dir, env=self.env,
+                             stdout=subprocess.DEVNULL, stderr=open(err, "w"),
+                             start_new_session=True)
+        self.procs.append((name, p, err))
+        return p
+
+    def start_background(self, cmd):
+        names = command_words(cmd)
+        if names[0] == "demo_backend":
+            p = self.spawn("demo_backend", cmd)
+            m = re.search(r"--listen\s+\S*:(\d+)", cmd)
+            harness.wait_port(int(m.group(1)) if m else 9000, timeout=10, proc=p)
+        elif names[0] == "sluice":
+            m = re.search(r"-c\s+(\S+)", cmd)
+            assert m, "%s: `%s`: no -c FILE" % (self.doc, cmd)
+            p = self.spawn("sluice", cmd)
+            self.master = p
+            own, _ = self.config_ports(os.path.join(self.dir, m.group(1)))
+            for port in own:
+                harness.wait_port(port, timeout=20, proc=p)
+        else:
+            raise AssertionError("%s: cannot run `%s` in the background" % (self.doc, cmd))
+
+    def ensure_sluice(self):
+        """The `make run` setup, when the page itself started no sluice."""
+        if self.master is not None:
+            return
+        _, servers = self.config_ports(os.path.join(self.dir, "conf", "sluice.yaml"))
+        for port in sorted(set(servers)):
+            self.start_background("build/demo_backend --listen 127.0.0.1:%d --threads 16 --quiet" % port)
+        self.start_background("build/sluice -c conf/sluice.yaml")
+
+    def kill(self, cmd):
+        m = KILL_FORM.match(cmd.strip())
+        sig, pidfile = m.group(1), m.group(2)
+        self.ensure_sluice()
+        path = os.path.join(self.dir, pidfile)
+        if os.path.exists(path):
+            with open(path) as f:
+                assert int(f.read().strip()) == self.master.pid, \
+                    "%s: %s does not hold the master's pid" % (self.doc, pidfile)
+        os.kill(self.master.pid, getattr(signal, "SIG" + sig))
+        if sig in ("TERM", "INT"):
+            rc = self.master.wait(timeout=30)
+            assert rc == 0, "%s: `%s`: the master exited %s" % (self.doc, cmd, rc)
+        elif sig == "HUP":
+            errlog = self.stderr_of(self.master)
+            logs = [errlog] + glob.glob(os.path.join(self.dir, "*error*.log"))
+            harness.wait_for(lambda: any("reloaded" in harness.read_text(p) for p in logs),
+                             timeout=20, what="the reload to finish")
+
+    def stderr_of(self, proc):
+        return [e for _, p, e in self.procs if p is proc][0]
+
+    def run(self, no, cmd):
+        """Run CMD as the page wrote it (ports mapped)."""
+        names = command_words(cmd)
+        if "curl" in names or "kill" in names:
+            self.ensure_sluice()
+        cmd = self.apply_ports(cmd)
+        if KILL_FORM.match(cmd.strip()):
+            self.kill(cmd)
+            return
+        assert "kill" not in names, "%s:%d: `%s`: kill only as `kill -SIG $(cat X.pid)`" % (
+            self.doc, no, cmd)
+        if cmd.rstrip().endswith("&") and not cmd.rstrip().endswith("&&"):
+            self.start_background(cmd.rstrip()[:-1].strip())
+            return
+        r = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], cwd=self.dir, env=self.env,
+                           capture_output=True, text=True, timeout=30)
+        assert r.returncode == 0, "%s:%d: `%s` exited %d\nstdout: %s\nstderr: %s" % (
+            self.doc, no, cmd, r.returncode, r.stdout[-2000:], r.stderr[-2000:])
+
+    def close(self):
+        reports = []
+        for name, p, err in reversed(self.procs):
+            if p.poll() is None:
+                try:
+                    os.killpg(p.pid, signal.SIGTERM)
+                    p.wait(timeout=15)
+                except (ProcessLookupError, subprocess.TimeoutExpired):
+                    try:
+                        os.killpg(p.pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+                    p.wait(timeout=5)
+            text = harness.read_text(err)
+            if name == "sluice" and any(m in text for m in SANITIZER_MARKS):
+                reports.append(text[-4000:])
+        return reports
+
+
+@pytest.mark.parametrize("doc", pages_with_commands())
+def test_doc_commands_run(sluice_bin, demo_bin, tmp_path, doc):
+    """Every unmarked shell block of the page: its commands run, or are
+    checked, in order; any command the test cannot handle fails."""
+    session = PageSession(doc, str(tmp_path), sluice_bin, demo_bin)
+    blocks = fenced_blocks(os.path.join(REPO, doc))
+    for lang, line, body, marker in blocks:
+        if lang == "yaml" and marker and marker[0] == "file":
+            session.map_ports("\n".join(body))
+    try:
+        for lang, line, body, marker in blocks:
+            if marker and marker[0] == "not-run":
+                continue
+            if lang == "yaml" and marker and marker[0] == "file":
+                session.write_file(marker[1], "\n".join(body) + "\n")
+                continue
+            if lang not in SHELL_LANGS:
+                continue
+            for no, cmd in shell_commands(lang, body, line):
+                kind = classify(cmd)
+                assert kind, "%s:%d: the test cannot run or check `%s`: make it a command " \
+                    "the test knows (tests/e2e/test_docs.py) or put <!-- not-run: reason --> " \
+                    "before the block" % (doc, no, cmd)
+                if kind == "check":
+                    err = check_command(cmd)
+                    assert err is None, "%s:%d: `%s`: %s" % (doc, no, cmd, err)
+                else:
+                    session.run(no, cmd)
+    finally:
+        reports = session.close()
+    assert not reports, "sanitizer report from sluice:\n" + "\n".join(reports)
+
+
+def test_markers_are_well_formed():
+    """A marker names its reason (not-run) or file, and sits right above a
+    block it applies to: not-run above a shell block, file above yaml."""
+    bad = []
+    for md in doc_pages():
+        rel = os.path.relpath(md, REPO)
+        with open(md) as f:
+            text = f.read()
+        n_markers = len(re.findall(r"^\s*<!--\s*(?:not-run|file)\s*:", text, re.M))
+        used = 0
+        for lang, line, body, marker in fenced_blocks(md):
+            if not marker:
+                continue
+            used += 1
+            kind, value = marker
+            if not value:
+                bad.append("%s:%d: %s marker without a %s" % (rel, line, kind,
+                                                              "reason" if kind == "not-run" else "name"))
+            if kind == "file" and lang != "yaml":
+                bad.append("%s:%d: file marker above a %s block" % (rel, line, lang or "plain"))
+            if kind == "not-run" and lang not in SHELL_LANGS:
+                bad.append("%s:%d: not-run marker above a %s block" % (rel, line, lang or "plain"))
+        if used != n_markers:
+            bad.append("%s: %d marker(s) not right above a block" % (rel, n_markers - used))
+    assert bad == []
+
+
+def test_sysctls_named_in_docs_exist():
+    """Every kernel setting the docs name (net.*, fs.*, vm.*, kernel.*) exists
+    under /proc/sys (nothing is changed)."""
+    names = set()
+    for md in doc_pages():
+        with open(md) as f:
+            names.update(re.findall(r"\b((?:net|fs|vm|kernel)(?:\.[a-z0-9_-]*[a-z0-9_])+)", f.read()))
+    assert "net.core.somaxconn" in names, "the operator guide names the kernel settings"
+    missing = sorted(n for n in names if not os.path.exists(sysctl_path(n)))
+    assert missing == []
+
+
+def test_classify():
+    assert classify("curl -fsS http://127.0.0.1:9901/metrics | grep -E 'x|y'") == "run"
+    assert classify("build/sluice -t -c sluice.yaml") == "run"
+    assert classify("kill -HUP $(cat sluice.pid)") == "run"
+    assert classify("kill -HUP $(pidof sluice)") is None
+    assert classify("kill 1234") is None
+    assert classify("QUICK=1 make bench") == "check"
+    assert classify("sysctl net.core.somaxconn") == "check"
+    assert classify("sysctl -w net.core.somaxconn=1") is None
+    assert classify("apt-get install -y curl") is None
+    assert classify("curl x && systemctl restart sluice") is None
+    assert check_command("make no-such-target") is not None
+    assert check_command("QUICK=1 make bench bench-churn") is None
+    assert check_command("sysctl net.core.no_such_thing") is not None
+
+
+# --------------------------------------------------------------------------
+# Links between pages, and repository paths the docs name.
+
+LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+REPO_PATH = re.compile(r"(?<![\w/.-])((?:docs|tests|src)/[\w./*{},-]*[\w*/}])")
+
+
+def markdown_files():
+    files = sorted(glob.glob(os.path.join(REPO, "docs", "**", "*.md"), recursive=True))
+    return files + [os.path.join(REPO, "README.md")]
+
+
+def prose(path):
+    """The text of PATH outside fenced blocks."""
+    out, fence = [], False
+    with open(path) as f:
+        for line in f:
+            if re.match(r"^\s*```", line):
+                fence = not fence
+                continue
+            out.append("" if fence else line)
+    return "".join(out)
+
+
+def slug(heading):
+    """GitHub's anchor for a heading."""
+    s = heading.strip().lower()
+    s = re.sub(r"[^\w\- ]", "", s)
+    return s.replace(" ", "-")
+
+
+def anchors(path):
+    return {slug(m) for m in re.findall(r"^#+\s+(.*?)\s*$", prose(path), re.M)}
+
+
+def test_relative_links_resolve():
+    """Every relative link in docs/**/*.md and README.md points at a file that
+    exists, and its #anchor at a heading of that page."""
+    bad = []
+    for md in markdown_files():
+        rel = os.path.relpath(md, REPO)
+        for target in LINK.findall(prose(md)):
+            if re.match(r"^[a-z]+:", target):
+                continue
+            path, _, anchor = target.partition("#")
+            dest = os.path.normpath(os.path.join(os.path.dirname(md), path)) if path else md
+            if not os.path.exists(dest):
+                bad.append("%s: %s (no such file)" % (rel, target))
+            elif anchor and dest.endswith(".md") and anchor not in anchors(dest):
+                bad.append("%s: %s (no such heading)" % (rel, target))
+    assert bad == []
+
+
+def test_repo_paths_named_in_docs_exist():
+    """Every docs/..., tests/... and src/... path the docs name exists (globs
+    must match something)."""
+    bad = []
+    for md in markdown_files():
+        rel = os.path.relpath(md, REPO)
+        with open(md) as f:
+            text = f.read()
+        for p in set(REPO_PATH.findall(text)):
+            p = p.rstrip(".")
+            if "{" in p:
+                head, alts, tail = re.match(r"(.*)\{(.*)\}(.*)", p).groups()
+                cands = [head + a + tail for a in alts.split(",")]
+            else:
+                cands = [p]
+            for c in cands:
+                if not glob.glob(os.path.join(REPO, c)):
+                    bad.append("%s: %s" % (rel, c))
+    assert bad == []
