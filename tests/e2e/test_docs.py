@@ -689,3 +689,24 @@ def test_repo_paths_named_in_docs_exist():
                 if not glob.glob(os.path.join(REPO, c)):
                     bad.append("%s: %s" % (rel, c))
     assert bad == []
+
+
+def test_bench_pages_name_real_targets_and_scripts():
+    """docs/bench/*.md: their shell blocks run benchmarks (not run here), but
+    every `make T` names a Makefile target and every `sh PATH` an existing
+    script."""
+    targets, bad = makefile_targets(), []
+    for md in sorted(glob.glob(os.path.join(REPO, "docs", "bench", "*.md"))):
+        rel = os.path.relpath(md, REPO)
+        for lang, line, body, _ in fenced_blocks(md):
+            if lang not in SHELL_LANGS:
+                continue
+            for no, cmd in shell_commands(lang, body, line):
+                words = [w for w in cmd.split() if not re.match(r"^\w+=", w)]
+                if words and words[0] == "make":
+                    bad += ["%s:%d: make %s" % (rel, no, t) for t in words[1:]
+                            if not t.startswith("-") and t not in targets]
+                elif words and words[0] == "sh" and len(words) > 1:
+                    if not os.path.exists(os.path.join(REPO, words[1])):
+                        bad.append("%s:%d: %s" % (rel, no, words[1]))
+    assert bad == []
