@@ -11,6 +11,7 @@
 static int error_fd = 2;
 static int access_fd = 2;
 static int access_on = 1;
+static int errors_to_stderr;
 static char role[32] = "master";
 static struct buf access_buf;
 
@@ -64,6 +65,11 @@ void log_close(void)
 	buf_free(&access_buf);
 }
 
+void log_errors_to_stderr(int on)
+{
+	errors_to_stderr = on;
+}
+
 void log_set_role(const char *r)
 {
 	snprintf(role, sizeof(role), "%s", r);
@@ -113,6 +119,8 @@ void log_msg(enum log_level lvl, const char *fmt, ...)
 	size_t len = (size_t)off + ((size_t)n < sizeof(line) - (size_t)off - 1 ? (size_t)n : sizeof(line) - (size_t)off - 2);
 	line[len++] = '\n';
 	write_all(error_fd, line, len);
+	if (errors_to_stderr && lvl == LOG_ERR && error_fd != 2)
+		write_all(2, line, len);
 }
 
 int log_access_enabled(void) { return access_on; }

@@ -15,6 +15,9 @@ enum log_level { LOG_ERR, LOG_WARN, LOG_INFO };
  * Returns 0, or -1 with a message on stderr. Safe to call again (SIGUSR1). */
 int log_open(const char *error_path, const char *access_path);
 void log_close(void);
+/* While on, error-level lines also go to stderr when the error log is a
+ * file: -d keeps the starting terminal informed until the master detaches. */
+void log_errors_to_stderr(int on);
 /* Identifies the process in error lines ("master", "worker 1"). */
 void log_set_role(const char *role);
 

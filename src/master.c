@@ -22,6 +22,7 @@
 #include "master.h"
 #include "cfg.h"
 #include "log.h"
+#include "notify.h"
 #include "shm.h"
 #include "stats.h"
 #include "tls.h"
@@ -45,6 +46,7 @@ struct wproc {
 	int index;
 	int slot;
 	unsigned gen;
+	int ready;      /* its loop is set up and accepting (said so on ready_pipe) */
 };
 
 static struct lsock lsocks[MAX_LSOCKS];
@@ -58,6 +60,14 @@ static int instance_keys_ready;
 static unsigned generation;
 static time_t restart_times[RESTART_BURST];
 static unsigned restart_pos;
+/* Workers write their pid here once worker_start() is done; the master
+ * reads it to know when a generation serves (READY=1, -d's parent). */
+static int ready_pipe[2] = { -1, -1 };
+/* What the master still has to announce once the current generation
+ * serves: nothing, the first start, or a reload. */
+static enum { ANNOUNCE_NONE, ANNOUNCE_START, ANNOUNCE_RELOAD } announce;
+/* The first line of why the last reload failed, for STATUS=. */
+static char reload_error[256];
 
 static int lsock_open_one(const struct cfg_listener *l)
 {
@@ -300,11 +310,21 @@ static int spawn(int index)
 			}
 		}
 		atomic_store(&shm->workers[slot].pid, getpid());
-		worker_run(cur, index, slot, fds, nfds, cur_tls);
+		notify_parent_forget();
+		close(ready_pipe[0]);
+		/* worker_run(), with the readiness report in between. */
+		worker_start(cur, index, slot, fds, nfds, cur_tls);
+		pid_t me = getpid();
+		if (write(ready_pipe[1], &me, sizeof(me)) != sizeof(me))
+			log_warn("cannot report readiness to the master: %s", strerror(errno));
+		close(ready_pipe[1]);
+		uv_run(&W->loop, UV_RUN_DEFAULT);
+		log_flush();
+		exit(0);
 	}
 	atomic_store(&shm->workers[slot].pid, pid);
 	shm->workers[slot].generation = generation;
-	procs[p] = (struct wproc){ pid, index, slot, generation };
+	procs[p] = (struct wproc){ pid, index, slot, generation, 0 };
 	return 0;
 }
 
@@ -368,38 +388,65 @@ static void reap(int stopping)
 	}
 }
 
-static void reload(void)
+static void log_summary(const struct cfg *cfg)
 {
+	for (unsigned l = 0; l < cfg->nlisteners; l++) {
+		const struct cfg_listener *li = &cfg->listeners[l];
+		char pin[48] = "off";
+		if (li->nproxy_from)
+			snprintf(pin, sizeof(pin), "from %u network%s", li->nproxy_from,
+				 li->nproxy_from == 1 ? "" : "s");
+		log_info("listening on %s (listener %s -> backend %s), %u workers, %s, PROXY in %s",
+			 li->addr.text, li->name, li->backend_name, cfg->workers,
+			 li->tls.enabled ? "tls" : "plain", pin);
+	}
+}
+
+static void reload_failed(const char *why)
+{
+	if (!reload_error[0])
+		snprintf(reload_error, sizeof(reload_error), "%s", why);
+	log_error("reload rejected: keeping the running configuration");
+}
+
+static void reload_log_errors(char *err)
+{
+	char *line = strtok(err, "\n");
+	while (line) {
+		if (!reload_error[0])
+			snprintf(reload_error, sizeof(reload_error), "%s", line);
+		log_error("reload rejected: %s", line);
+		line = strtok(NULL, "\n");
+	}
+}
+
+/* Returns 0 when a new generation was started, -1 when the old one keeps
+ * running (reload_error says why). */
+static int reload(void)
+{
+	reload_error[0] = '\0';
 	char err[4096];
 	log_info("reloading %s", cur->path);
 	struct cfg *next = cfg_load(cur->path, err, sizeof(err));
 	if (next == NULL) {
-		char *line = strtok(err, "\n");
-		while (line) {
-			log_error("reload rejected: %s", line);
-			line = strtok(NULL, "\n");
-		}
-		log_error("reload rejected: keeping the running configuration");
-		return;
+		reload_log_errors(err);
+		reload_failed("invalid configuration");
+		return -1;
 	}
 	struct tls_set *next_tls = master_tls_load(next, err, sizeof(err));
 	if (next_tls == NULL) {
-		char *line = strtok(err, "\n");
-		while (line) {
-			log_error("reload rejected: %s", line);
-			line = strtok(NULL, "\n");
-		}
-		log_error("reload rejected: keeping the running configuration");
+		reload_log_errors(err);
+		reload_failed("TLS setup failed");
 		cfg_free(next);
-		return;
+		return -1;
 	}
 	if (register_slots(next) < 0 || lsocks_prepare(next) < 0) {
-		log_error("reload rejected: keeping the running configuration");
+		reload_failed("cannot listen or register counters (see the error log)");
 		master_tls_free(next, next_tls);
 		lsocks_rollback();
 		lsocks_prepare(cur);  /* restores in_use marks; opens nothing */
 		cfg_free(next);
-		return;
+		return -1;
 	}
 	if (log_open(next->error_log, next->access_log) < 0)
 		log_error("reload: cannot open the new logs; keeping the old ones");
@@ -425,6 +472,45 @@ static void reload(void)
 	master_tls_free(old, old_tls);
 	cfg_free(old);
 	log_info("reloaded: generation %u, %u workers", generation, cur->workers);
+	log_summary(cur);
+	return 0;
+}
+
+/* Collect the readiness reports of workers, then announce a generation
+ * once all of its workers serve. */
+static void ready_poll(void)
+{
+	pid_t pid;
+	while (read(ready_pipe[0], &pid, sizeof(pid)) == sizeof(pid))
+		for (int i = 0; i < SHM_MAX_WORKERS; i++)
+			if (procs[i].pid == pid)
+				procs[i].ready = 1;
+	if (announce == ANNOUNCE_NONE)
+		return;
+	unsigned n = 0;
+	for (int i = 0; i < SHM_MAX_WORKERS; i++)
+		n += procs[i].pid && procs[i].gen == generation && procs[i].ready;
+	if (n < cur->workers)
+		return;
+	if (announce == ANNOUNCE_START) {
+		notify_sendf("READY=1\nMAINPID=%d\nSTATUS=serving: %u listener%s, %u workers",
+			     (int)getpid(), cur->nlisteners, cur->nlisteners == 1 ? "" : "s", cur->workers);
+		notify_parent_ready();
+	} else {
+		notify_sendf("READY=1\nSTATUS=serving: %u listener%s, %u workers (reloaded, generation %u)",
+			     cur->nlisteners, cur->nlisteners == 1 ? "" : "s", cur->workers, generation);
+	}
+	announce = ANNOUNCE_NONE;
+}
+
+static void notify_reloading(void)
+{
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	/* MONOTONIC_USEC: systemd (Type=notify-reload) matches this reload to
+	 * the signal it sent. */
+	notify_sendf("RELOADING=1\nMONOTONIC_USEC=%llu\nSTATUS=reloading",
+		     (unsigned long long)now.tv_sec * 1000000ull + (unsigned long long)now.tv_nsec / 1000u);
 }
 
 static void write_pid_file(const char *path)
@@ -438,6 +524,29 @@ static void write_pid_file(const char *path)
 	}
 	fprintf(f, "%d\n", getpid());
 	fclose(f);
+}
+
+/* -d: everything that can fail at start and be told on the terminal has
+ * been tried; from here on the error log is the only channel. Done before
+ * the workers fork so none of them holds the terminal. */
+static int detach_stdio(void)
+{
+	if (strcmp(cur->error_log, "stderr") == 0)
+		fprintf(stderr, "sluice: warning: error_log is stderr, which -d discards; use a file or syslog\n");
+	int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (fd < 0) {
+		log_error("/dev/null: %s", strerror(errno));
+		return -1;
+	}
+	for (int i = 0; i <= 2; i++)
+		if (dup2(fd, i) < 0) {
+			log_error("dup2: %s", strerror(errno));
+			close(fd);
+			return -1;
+		}
+	close(fd);
+	log_errors_to_stderr(0);
+	return 0;
 }
 
 int master_run(struct cfg *cfg)
@@ -457,6 +566,8 @@ int master_run(struct cfg *cfg)
 	}
 	if (register_slots(cfg) < 0 || lsocks_prepare(cfg) < 0)
 		return 1;
+	if (notify_parent_waiting() && detach_stdio() < 0)
+		return 1;
 	atomic_store(&shm->inspect_on, cfg->inspection);
 	sigset_t set;
 	sigemptyset(&set);
@@ -467,29 +578,50 @@ int master_run(struct cfg *cfg)
 	sigaddset(&set, SIGUSR1);
 	sigprocmask(SIG_BLOCK, &set, NULL);
 	signal(SIGPIPE, SIG_IGN);
+	if (pipe2(ready_pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
+		log_error("pipe: %s", strerror(errno));
+		return 1;
+	}
 	write_pid_file(cfg->pid_file);
 	for (unsigned i = 0; i < cfg->workers; i++)
-		if (spawn((int)i) < 0)
+		if (spawn((int)i) < 0) {
+			if (cfg->pid_file[0])
+				unlink(cfg->pid_file);
 			return 1;
-	for (unsigned l = 0; l < cfg->nlisteners; l++)
-		log_info("listening on %s (listener %s -> backend %s), %u workers",
-			 cfg->listeners[l].addr.text, cfg->listeners[l].name,
-			 cfg->listeners[l].backend_name, cfg->workers);
+		}
+	log_summary(cfg);
+	announce = ANNOUNCE_START;
 	int stopping = 0;
 	struct timespec deadline = { 0, 0 };
 	for (;;) {
-		struct timespec tick = { 0, 200 * 1000 * 1000 };
+		/* Shorter while a generation is coming up: readiness arrives
+		 * on a pipe, which sigtimedwait cannot wait for. */
+		struct timespec tick = { 0, (announce != ANNOUNCE_NONE ? 10 : 200) * 1000 * 1000 };
 		siginfo_t info;
 		int sig = sigtimedwait(&set, &info, &tick);
 		switch (sig) {
 		case SIGHUP:
-			if (!stopping)
-				reload();
+			if (!stopping) {
+				/* A reload before the first generation was announced
+				 * folds into the start's READY=1. */
+				int starting = announce == ANNOUNCE_START;
+				if (!starting)
+					notify_reloading();
+				if (reload() == 0) {
+					if (!starting)
+						announce = ANNOUNCE_RELOAD;
+				} else if (!starting) {
+					notify_sendf("READY=1\nSTATUS=reload failed (%s); still serving the previous configuration",
+						     reload_error);
+				}
+			}
 			break;
 		case SIGTERM:
 		case SIGINT:
 			if (!stopping) {
 				stopping = 1;
+				announce = ANNOUNCE_NONE;
+				notify_send("STOPPING=1\nSTATUS=stopping: draining workers");
 				log_info("stopping: draining workers (up to %u ms)", cur->timeouts.drain_ms);
 				/* Stop accepting now: new connections are refused
 				 * instead of queueing where no worker will look;
@@ -513,6 +645,7 @@ int master_run(struct cfg *cfg)
 			break;
 		}
 		reap(stopping);
+		ready_poll();
 		if (stopping) {
 			if (live_workers() == 0)
 				break;
