@@ -183,6 +183,8 @@ def test_make_install(tmp_path, sluice_bin):
     assert "ExecStart=/usr/sbin/sluice -c /etc/sluice/sluice.yaml" in unit
     assert "ExecReload=/bin/kill -HUP $MAINPID" in unit
     assert "CapabilityBoundingSet=CAP_NET_BIND_SERVICE" in unit
+    assert "Type=notify" in unit  # the master sends READY=1 (src/notify.c)
+    assert ".B \\-d" in man
 
     # The installed config is valid: point its absolute paths into the tree.
     tls = str(tmp_path / "tls")
