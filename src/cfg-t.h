@@ -220,6 +220,7 @@ struct cfg {
 	int inspection;                 /* the live inspection switch at start/reload, default on */
 	uint64_t lua_memory_max;        /* bytes per worker Lua state, default 64 MiB */
 	char pid_file[512];             /* "" = none */
+	char syslog_facility[16];       /* for logs set to "syslog": daemon (default), user, local0..7 */
 	struct cfg_timeouts timeouts;
 	struct cfg_limits limits;
 	struct cfg_listener *listeners;

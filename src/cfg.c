@@ -315,6 +315,7 @@ struct y_admin {
 
 struct y_root {
 	char *workers, *error_log, *access_log, *access_log_format, *pid_file;
+	char *syslog_facility;
 	char *inspection, *lua_memory_max;
 	struct y_admin *admin;
 	struct y_timeouts *timeouts;
@@ -506,6 +507,7 @@ static const cyaml_schema_field_t y_root_fields[] = {
 	F_STR("inspection", OPT, struct y_root, inspection),
 	F_STR("lua_memory_max", OPT, struct y_root, lua_memory_max),
 	F_STR("pid_file", OPT, struct y_root, pid_file),
+	F_STR("syslog_facility", OPT, struct y_root, syslog_facility),
 	CYAML_FIELD_MAPPING_PTR("timeouts", OPT, struct y_root, timeouts, y_timeouts_fields),
 	CYAML_FIELD_MAPPING_PTR("limits", OPT, struct y_root, limits, y_limits_fields),
 	CYAML_FIELD_SEQUENCE("listeners", CYAML_FLAG_POINTER, struct y_root, listeners,
@@ -1851,6 +1853,20 @@ static int conv_root(struct cfg_load *ld, const struct y_root *y, struct cfg *c)
 		err_at(ld, "error_log", AT_VALUE, "cannot be off (use stderr or a file path)");
 	conv_str(ld, "access_log", y->access_log, 0, c->access_log, sizeof(c->access_log));
 	conv_str(ld, "pid_file", y->pid_file, 1, c->pid_file, sizeof(c->pid_file));
+	snprintf(c->syslog_facility, sizeof(c->syslog_facility), "daemon");
+	if (y->syslog_facility != NULL) {
+		static const char *const facilities[] = { "daemon", "user", "local0", "local1", "local2",
+							  "local3", "local4", "local5", "local6", "local7" };
+		int ok = 0;
+		for (size_t f = 0; f < sizeof(facilities) / sizeof(facilities[0]); f++)
+			ok |= strcmp(y->syslog_facility, facilities[f]) == 0;
+		if (ok)
+			snprintf(c->syslog_facility, sizeof(c->syslog_facility), "%s", y->syslog_facility);
+		else
+			err_at(ld, "syslog_facility", AT_VALUE,
+			       "unknown facility \"%.40s\" (expected daemon, user or local0..local7)",
+			       y->syslog_facility);
+	}
 	if (y->access_log_format != NULL) {
 		if (strcmp(y->access_log_format, "text") == 0)
 			c->access_log_format = CFG_LOG_TEXT;

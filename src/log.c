@@ -6,12 +6,23 @@
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
+#include <syslog.h>
+/* <syslog.h>'s LOG_ERR and LOG_INFO are also enum log_level's names: keep
+ * the syslog priorities, indexed by enum log_level, then drop the macros. */
+static const int syslog_prio[] = { LOG_ERR, LOG_WARNING, LOG_INFO };
+#undef LOG_ERR
+#undef LOG_INFO
 #include "log.h"
+#include "util.h"
+
+#define FD_SYSLOG (-1)  /* a log "fd" that means syslog(3) */
 
 static int error_fd = 2;
 static int access_fd = 2;
 static int access_on = 1;
 static int errors_to_stderr;
+static int syslog_facility = LOG_DAEMON;
+static int syslog_open;
 static char role[32] = "master";
 static struct buf access_buf;
 
@@ -25,8 +36,33 @@ const char *reason_name(enum reason r) { return reasons[r].name; }
 int reason_status(enum reason r) { return reasons[r].status; }
 const char *reason_text(enum reason r) { return reasons[r].text; }
 
+void log_syslog_facility(const char *name)
+{
+	static const struct { const char *name; int fac; } facs[] = {
+		{ "daemon", LOG_DAEMON }, { "user", LOG_USER },
+		{ "local0", LOG_LOCAL0 }, { "local1", LOG_LOCAL1 }, { "local2", LOG_LOCAL2 },
+		{ "local3", LOG_LOCAL3 }, { "local4", LOG_LOCAL4 }, { "local5", LOG_LOCAL5 },
+		{ "local6", LOG_LOCAL6 }, { "local7", LOG_LOCAL7 },
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(facs); i++)
+		if (strcmp(name, facs[i].name) == 0)
+			syslog_facility = facs[i].fac;
+}
+
 static int open_one(const char *path, int *fd)
 {
+	if (strcmp(path, "syslog") == 0) {
+		if (*fd > 2)
+			close(*fd);
+		*fd = FD_SYSLOG;
+		/* No LOG_NDELAY: each process connects on its first line; with
+		 * LOG_PID glibc stamps the pid of the caller, a worker's own. */
+		if (syslog_open)
+			closelog();
+		openlog("sluice", LOG_PID, syslog_facility);
+		syslog_open = 1;
+		return 0;
+	}
 	if (strcmp(path, "stderr") == 0 || path[0] == '\0') {
 		if (*fd > 2)
 			close(*fd);
@@ -61,6 +97,9 @@ void log_close(void)
 		close(error_fd);
 	if (access_fd > 2 && access_fd != error_fd)
 		close(access_fd);
+	if (syslog_open)
+		closelog();
+	syslog_open = 0;
 	error_fd = access_fd = 2;
 	buf_free(&access_buf);
 }
@@ -90,6 +129,20 @@ void log_timestamp(struct buf *b)
 	buf_appendf(b, "%s.%06ldZ", cached, (long)tv.tv_usec);
 }
 
+/* One syslog message per line of P (without its newline). */
+static void syslog_lines(int prio, const char *p, size_t n)
+{
+	while (n > 0) {
+		const char *nl = memchr(p, '\n', n);
+		size_t len = nl ? (size_t)(nl - p) : n;
+		if (len > 0)
+			syslog(prio, "%.*s", (int)len, p);
+		len += nl != NULL;
+		p += len;
+		n -= len;
+	}
+}
+
 static void write_all(int fd, const char *p, size_t n)
 {
 	while (n > 0) {
@@ -112,13 +165,18 @@ void log_msg(enum log_level lvl, const char *fmt, ...)
 	log_timestamp(&b);
 	int off = snprintf(line, sizeof(line), "%.*s [%s] %s: ", (int)b.len, b.data, names[lvl], role);
 	buf_free(&b);
+	if (error_fd == FD_SYSLOG)  /* syslog stamps the time itself */
+		off = snprintf(line, sizeof(line), "[%s] %s: ", names[lvl], role);
 	va_list ap;
 	va_start(ap, fmt);
 	int n = vsnprintf(line + off, sizeof(line) - (size_t)off - 1, fmt, ap);
 	va_end(ap);
 	size_t len = (size_t)off + ((size_t)n < sizeof(line) - (size_t)off - 1 ? (size_t)n : sizeof(line) - (size_t)off - 2);
 	line[len++] = '\n';
-	write_all(error_fd, line, len);
+	if (error_fd == FD_SYSLOG)
+		syslog_lines(syslog_facility | syslog_prio[lvl], line, len);
+	else
+		write_all(error_fd, line, len);
 	if (errors_to_stderr && lvl == LOG_ERR && error_fd != 2)
 		write_all(2, line, len);
 }
@@ -148,6 +206,9 @@ void log_flush(void)
 {
 	if (access_buf.len == 0)
 		return;
-	write_all(access_fd, access_buf.data, access_buf.len);
+	if (access_fd == FD_SYSLOG)
+		syslog_lines(syslog_facility | syslog_prio[LOG_INFO], access_buf.data, access_buf.len);
+	else
+		write_all(access_fd, access_buf.data, access_buf.len);
 	access_buf.len = 0;
 }

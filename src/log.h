@@ -11,9 +11,13 @@
 
 enum log_level { LOG_ERR, LOG_WARN, LOG_INFO };
 
-/* (Re)open both logs; "stderr" and "off" (access log only) are special.
+/* (Re)open both logs; "stderr", "syslog" and "off" (access log only) are
+ * special. "syslog" sends each line with syslog(3), ident "sluice", the pid
+ * of the process, the facility last set with log_syslog_facility(). 
  * Returns 0, or -1 with a message on stderr. Safe to call again (SIGUSR1). */
 int log_open(const char *error_path, const char *access_path);
+/* "daemon" (the default), "user", "local0".."local7"; for the next log_open. */
+void log_syslog_facility(const char *name);
 void log_close(void);
 /* While on, error-level lines also go to stderr when the error log is a
  * file: -d keeps the starting terminal informed until the master detaches. */

@@ -156,6 +156,7 @@ int main(int argc, char **argv)
 		cfg_free(cfg);
 		return 0;
 	}
+	log_syslog_facility(cfg->syslog_facility);
 	if (log_open(cfg->error_log, cfg->access_log) < 0) {
 		cfg_free(cfg);
 		return 1;

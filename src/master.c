@@ -448,6 +448,7 @@ static int reload(void)
 		cfg_free(next);
 		return -1;
 	}
+	log_syslog_facility(next->syslog_facility);
 	if (log_open(next->error_log, next->access_log) < 0)
 		log_error("reload: cannot open the new logs; keeping the old ones");
 	struct cfg *old = cur;

@@ -7,6 +7,7 @@ import re
 import signal
 import socket
 import subprocess
+import time
 import uuid
 
 import pytest
@@ -245,3 +246,67 @@ def test_daemon_listen_failure_after_fork_exits_1_with_error(sluice_bin, recorde
     finally:
         taken.close()
         kill_leftovers(path)
+
+
+# ---------------------------------------------------------------- syslog
+
+# syslog(3) always writes to /dev/log. In a private mount namespace, /dev is
+# replaced by a directory holding the devices sluice needs and, as "log",
+# the test's datagram socket.
+PRIVATE_DEV = ('set -e; d="$1"; shift; '
+               'for n in null zero random urandom; do : > "$d/$n"; mount --bind "/dev/$n" "$d/$n"; done; '
+               'mount --bind "$d" /dev; exec "$@"')
+
+
+def private_mounts_available():
+    if os.geteuid() != 0:
+        return False
+    r = subprocess.run(["unshare", "-m", "true"], capture_output=True, timeout=10)
+    return r.returncode == 0
+
+
+def syslog_until(sock, pattern, timeout=5.0):
+    """Datagrams until one matches PATTERN; returns the match."""
+    rx = re.compile(pattern)
+    deadline = time.monotonic() + timeout * H.SLOW
+    while time.monotonic() < deadline:
+        sock.settimeout(max(0.01, deadline - time.monotonic()))
+        try:
+            m = rx.search(sock.recv(8192).decode())
+        except socket.timeout:
+            break
+        if m:
+            return m
+    raise AssertionError("no syslog message matching %r" % pattern)
+
+
+def test_syslog_error_and_access_lines(sluice, recorder, tmp_path):
+    if not private_mounts_available():
+        pytest.skip("needs root and unshare -m for a private /dev/log")
+    dev = tmp_path / "dev"
+    dev.mkdir()
+    log = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    log.bind(str(dev / "log"))
+    try:
+        rb = recorder()
+        port = H.free_port()
+        cfg = H.make_config(port, [H.server(rb.port)], workers=2, error_log="syslog",
+                            access_log="syslog")
+        cfg["syslog_facility"] = "local3"
+        s = sluice(cfg, start=False)
+        s.command = lambda: ["unshare", "-m", "sh", "-c", PRIVATE_DEV, "sh", str(dev), s.binary]
+        s.start()
+        # local3 = 19: <19*8+6> info, <19*8+3> error; LOG_PID stamps each
+        # process's own pid.
+        m = syslog_until(log, r"^<158>.* sluice\[(\d+)\]: \[info\] master: listening on "
+                         r"127\.0\.0\.1:%d \(listener http -> backend app\)" % port)
+        assert int(m.group(1)) == s.pid
+        assert H.http_request(port, "GET", "/via-syslog").status == 200
+        m = syslog_until(log, r"^<158>.* sluice\[(\d+)\]: .*GET /via-syslog")
+        assert int(m.group(1)) in s.worker_pids()
+        s.write_config("workers: [\n")
+        s.signal(signal.SIGHUP)
+        m = syslog_until(log, r"^<155>.* sluice\[(\d+)\]: \[error\] master: reload rejected")
+        assert int(m.group(1)) == s.pid
+    finally:
+        log.close()

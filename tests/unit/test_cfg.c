@@ -257,6 +257,31 @@ static void test_defaults(void)
 	cfg_free(c);
 }
 
+/* error_log/access_log "syslog" and the facility: default daemon. */
+static void test_syslog(void)
+{
+	char path[512], err[1024];
+	struct cfg *c;
+
+	c = cfg_load(write_tmp(path, sizeof(path), "min.yaml", GOOD_LI GOOD_BE), err, sizeof(err));
+	CHECK(c != NULL);
+	if (c != NULL)
+		CHECK(strcmp(c->syslog_facility, "daemon") == 0);
+	cfg_free(c);
+	c = cfg_load(write_tmp(path, sizeof(path), "min.yaml",
+			       "error_log: syslog\naccess_log: syslog\nsyslog_facility: local3\n"
+			       GOOD_LI GOOD_BE),
+		     err, sizeof(err));
+	if (c == NULL)
+		printf("  syslog: %s\n", err);
+	CHECK(c != NULL);
+	if (c != NULL) {
+		CHECK(strcmp(c->error_log, "syslog") == 0 && strcmp(c->access_log, "syslog") == 0);
+		CHECK(strcmp(c->syslog_facility, "local3") == 0);
+	}
+	cfg_free(c);
+}
+
 /* The listener tls mapping: every key, defaults, and the positions the TLS
  * module uses for its own errors. */
 static void test_tls(void)
@@ -600,6 +625,8 @@ struct bad_case {
 
 static const struct bad_case bad_cases[] = {
 	{ "unknown_key", GOOD_LI GOOD_BE "bogus: 1\n", 8, "bogus", "unknown key" },
+	{ "unknown_syslog_facility", GOOD_LI GOOD_BE "syslog_facility: kern\n", 8, "syslog_facility",
+	  "unknown facility \"kern\"" },
 	{ "unknown_nested_key", GOOD_LI GOOD_BE "        weight: 2\n        maxconn: 2\n", 9, "backends[0].servers[0].maxconn", "unknown key" },
 	{ "wrong_type", "workers: [1, 2]\n" GOOD_LI GOOD_BE, 1, "workers",
 	  "expected a scalar value, got a list" },
@@ -931,6 +958,7 @@ int main(void)
 	test_addr();
 	test_default_config();
 	test_defaults();
+	test_syslog();
 	test_tls();
 	test_forward_proxy();
 	test_forward_proxy_errors();
