@@ -63,7 +63,8 @@ UNIT_BIN = $(patsubst tests/unit/%.c,$(BUILD)/unit/%,$(UNIT_SRC))
 
 DEB_BUILD_PKGS = gcc make pkg-config openssl libuv1-dev node-llhttp libssl-dev android-libboringssl-dev \
                  liblua5.4-dev libjemalloc-dev libcyaml-dev libyaml-dev libpcre2-dev libhyperscan-dev
-DEB_TEST_PKGS  = curl wrk haproxy nginx openssl python3 python3-pip python3-prometheus-client chromium
+DEB_TEST_PKGS  = curl wrk haproxy nginx openssl python3 python3-pip python3-prometheus-client chromium \
+                 logrotate systemd
 
 .PHONY: all run test unit e2e e2e-tls asan test-asan fuzz fuzz-smoke soak valgrind deps test-deps bench bench-smoke bench-offload bench-inspection bench-churn \
         bench-throughput bench-memory bench-reuse bench-core bench-tls bench-identity bench-stats install deb clean
@@ -77,6 +78,15 @@ FORCE:
 
 $(BUILD)/%.o: src/%.c $(wildcard src/*.h) $(BUILD)/.flags
 	$(CC) $(CFLAGS) -MMD -c -o $@ $<
+
+# `sluice -V` names the commit it was built from. Only main.o depends on
+# it (through a file rewritten when the commit changes), so a new commit
+# does not rebuild everything.
+GIT_REV := $(shell git describe --always --dirty 2>/dev/null)
+$(BUILD)/git-rev: FORCE
+	@mkdir -p $(BUILD); echo '$(GIT_REV)' | cmp -s - $@ || echo '$(GIT_REV)' > $@
+$(BUILD)/main.o: $(BUILD)/git-rev
+$(BUILD)/main.o: CFLAGS += $(if $(GIT_REV),-DSLUICE_GIT='"$(GIT_REV)"')
 
 # The admin dashboard is plain HTML+JS in src/www, embedded as one C string
 # (sed only: no build tool beyond the toolchain).

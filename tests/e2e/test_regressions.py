@@ -165,6 +165,10 @@ def test_listener_removed_by_reload_stops_listening(sluice, recorder):
         try:
             socket.create_connection((H.HOST, p2), timeout=0.5).close()
             return False
+        except socket.timeout:
+            # The master keeps a removed listener's socket, ignoring new
+            # SYNs, until its queued connections are accepted (up to 2 s).
+            return False
         except ConnectionRefusedError:
             return True
     H.wait_for(refused, timeout=5, what="removed listener refusing connections")
