@@ -72,17 +72,11 @@ static void append_chain(const struct client *cl, const struct msg *m, enum hdr_
 	}
 }
 
-static int is_tchar(unsigned char c)
-{
-	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-	       (c && strchr("!#$%&'*+-.^_`|~", c));
-}
-
 /* RFC 7239 value: a token as is, anything else as a quoted-string. */
 static void forwarded_value(struct buf *out, const char *v, size_t n)
 {
 	size_t i = 0;
-	while (i < n && is_tchar((unsigned char)v[i]))
+	while (i < n && tchar((unsigned char)v[i]))
 		i++;
 	if (i == n && n > 0) {
 		buf_append(out, v, n);

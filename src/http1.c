@@ -748,13 +748,6 @@ static int has_body(const struct client *cl)
 	       ((cl->parser.flags & F_CONTENT_LENGTH) && cl->parser.content_length > 0);
 }
 
-/* RFC 9110 5.6.2 token characters. */
-static int is_tchar(unsigned char c)
-{
-	return (c >= '0' && c <= '9') || ((c | 0x20) >= 'a' && (c | 0x20) <= 'z') ||
-	       (c && strchr("!#$%&'*+-.^_`|~", c) != NULL);
-}
-
 /* Absolute-form target (RFC 9112 3.2.2): the backend would take the
  * authority from the target and ignore Host, while the hook, the logs and
  * sluice's routing read Host. Make them one: the target becomes origin-form
@@ -849,7 +842,7 @@ static enum reason txn_check(struct client *cl)
 			if (h->val_len == 0)
 				return REASON_BAD_TE;
 			for (size_t i = 0; i < h->val_len; i++)
-				if (!is_tchar((unsigned char)v[i]))
+				if (!tchar((unsigned char)v[i]))
 					return REASON_BAD_TE;
 			return REASON_TE_UNSUPPORTED;
 		}

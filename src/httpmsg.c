@@ -57,20 +57,28 @@ void msg_on_url(struct msg *m, const char *at, size_t len)
 	m->head_bytes += (uint32_t)len;
 }
 
+/* A zeroed entry at the end of the header array (its capacity is kept
+ * across messages). */
+static struct hdr *msg_new_hdr(struct msg *m)
+{
+	if (m->nhdrs == m->hdrs_cap) {
+		uint32_t cap = m->hdrs_cap ? m->hdrs_cap * 2 : 32;
+		struct hdr *nh = realloc(m->hdrs, cap * sizeof(*nh));
+		AN(nh);
+		m->hdrs = nh;
+		m->hdrs_cap = cap;
+	}
+	struct hdr *h = &m->hdrs[m->nhdrs++];
+	memset(h, 0, sizeof(*h));
+	return h;
+}
+
 int msg_on_field(struct msg *m, const char *at, size_t len)
 {
 	if (!m->in_field) {
 		if (m->nhdrs >= m->max_hdrs)
 			return -1;
-		if (m->nhdrs == m->hdrs_cap) {
-			uint32_t cap = m->hdrs_cap ? m->hdrs_cap * 2 : 32;
-			struct hdr *h = realloc(m->hdrs, cap * sizeof(*h));
-			AN(h);
-			m->hdrs = h;
-			m->hdrs_cap = cap;
-		}
-		struct hdr *h = &m->hdrs[m->nhdrs++];
-		memset(h, 0, sizeof(*h));
+		struct hdr *h = msg_new_hdr(m);
 		h->name_off = (uint32_t)m->raw.len;
 		m->in_field = 1;
 		m->in_value = 0;
@@ -225,15 +233,7 @@ void msg_set_value(struct msg *m, struct hdr *h, const char *v, size_t len)
 
 struct hdr *msg_add(struct msg *m, const char *name, const char *value, size_t vlen)
 {
-	if (m->nhdrs == m->hdrs_cap) {
-		uint32_t cap = m->hdrs_cap ? m->hdrs_cap * 2 : 32;
-		struct hdr *nh = realloc(m->hdrs, cap * sizeof(*nh));
-		AN(nh);
-		m->hdrs = nh;
-		m->hdrs_cap = cap;
-	}
-	struct hdr *h = &m->hdrs[m->nhdrs++];
-	memset(h, 0, sizeof(*h));
+	struct hdr *h = msg_new_hdr(m);
 	size_t nl = strlen(name);
 	h->name_off = (uint32_t)m->raw.len;
 	h->name_len = (uint32_t)nl;

@@ -7,6 +7,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include "buf.h"
 
 /* Header roles sluice cares about; everything else is HDR_OTHER. */
@@ -60,6 +61,13 @@ static inline const char *msg_str(const struct msg *m, uint32_t off) { return m-
 
 /* The role of header NAME; *HOP = 1 for hop-by-hop headers. */
 enum hdr_kind hdr_classify(const char *name, size_t len, int *hop);
+
+/* RFC 9110 5.6.2 token characters (header names, codings, tags). */
+static inline int tchar(unsigned char c)
+{
+	return (c >= '0' && c <= '9') || ((c | 0x20) >= 'a' && (c | 0x20) <= 'z') ||
+	       (c && strchr("!#$%&'*+-.^_`|~", c) != NULL);
+}
 
 /* Case-insensitive token comparison (RFC 9110 tokens are ASCII). */
 int tok_eq(const char *a, size_t alen, const char *lit);

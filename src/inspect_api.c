@@ -248,19 +248,13 @@ static int hdr_all(lua_State *L, int is_resp)
 	return 2;
 }
 
-static int is_tchar(unsigned char c)
-{
-	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-	       (c && strchr("!#$%&'*+-.^_`|~", c));
-}
-
 /* Check an edit of NAME (and VALUE unless NULL); raises on a bad one. */
 static void edit_check(lua_State *L, int is_resp, const char *name, size_t nl, const char *val, size_t vl)
 {
 	if (nl == 0 || nl > 256)
 		luaL_error(L, "header name must be 1 to 256 bytes");
 	for (size_t i = 0; i < nl; i++)
-		if (!is_tchar((unsigned char)name[i]))
+		if (!tchar((unsigned char)name[i]))
 			luaL_error(L, "bad header name \"%s\" (not an HTTP token)", name);
 	int hop;
 	enum hdr_kind k = hdr_classify(name, nl, &hop);
@@ -589,7 +583,7 @@ static int req_tag(lua_State *L)
 	if (tl == 0 || tl > 64)
 		return luaL_error(L, "req:tag(): a tag is 1 to 64 bytes");
 	for (size_t i = 0; i < tl; i++)
-		if (!(is_tchar((unsigned char)tag[i]) || tag[i] == ':') || tag[i] == ',' || tag[i] == '"' ||
+		if (!(tchar((unsigned char)tag[i]) || tag[i] == ':') || tag[i] == ',' || tag[i] == '"' ||
 		    tag[i] == '\\')
 			return luaL_error(L, "req:tag(): use letters, digits and -_.:");
 	if (in->ntags >= INSPECT_MAX_TAGS)
