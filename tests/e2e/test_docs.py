@@ -6,6 +6,8 @@ two a configuration cannot do without), and every conf/*.yaml file. Blocks
 with neither are not configurations. Blocks with just one are fragments
 (docs/config.md shows single sections that way) and are skipped, except in
 the pages listed in COMPLETE_ONLY, where every yaml block must be complete.
+docs/config.md's fragments are checked further down, made whole with a
+minimal listener or backend (test_config_md_fragment_is_valid).
 
 How a block is checked:
 - It is written to a scratch file padded with blank lines, so that sluice's
@@ -710,3 +712,304 @@ def test_bench_pages_name_real_targets_and_scripts():
                     if not os.path.exists(os.path.join(REPO, words[1])):
                         bad.append("%s:%d: %s" % (rel, no, words[1]))
     assert bad == []
+
+
+# ==========================================================================
+# docs/config.md documents every key src/cfg.c accepts, in the right section.
+#
+# The keys and their nesting come from the libcyaml schema tables of
+# src/cfg.c, read as C text (no binary needed):
+#     static const cyaml_schema_field_t NAME[] = { ENTRY, ..., CYAML_FIELD_END };
+#     static const cyaml_schema_value_t NAME = { CYAML_VALUE_MAPPING(..., FIELDS) };
+# An entry's first string literal is its key. An entry that names another
+# field table (CYAML_FIELD_MAPPING_PTR) is a mapping with those keys; one
+# that names (&) a value schema built with CYAML_VALUE_MAPPING is a list of
+# such mappings (`key[]`); any other entry (F_STR, F_STRS: a scalar or a list
+# of scalars) is a leaf. The root table is the one no other table names.
+#
+# Paths are dotted, lists marked `[]`: `workers`, `admin.token`,
+# `listeners[].tls.certificates[].cert`, `listeners[].inspect.budget.time`.
+# In docs/config.md a heading whose first backticked word is such a path
+# (`## \`backends[].forward\``) opens that section; `## Top level` opens the
+# root; any other heading closes the section. A markdown table whose header's
+# first cell is "Key" documents, per row, the backticked names of its first
+# cell (`cert`, `key` is two keys; `budget.instructions` is a key path
+# relative to the section) and must give a type and a default.
+
+CFG_C = os.path.join(REPO, "src", "cfg.c")
+CONFIG_MD = os.path.join(REPO, "docs", "config.md")
+
+
+def _c_strip(text):
+    """C text without comments (string literals kept)."""
+    return re.sub(r"/\*.*?\*/|//[^\n]*", " ", text, flags=re.S)
+
+
+def _split_entries(body):
+    """The top-level comma-separated entries of an initializer body."""
+    out, depth, cur, q = [], 0, "", None
+    for c in body:
+        if q:
+            cur += c
+            if c == q and not cur.endswith("\\" + q):
+                q = None
+            continue
+        if c in "\"'":
+            q = c
+        elif c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+        elif c == "," and depth == 0:
+            out.append(cur.strip())
+            cur = ""
+            continue
+        cur += c
+    if cur.strip():
+        out.append(cur.strip())
+    return out
+
+
+def cfg_schema_keys(path=CFG_C):
+    """{dotted key path: "leaf" | "mapping" | "list"} of every key the
+    schema of PATH accepts."""
+    with open(path) as f:
+        text = _c_strip(f.read())
+    fields = {m.group(1): _split_entries(m.group(2)) for m in re.finditer(
+        r"static\s+const\s+cyaml_schema_field_t\s+(\w+)\s*\[\s*\]\s*=\s*\{(.*?)\n\};",
+        text, re.S)}
+    values = {}
+    for m in re.finditer(r"static\s+const\s+cyaml_schema_value_t\s+(\w+)\s*=\s*\{(.*?)\n\};",
+                         text, re.S):
+        inner = re.search(r"CYAML_VALUE_MAPPING\s*\((.*)\)", m.group(2), re.S)
+        if inner:
+            refs = [w for w in re.findall(r"\b\w+\b", inner.group(1)) if w in fields]
+            values[m.group(1)] = refs[0] if refs else None
+        else:
+            values[m.group(1)] = None      # a list of scalars
+    assert fields, "no cyaml_schema_field_t tables found in %s" % path
+
+    named = set()
+    for entries in fields.values():
+        for e in entries:
+            named.update(w for w in re.findall(r"\b\w+\b", e) if w in fields)
+            named.update(values[w] for w in re.findall(r"&\s*(\w+)", e)
+                         if values.get(w))
+    roots = [n for n in fields if n not in named]
+    assert len(roots) == 1, "cannot tell the root table of %s among %s" % (path, roots)
+
+    keys = {}
+
+    def walk(table, prefix, seen):
+        assert table not in seen, "schema table %s nests itself" % table
+        for e in fields[table]:
+            m = re.match(r"(\w+)\s*\(\s*\"([^\"]+)\"", e)
+            if not m:
+                assert re.match(r"CYAML_FIELD_END\b", e) or e == "", \
+                    "%s: cannot read schema entry `%s`" % (table, e[:60])
+                continue
+            key = prefix + m.group(2)
+            sub = [w for w in re.findall(r"\b\w+\b", e[m.end():]) if w in fields]
+            lst = [values[w] for w in re.findall(r"&\s*(\w+)", e) if values.get(w)]
+            if sub:
+                keys[key] = "mapping"
+                walk(sub[0], key + ".", seen | {table})
+            elif lst:
+                keys[key] = "list"
+                walk(lst[0], key + "[].", seen | {table})
+            else:
+                keys[key] = "leaf"
+
+    walk(roots[0], "", frozenset())
+    return keys
+
+
+def config_md_keys(path=CONFIG_MD):
+    """({key path: (line, type, default)} documented in the Key tables of
+    PATH, [problems])."""
+    keys, problems = {}, []
+    section, header, fence = None, None, False
+    with open(path) as f:
+        lines = f.read().split("\n")
+    for no, line in enumerate(lines, 1):
+        if re.match(r"^\s*```", line):
+            fence = not fence
+            continue
+        if fence:
+            continue
+        h = re.match(r"^#+\s+(.*?)\s*$", line)
+        if h:
+            m = re.match(r"^`([a-z_][\w.\[\]]*)`", h.group(1))
+            section = m.group(1) if m else ("" if h.group(1) == "Top level" else None)
+            header = None
+            continue
+        if not line.startswith("|"):
+            header = None
+            continue
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if header is None:
+            header = [c.lower() for c in cells]
+            continue
+        if header[0] != "key" or re.match(r"^:?-+:?$", cells[0]):
+            continue
+        if section is None:
+            problems.append("docs/config.md:%d: a Key table outside a key section "
+                            "(a heading `path` or Top level)" % no)
+            continue
+        names = re.findall(r"`([a-z_][\w.]*)`", cells[0])
+        if not names:
+            problems.append("docs/config.md:%d: no `key` in the first cell" % no)
+        typ = cells[header.index("type")] if "type" in header else ""
+        default = cells[header.index("default")] if "default" in header else ""
+        if not typ or not default:
+            problems.append("docs/config.md:%d: %s: type and default must be given"
+                            % (no, ", ".join(names)))
+        for n in names:
+            full = (section + "." + n) if section else n
+            if full in keys:
+                problems.append("docs/config.md:%d: %s documented twice (first at line %d)"
+                                % (no, full, keys[full][0]))
+            keys[full] = (no, typ, default)
+    return keys, problems
+
+
+def test_config_schema_extraction_reads_cfg_c():
+    """The extraction itself works: it sees the keys every config has, at
+    every depth, and would not pass by reading nothing."""
+    keys = cfg_schema_keys()
+    assert len(keys) >= 80, sorted(keys)
+    for k, kind in [("workers", "leaf"), ("admin", "mapping"), ("admin.token", "leaf"),
+                    ("listeners", "list"), ("listeners[].address", "leaf"),
+                    ("listeners[].tls.certificates", "list"),
+                    ("listeners[].tls.certificates[].cert", "leaf"),
+                    ("listeners[].inspect.budget.time", "leaf"),
+                    ("listeners[].trusted_forwarders", "leaf"),
+                    ("backends[].servers[].proxy_tlvs", "leaf"),
+                    ("backends[].health_check.rise", "leaf"),
+                    ("backends[].forward.wl_proxy_client_cert", "leaf"),
+                    ("backends[].tls.session_reuse", "leaf")]:
+        assert keys.get(k) == kind, (k, keys.get(k))
+
+
+def test_config_schema_extraction_on_a_sample(tmp_path):
+    src = tmp_path / "cfg.c"
+    src.write_text(
+        '#define F_STR(key, flags, type, member) CYAML_FIELD_STRING_PTR(key, flags, type, member, 0, 9)\n'
+        'static const cyaml_schema_field_t y_leaf_fields[] = {\n'
+        '\tF_STR("a", OPT, struct y_leaf, a), /* "not_a_key" */\n'
+        '\tCYAML_FIELD_END\n};\n'
+        'static const cyaml_schema_value_t y_leaf_schema = {\n'
+        '\tCYAML_VALUE_MAPPING(CYAML_FLAG_DEFAULT, struct y_leaf, y_leaf_fields),\n};\n'
+        'static const cyaml_schema_field_t y_root_fields[] = {\n'
+        '\tF_STR("top", OPT, struct y_root, top),\n'
+        '\tCYAML_FIELD_MAPPING_PTR("m", OPT, struct y_root, m, y_leaf_fields),\n'
+        '\tCYAML_FIELD_SEQUENCE("l", CYAML_FLAG_POINTER, struct y_root, l,\n'
+        '\t\t\t     &y_leaf_schema, 1, 8),\n'
+        '\tCYAML_FIELD_END\n};\n')
+    assert cfg_schema_keys(str(src)) == {"top": "leaf", "m": "mapping", "m.a": "leaf",
+                                          "l": "list", "l[].a": "leaf"}
+
+
+def test_config_md_documents_every_key():
+    """Every key of src/cfg.c's schema has a row (with type and default) in
+    the Key table of its section of docs/config.md, and every row there is a
+    key the schema accepts."""
+    schema = cfg_schema_keys()
+    documented, problems = config_md_keys()
+    missing = sorted(k for k in schema if k not in documented)
+    unknown = sorted(k for k in documented if k not in schema)
+    assert not missing, "docs/config.md does not document these keys of src/cfg.c " \
+        "(a row in the Key table under the heading of their section): %s" % missing
+    assert not unknown, "docs/config.md documents keys src/cfg.c does not accept: %s" % [
+        "%s (line %d)" % (k, documented[k][0]) for k in unknown]
+    assert problems == []
+
+
+def yaml_key_paths(node, prefix=""):
+    """The dotted key paths (lists as `[]`) of a parsed YAML document."""
+    out = set()
+    if isinstance(node, dict):
+        for k, v in node.items():
+            p = prefix + str(k)
+            out.add(p)
+            out |= yaml_key_paths(v, p + ".")
+    elif isinstance(node, list):
+        for v in node:
+            out |= yaml_key_paths(v, prefix[:-1] + "[].")
+    return out
+
+
+def test_config_md_shows_every_key_in_an_example():
+    """Every key of the schema appears, at its place in the document, in a
+    ```yaml example of docs/config.md; each example is a whole document
+    from the top level (a fragment starts at `listeners:`, `backends:`...),
+    and uses only keys the schema accepts."""
+    import yaml
+    schema = cfg_schema_keys()
+    shown, bad = set(), []
+    for line, text in yaml_blocks(CONFIG_MD):
+        try:
+            doc = yaml.safe_load(text)
+        except yaml.YAMLError as e:
+            bad.append("docs/config.md:%d: not YAML: %s" % (line, e))
+            continue
+        paths = yaml_key_paths(doc)
+        wrong = sorted(p for p in paths if p not in schema)
+        if not isinstance(doc, dict) or wrong:
+            bad.append("docs/config.md:%d: not a document from the top level, or keys "
+                       "the schema does not have: %s" % (line, wrong[:5]))
+        shown |= paths
+    assert bad == []
+    missing = sorted(k for k in schema if k not in shown)
+    assert not missing, "no ```yaml example in docs/config.md shows %s" % missing
+
+
+def complete_fragment(text):
+    """TEXT (a docs/config.md fragment from the top level) with the
+    listeners: or backends: it lacks appended: a listener for its first
+    backend, or a backend with one server for each backend its listeners
+    name. Appended at the end, so the fragment's line numbers stay."""
+    import yaml
+    doc = yaml.safe_load(text) or {}
+    extra = ""
+    if "listeners" not in doc:
+        names = [b.get("name", "app") for b in doc.get("backends", [])] or ["app"]
+        extra += "listeners:\n  - {address: \"127.0.0.1:1\", backend: %s}\n" % names[0]
+    if "backends" not in doc:
+        names = sorted({l.get("backend", "app") for l in doc.get("listeners", [])}) or ["app"]
+        extra += "backends:\n" + "".join(
+            "  - {name: %s, servers: [{address: \"127.0.0.1:9\"}]}\n" % n for n in names)
+    return text + extra
+
+
+def config_md_fragments():
+    rel = os.path.relpath(CONFIG_MD, REPO)
+    return [pytest.param(line, text, id="%s:%d" % (rel, line))
+            for line, text in yaml_blocks(CONFIG_MD) if not is_complete(text)]
+
+
+def tls_library(sluice_bin):
+    """The `tls` line of `sluice -V`: BoringSSL or OpenSSL."""
+    r = subprocess.run([sluice_bin, "-V"], capture_output=True, text=True, timeout=30)
+    m = re.search(r"^tls\s+(\S+)", r.stdout + r.stderr, re.M)
+    return m.group(1) if m else None
+
+
+@pytest.mark.parametrize("line,text", config_md_fragments())
+def test_config_md_fragment_is_valid(sluice_bin, scratch, line, text):
+    """The reference's single-section examples pass `sluice -t` too, made
+    whole with a minimal listener or backend."""
+    cwd, files = scratch
+    text = rewrite_paths(text, cwd, files)
+    if "ciphersuites:" in text and tls_library(sluice_bin) == "BoringSSL":
+        # The page shows TLS 1.3 suites for OpenSSL builds; BoringSSL's
+        # are fixed and a value is refused (as config.md says): empty it.
+        text = re.sub(r"(ciphersuites:\s*)(\"[^\"]*\"|\S+)", r'\1""', text)
+    body = "\n" * (line - 1) + complete_fragment(text)
+    path = os.path.join(cwd, "config.md-L%d.yaml" % line)
+    with open(path, "w") as f:
+        f.write(body)
+    r = check(sluice_bin, path, cwd)
+    assert r.returncode == 0, "docs/config.md: the yaml block at line %d, completed with " \
+        "a minimal listener or backend, fails `sluice -t` (line numbers are the .md " \
+        "file's):\n%s" % (line, r.stderr)
