@@ -1013,3 +1013,61 @@ def test_config_md_fragment_is_valid(sluice_bin, scratch, line, text):
     assert r.returncode == 0, "docs/config.md: the yaml block at line %d, completed with " \
         "a minimal listener or backend, fails `sluice -t` (line numbers are the .md " \
         "file's):\n%s" % (line, r.stderr)
+
+
+# ==========================================================================
+# docs/architecture.md: one page with the data path and a module map that
+# names every src/*.c module, each with its concern.
+
+ARCH_MD = os.path.join(REPO, "docs", "architecture.md")
+
+
+def module_map(path=ARCH_MD):
+    """({module.c: (line, concern)} of the table under the "Module map"
+    heading of PATH, [problems])."""
+    mods, problems, inside, header = {}, [], False, True
+    with open(path) as f:
+        lines = f.read().split("\n")
+    for no, line in enumerate(lines, 1):
+        h = re.match(r"^#+\s+(.*)$", line)
+        if h:
+            inside, header = h.group(1).lower().startswith("module map"), True
+            continue
+        if not inside or not line.startswith("|"):
+            continue
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if header:
+            header = False
+            continue
+        if re.match(r"^:?-+:?$", cells[0]):
+            continue
+        names = re.findall(r"`([\w-]+)\.c(?:/h)?`", cells[0])
+        concern = cells[1] if len(cells) > 1 else ""
+        if len(concern) < 10:
+            problems.append("docs/architecture.md:%d: %s: no concern given" % (no, cells[0]))
+        for n in names:
+            mods[n + ".c"] = (no, concern)
+    return mods, problems
+
+
+def test_architecture_is_one_page_with_data_path_and_module_map():
+    heads = [h.lower() for h in re.findall(r"^#+\s+(.*?)\s*$", prose(ARCH_MD), re.M)]
+    assert any(h.startswith("data path") for h in heads), heads
+    assert any(h.startswith("module map") for h in heads), heads
+    mods, problems = module_map()
+    assert len(mods) >= 20, mods
+    assert problems == []
+
+
+def test_module_map_names_every_source_file():
+    """Every src/*.c file has a row in the module map of docs/architecture.md,
+    and every module the map names exists."""
+    mods, _ = module_map()
+    files = {os.path.basename(p) for p in glob.glob(os.path.join(REPO, "src", "*.c"))}
+    assert files, "no src/*.c"
+    missing = sorted(files - set(mods))
+    assert not missing, "docs/architecture.md's module map does not name %s: add a " \
+        "row `| \\`name.c/h\\` | its concern |`" % missing
+    stale = sorted("%s (line %d)" % (m, mods[m][0]) for m in set(mods) - files)
+    assert not stale, "docs/architecture.md's module map names modules src/ does not " \
+        "have: %s" % stale
