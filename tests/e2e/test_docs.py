@@ -1071,3 +1071,128 @@ def test_module_map_names_every_source_file():
     stale = sorted("%s (line %d)" % (m, mods[m][0]) for m in set(mods) - files)
     assert not stale, "docs/architecture.md's module map names modules src/ does not " \
         "have: %s" % stale
+
+
+# ==========================================================================
+# docs/lua-api.md documents what scripts can reach, read from the C that
+# registers it (no binary needed):
+#   luaL_Reg tables `static const luaL_Reg NAME[] = { { "m", f }, ... }` in
+#     src/inspect_api.c and src/luaprim.c: the methods of req, resp and the
+#     primitives' objects, and the sluice.* functions;
+#   src/inspect.c's sandbox_open(): the sluice.* fields it sets after
+#     luaprim_open(), the globals it removes or replaces, the libraries it
+#     opens, and string.dump; script_load()'s phase function names.
+# Each luaL_Reg table is named in LUA_TABLES with the receiver the page uses
+# for it; a new table fails the test until it is added there.
+
+LUA_API_MD = os.path.join(REPO, "docs", "lua-api.md")
+LUA_TABLES = {
+    ("inspect_api.c", "req_m"): "req:",
+    ("inspect_api.c", "resp_m"): "resp:",
+    ("luaprim.c", "regex_m"): "re:",
+    ("luaprim.c", "multi_m"): "m:",
+    ("luaprim.c", "cidrs_m"): "set:",
+    ("luaprim.c", "funcs"): "sluice.",
+}
+LUA_LIB_NAMES = {"LUA_GNAME": "base", "LUA_STRLIBNAME": "string", "LUA_TABLIBNAME": "table",
+                 "LUA_MATHLIBNAME": "math", "LUA_UTF8LIBNAME": "utf8", "LUA_IOLIBNAME": "io",
+                 "LUA_OSLIBNAME": "os", "LUA_DBLIBNAME": "debug", "LUA_LOADLIBNAME": "package",
+                 "LUA_COLIBNAME": "coroutine"}
+
+
+def _c_function(text, name):
+    m = re.search(r"^[\w \*]*\b%s\s*\([^)]*\)\s*\{(.*?)^\}" % name, text, re.M | re.S)
+    assert m, "no function %s()" % name
+    return m.group(1)
+
+
+def lua_registrations():
+    """{"req:method", "sluice.regex", ...: what}, plus "sandbox" facts:
+    {("lib", "string"), ("removed", "dofile"), ("replaced", "print"),
+    ("removed", "string.dump"), ("phase", "inspect"), ...}."""
+    names, facts = {}, set()
+    for fname in ("inspect_api.c", "luaprim.c"):
+        with open(os.path.join(REPO, "src", fname)) as f:
+            text = _c_strip(f.read())
+        for m in re.finditer(r"luaL_Reg\s+(\w+)\s*\[\s*\]\s*=\s*\{(.*?)\};", text, re.S):
+            prefix = LUA_TABLES.get((fname, m.group(1)))
+            assert prefix, "src/%s registers a luaL_Reg table %s that LUA_TABLES in " \
+                "tests/e2e/test_docs.py does not know: add it (and document it)" % (
+                    fname, m.group(1))
+            for key in re.findall(r"\{\s*\"(\w+)\"\s*,", m.group(2)):
+                names[prefix + key] = "%s:%s" % (fname, m.group(1))
+    with open(os.path.join(REPO, "src", "inspect.c")) as f:
+        text = _c_strip(f.read())
+    sb = _c_function(text, "sandbox_open")
+    # The sluice table: from its creation to lua_setglobal(L, "sluice").
+    m = re.search(r"luaprim_open\s*\(\s*L\s*\)\s*;(.*?)lua_setglobal\s*\(\s*L\s*,\s*\"sluice\"", sb, re.S)
+    assert m, "sandbox_open(): cannot find the sluice table"
+    for key in re.findall(r"lua_setfield\s*\(\s*L\s*,\s*-2\s*,\s*\"(\w+)\"", m.group(1)):
+        names["sluice." + key] = "inspect.c:sandbox_open"
+    for lib in re.findall(r"\{\s*(LUA_\w+)\s*,\s*luaopen_\w+\s*\}", sb):
+        facts.add(("lib", LUA_LIB_NAMES.get(lib, lib)))
+    drop = re.search(r"drop\s*\[\s*\]\s*=\s*\{(.*?)\}", sb, re.S)
+    for g in re.findall(r"\"(\w+)\"", drop.group(1) if drop else ""):
+        facts.add(("removed", g))
+    for g in re.findall(r"lua_setglobal\s*\(\s*L\s*,\s*\"(\w+)\"\s*\)", sb):
+        if g != "sluice":
+            facts.add(("replaced", g))
+    for lib, field in re.findall(r"lua_getglobal\s*\(\s*L\s*,\s*(LUA_\w+)\s*\)\s*;\s*"
+                                 r"lua_pushnil\s*\(\s*L\s*\)\s*;\s*lua_setfield\s*\(\s*L\s*,"
+                                 r"\s*-2\s*,\s*\"(\w+)\"", sb):
+        facts.add(("removed", "%s.%s" % (LUA_LIB_NAMES.get(lib, lib), field)))
+    sl = _c_function(text, "script_load")
+    m = re.search(r"names\s*\[\s*\]\s*=\s*\{(.*?)\}", sl, re.S)
+    assert m, "script_load(): cannot find the phase function names"
+    for fn in re.findall(r"\"(\w+)\"", m.group(1)):
+        facts.add(("phase", fn))
+    return names, facts
+
+
+def test_lua_registration_extraction_reads_the_sources():
+    names, facts = lua_registrations()
+    for n in ("req:method", "req:deny", "req:total_us", "resp:set_header", "re:match",
+              "m:scan", "set:contains", "sluice.regex", "sluice.b64decode", "sluice.shared",
+              "sluice.worker"):
+        assert n in names, n
+    assert len(names) >= 60, sorted(names)
+    for f in (("lib", "string"), ("lib", "base"), ("removed", "dofile"),
+              ("removed", "string.dump"), ("replaced", "load"), ("replaced", "print"),
+              ("phase", "inspect"), ("phase", "log")):
+        assert f in facts, f
+
+
+def test_lua_api_md_documents_every_registration():
+    """Every method, function and field the C registers for scripts is named
+    in docs/lua-api.md as `req:name(`, `sluice.name`, ...; every such name
+    the page uses is registered; the phase functions and the sandbox's
+    libraries, removals and replacements are named."""
+    names, facts = lua_registrations()
+    with open(LUA_API_MD) as f:
+        doc = f.read()
+    code = " ".join(re.findall(r"`([^`\n]+)`", doc))
+    missing = []
+    for n in sorted(names):
+        pat = re.escape(n) + (r"\(" if ":" in n else r"(?![\w])")
+        if not re.search(pat, code):
+            missing.append(n)
+    assert not missing, "docs/lua-api.md does not document %s (registered in %s)" % (
+        missing, sorted({names[n] for n in missing}))
+    recv = "|".join(re.escape(p) for p in sorted(set(LUA_TABLES.values())))
+    # (`sluice.yaml:12:` is a file name, not a field: no `:`, `.` or `/` after.)
+    used = set(re.findall(r"(?<![\w./])((?:%s)\w+)(?![\w:./])" % recv, code))
+    stale = sorted(u for u in used if u not in names)
+    assert not stale, "docs/lua-api.md names %s, which the C does not register" % stale
+    sandbox = re.search(r"\*\*Sandbox\.\*\*(.*?)\n\n", doc, re.S)
+    assert sandbox, "docs/lua-api.md has no **Sandbox.** paragraph"
+    sb_code = set(re.findall(r"`([^`\n]+)`", sandbox.group(1)))
+    sb_words = {re.sub(r"\(.*", "", w) for w in sb_code}
+    undocumented = sorted("%s %s" % f for f in facts if f[0] != "phase"
+                          and f[1] not in sb_words and not (f[0] == "lib" and f[1] == "base"))
+    assert not undocumented, "the Sandbox paragraph of docs/lua-api.md does not name: %s" \
+        % undocumented
+    if ("lib", "base") in facts:
+        assert "base functions" in sandbox.group(1)
+    phases = sorted(f[1] for f in facts if f[0] == "phase" and not re.search(
+        r"^\|\s*`%s\(" % f[1], doc, re.M))
+    assert not phases, "the hook functions table of docs/lua-api.md lacks %s" % phases
