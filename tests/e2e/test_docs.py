@@ -1196,3 +1196,24 @@ def test_lua_api_md_documents_every_registration():
     phases = sorted(f[1] for f in facts if f[0] == "phase" and not re.search(
         r"^\|\s*`%s\(" % f[1], doc, re.M))
     assert not phases, "the hook functions table of docs/lua-api.md lacks %s" % phases
+
+
+def test_config_key_paths_named_in_docs_exist():
+    """A dotted key path a page names in backticks (`timeouts.drain`,
+    `backends[].queue_timeout`, `inspect.body`, `tls.tickets`) is a key of
+    src/cfg.c's schema, at that nesting (a path may leave out its start)."""
+    schema = cfg_schema_keys()
+    comps = {c.replace("[]", "") for k in schema for c in k.split(".")}
+    plain = {k.replace("[]", "") for k in schema}
+    bad = []
+    for md in markdown_files():
+        rel = os.path.relpath(md, REPO)
+        for tok in sorted(set(re.findall(r"`([a-z_]+(?:\[\])?(?:\.[a-z_]+(?:\[\])?)+)`", prose(md)))):
+            if re.search(r"\.(c|h|md|lua|ya?ml|py|sh|pem|key|png|json|txt|log)$", tok):
+                continue       # a file name
+            if tok.split(".")[0].replace("[]", "") not in comps:
+                continue       # not a config path (sluice.shared, req.x ...)
+            t = tok.replace("[]", "")
+            if not any(k == t or k.endswith("." + t) for k in plain):
+                bad.append("%s: `%s`" % (rel, tok))
+    assert bad == [], "key paths that src/cfg.c's schema does not have: %s" % bad
