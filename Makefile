@@ -263,11 +263,11 @@ install: $(INSTALL_BIN)
 	  > $(DESTDIR)$(SYSTEMD_UNIT_DIR)/sluice.service && chmod 0644 $(DESTDIR)$(SYSTEMD_UNIT_DIR)/sluice.service
 	install -m 0644 conf/logrotate/sluice $(DESTDIR)/etc/logrotate.d/sluice
 
-# make deb: DEB_OUT/sluice_<version>_<arch>.deb with dpkg-deb (packaging/deb/).
+# make deb: DEB_OUT/sluice_<version>_<arch>.deb with dpkg-deb (conf/deb/).
 DEB_OUT ?= build-deb
 deb: $(INSTALL_BIN)
 	@mkdir -p $(DEB_OUT)
-	sh packaging/deb/build.sh $(abspath $(INSTALL_BIN)) $(abspath $(DEB_OUT))
+	sh conf/deb/build.sh $(abspath $(INSTALL_BIN)) $(abspath $(DEB_OUT))
 
 clean:
 	rm -rf build build-* 

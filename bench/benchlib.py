@@ -337,6 +337,7 @@ def sluice_conf(d, comment, port, bport, pool, listener="front", tls="", workers
     return f"""# {comment}
 workers: {workers}
 error_log: {d}/{name}.error.log
+user: nobody
 access_log: {access_log}
 {admin}timeouts:
   drain: 0

@@ -142,6 +142,7 @@ def conf_sluice(d, ports):
     return f"""# sluice, one worker; the hook is switched on/off live through the admin listener
 workers: 1
 error_log: {d}/sluice.error.log
+user: nobody
 access_log: off
 inspection: on
 admin:

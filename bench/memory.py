@@ -181,6 +181,7 @@ def conf_sluice(d, name, port, tport, bport, aport, certs, waf=None):
     return f"""# {name}: one worker; plain + TLS listener; client idle timeouts far above the run
 workers: 1
 error_log: {d}/{name}.error.log
+user: nobody
 access_log: off
 {top}admin:
   address: 127.0.0.1:{aport}

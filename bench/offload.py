@@ -262,6 +262,7 @@ def conf_sluice(d, port, bport, tls, certs, name="sluice"):
     return f"""# sluice, one worker; {THREADS} connections at most to the app server, the rest queue
 workers: 1
 error_log: {d}/{name}.error.log
+user: nobody
 access_log: off
 timeouts:
   drain: 0

@@ -235,6 +235,7 @@ def conf_sluice(d, t, port, bport):
     return f"""# sluice, one worker: {describe(t)}
 workers: 1
 error_log: {d}/{t}.error.log
+user: nobody
 access_log: off
 timeouts:
   drain: 0

@@ -78,6 +78,7 @@ def conf_sluice(d, ports, certs):
     return f"""# bench/soak.py: 2 workers, waf.lua on both listeners, two servers with health checks
 workers: {WORKERS}
 error_log: {d}/sluice.error.log
+user: nobody
 access_log: off
 inspection: on
 admin:

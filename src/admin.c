@@ -357,7 +357,10 @@ static int control(const char *path, size_t plen, const struct buf *body, char *
 	}
 	if (k == 1 && seg_is(seg[0], len[0], "reload")) {
 		log_warn("admin: reload requested");
-		kill(atomic_load(&shm->master_pid), SIGHUP);
+		/* A worker that gave up root may not signal a root master
+		 * (EPERM); the flag then reaches it within a tick. */
+		if (kill(atomic_load(&shm->master_pid), SIGHUP) < 0)
+			atomic_store(&shm->reload_requested, 1);
 		snprintf(msg, cap, "reload started\n");
 		return 202;
 	}

@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/types.h>
 #include "netaddr.h"
 
 #define CFG_NAME_MAX 64
@@ -221,6 +222,10 @@ struct cfg {
 	uint64_t lua_memory_max;        /* bytes per worker Lua state, default 64 MiB */
 	char pid_file[512];             /* "" = none */
 	char syslog_facility[16];       /* for logs set to "syslog": daemon (default), user, local0..7 */
+	char user[CFG_NAME_MAX];        /* workers' account; "" = unset (a root master refuses) */
+	char group[CFG_NAME_MAX];       /* "" = the user's primary group */
+	uid_t uid;                      /* resolved from user/group at load */
+	gid_t gid;
 	struct cfg_timeouts timeouts;
 	struct cfg_limits limits;
 	struct cfg_listener *listeners;

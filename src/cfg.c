@@ -39,6 +39,7 @@
 #include "cfg.h"
 #include "inspect.h"
 #include "netaddr.h"
+#include "privs.h"
 
 #define CFG_FILE_MAX (4u << 20) /* refuse larger files: surely not a config */
 #define CFG_ERRORS_MAX 30       /* report at most this many errors... */
@@ -316,6 +317,7 @@ struct y_admin {
 struct y_root {
 	char *workers, *error_log, *access_log, *access_log_format, *pid_file;
 	char *syslog_facility;
+	char *user, *group;
 	char *inspection, *lua_memory_max;
 	struct y_admin *admin;
 	struct y_timeouts *timeouts;
@@ -508,6 +510,8 @@ static const cyaml_schema_field_t y_root_fields[] = {
 	F_STR("lua_memory_max", OPT, struct y_root, lua_memory_max),
 	F_STR("pid_file", OPT, struct y_root, pid_file),
 	F_STR("syslog_facility", OPT, struct y_root, syslog_facility),
+	F_STR("user", OPT, struct y_root, user),
+	F_STR("group", OPT, struct y_root, group),
 	CYAML_FIELD_MAPPING_PTR("timeouts", OPT, struct y_root, timeouts, y_timeouts_fields),
 	CYAML_FIELD_MAPPING_PTR("limits", OPT, struct y_root, limits, y_limits_fields),
 	CYAML_FIELD_SEQUENCE("listeners", CYAML_FLAG_POINTER, struct y_root, listeners,
@@ -1823,6 +1827,35 @@ static int conv_listener(struct cfg_load *ld, const char *pre, unsigned idx,
 	return 0;
 }
 
+/* user/group are account names, resolved now so that `sluice -t` catches a
+ * typo before a reload would start workers that cannot switch. */
+static void conv_user(struct cfg_load *ld, const struct y_root *y, struct cfg *c)
+{
+	if (y->group != NULL && y->user == NULL) {
+		err_at(ld, "group", AT_KEY, "needs `user:` (the account workers switch to)");
+		return;
+	}
+	if (y->user == NULL)
+		return;
+	conv_str(ld, "user", y->user, 0, c->user, sizeof(c->user));
+	conv_str(ld, "group", y->group, 0, c->group, sizeof(c->group));
+	if (c->user[0] == '\0' || (y->group != NULL && c->group[0] == '\0'))
+		return;
+	char why[160];
+	uid_t uid;
+	gid_t gid;
+	if (privs_lookup(c->user, NULL, &uid, &gid, why, sizeof(why)) < 0) {
+		err_at(ld, "user", AT_VALUE, "%s", why);
+		return;
+	}
+	if (c->group[0] && privs_lookup(c->user, c->group, &uid, &gid, why, sizeof(why)) < 0) {
+		err_at(ld, "group", AT_VALUE, "%s", why);
+		return;
+	}
+	c->uid = uid;
+	c->gid = gid;
+}
+
 static int conv_root(struct cfg_load *ld, const struct y_root *y, struct cfg *c)
 {
 	char k[CFG_PATH_MAX];
@@ -1867,6 +1900,7 @@ static int conv_root(struct cfg_load *ld, const struct y_root *y, struct cfg *c)
 			       "unknown facility \"%.40s\" (expected daemon, user or local0..local7)",
 			       y->syslog_facility);
 	}
+	conv_user(ld, y, c);
 	if (y->access_log_format != NULL) {
 		if (strcmp(y->access_log_format, "text") == 0)
 			c->access_log_format = CFG_LOG_TEXT;

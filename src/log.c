@@ -90,6 +90,15 @@ int log_open(const char *error_path, const char *access_path)
 	return 0;
 }
 
+void log_give_to(uid_t uid)
+{
+	int fds[2] = { error_fd, access_on ? access_fd : -1 };
+	for (int i = 0; i < 2; i++)
+		if (fds[i] > 2 && fchown(fds[i], uid, (gid_t)-1) < 0)
+			log_warn("cannot give the log file to uid %d (workers will not reopen it on SIGUSR1): %s",
+				 (int)uid, strerror(errno));
+}
+
 void log_close(void)
 {
 	log_flush();

@@ -17,6 +17,7 @@
 #include "log.h"
 #include "master.h"
 #include "notify.h"
+#include "privs.h"
 #include "version.h"
 #include "tls.h"
 
@@ -82,7 +83,7 @@ static void print_version(void)
  * terminal and is not our child for the shell to wait on. The working
  * directory is kept: paths in the config are relative to it, at start and
  * at every reload. Returns only in the master. */
-static void daemonize(void)
+static void daemonize(const char *error_log)
 {
 	int p[2];
 	if (pipe2(p, O_CLOEXEC) < 0) {
@@ -107,7 +108,8 @@ static void daemonize(void)
 		 * to be freed or flushed (a leak check would only see it as lost). */
 		if (n == 1)
 			_exit(0);
-		fprintf(stderr, "sluice: the master exited before serving\n");
+		fprintf(stderr, "sluice: the master exited before serving; see %s\n",
+			strcmp(error_log, "syslog") == 0 ? "syslog" : error_log);
 		_exit(1);
 	}
 	close(p[0]);
@@ -156,6 +158,11 @@ int main(int argc, char **argv)
 		cfg_free(cfg);
 		return 0;
 	}
+	if (privs_check(cfg, err, sizeof(err)) < 0) {
+		fprintf(stderr, "sluice: %s\n", err);
+		cfg_free(cfg);
+		return 1;
+	}
 	log_syslog_facility(cfg->syslog_facility);
 	if (log_open(cfg->error_log, cfg->access_log) < 0) {
 		cfg_free(cfg);
@@ -163,7 +170,7 @@ int main(int argc, char **argv)
 	}
 	if (background) {
 		log_errors_to_stderr(1);
-		daemonize();
+		daemonize(cfg->error_log);
 	}
 	return master_run(cfg);
 }

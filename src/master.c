@@ -17,12 +17,14 @@
 #include <linux/filter.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sys/prctl.h>
 #include <time.h>
 #include <unistd.h>
 #include "master.h"
 #include "cfg.h"
 #include "log.h"
 #include "notify.h"
+#include "privs.h"
 #include "shm.h"
 #include "stats.h"
 #include "tls.h"
@@ -314,6 +316,16 @@ static int spawn(int index)
 		close(ready_pipe[0]);
 		/* worker_run(), with the readiness report in between. */
 		worker_start(cur, index, slot, fds, nfds, cur_tls);
+		char why[256];
+		if (privs_drop(cur, why, sizeof(why)) < 0) {
+			log_error("cannot switch to user %s: %s", cur->user, why);
+			log_flush();
+			exit(2);
+		}
+		/* Changing credentials cleared it. */
+		prctl(PR_SET_PDEATHSIG, SIGTERM);
+		if (getppid() == 1)
+			exit(0);
 		pid_t me = getpid();
 		if (write(ready_pipe[1], &me, sizeof(me)) != sizeof(me))
 			log_warn("cannot report readiness to the master: %s", strerror(errno));
@@ -354,6 +366,11 @@ static int restart_allowed(void)
 	return 1;
 }
 
+/* Set when a first-generation worker exits with an error before it
+ * serves (it could not set up or switch user): the start has failed, and
+ * restarting it would only repeat that. */
+static int start_failed;
+
 static void reap(int stopping)
 {
 	int status;
@@ -369,6 +386,12 @@ static void reap(int stopping)
 		stats_worker_retire(pr.slot);
 		shm_worker_reclaim(pr.slot);
 		int crashed = WIFSIGNALED(status) || (WIFEXITED(status) && WEXITSTATUS(status) != 0);
+		if (announce == ANNOUNCE_START && !pr.ready && WIFEXITED(status) && WEXITSTATUS(status) != 0) {
+			log_error("worker %d (pid %d) exited with status %d before serving; not starting",
+				  pr.index, pid, WEXITSTATUS(status));
+			start_failed = 1;
+			continue;
+		}
 		if (pr.gen != generation || stopping) {
 			if (crashed)
 				log_warn("worker %d (pid %d) of generation %u ended abnormally", pr.index, pid, pr.gen);
@@ -390,6 +413,15 @@ static void reap(int stopping)
 
 static void log_summary(const struct cfg *cfg)
 {
+	if (privs_switching(cfg))
+		log_info("workers run as user %s (uid %d, gid %d)", cfg->user, (int)cfg->uid, (int)cfg->gid);
+	else if (geteuid() == 0)
+		log_info("workers run as root (user: root)");
+	else if (cfg->user[0] && cfg->uid != geteuid())
+		log_warn("user: %s ignored: the master is not root (uid %d), and neither are its workers",
+			 cfg->user, (int)geteuid());
+	else
+		log_info("workers run as uid %d, the master's", (int)geteuid());
 	for (unsigned l = 0; l < cfg->nlisteners; l++) {
 		const struct cfg_listener *li = &cfg->listeners[l];
 		char pin[48] = "off";
@@ -433,6 +465,12 @@ static int reload(void)
 		reload_failed("invalid configuration");
 		return -1;
 	}
+	if (privs_check(next, err, sizeof(err)) < 0) {
+		reload_log_errors(err);
+		reload_failed("workers would run as root");
+		cfg_free(next);
+		return -1;
+	}
 	struct tls_set *next_tls = master_tls_load(next, err, sizeof(err));
 	if (next_tls == NULL) {
 		reload_log_errors(err);
@@ -451,6 +489,8 @@ static int reload(void)
 	log_syslog_facility(next->syslog_facility);
 	if (log_open(next->error_log, next->access_log) < 0)
 		log_error("reload: cannot open the new logs; keeping the old ones");
+	else if (privs_switching(next))
+		log_give_to(next->uid);
 	struct cfg *old = cur;
 	struct tls_set *old_tls = cur_tls;
 	unsigned old_gen = generation;
@@ -479,13 +519,18 @@ static int reload(void)
 
 /* Collect the readiness reports of workers, then announce a generation
  * once all of its workers serve. */
-static void ready_poll(void)
+static void ready_collect(void)
 {
 	pid_t pid;
 	while (read(ready_pipe[0], &pid, sizeof(pid)) == sizeof(pid))
 		for (int i = 0; i < SHM_MAX_WORKERS; i++)
 			if (procs[i].pid == pid)
 				procs[i].ready = 1;
+}
+
+static void ready_poll(void)
+{
+	ready_collect();
 	if (announce == ANNOUNCE_NONE)
 		return;
 	unsigned n = 0;
@@ -554,6 +599,8 @@ int master_run(struct cfg *cfg)
 {
 	cur = cfg;
 	log_set_role("master");
+	if (privs_switching(cfg))
+		log_give_to(cfg->uid);
 	if (shm_init() < 0 || stats_init() < 0) {
 		log_error("shared memory: %s", strerror(errno));
 		return 1;
@@ -600,6 +647,8 @@ int master_run(struct cfg *cfg)
 		struct timespec tick = { 0, (announce != ANNOUNCE_NONE ? 10 : 200) * 1000 * 1000 };
 		siginfo_t info;
 		int sig = sigtimedwait(&set, &info, &tick);
+		if (sig < 0 && atomic_exchange(&shm->reload_requested, 0))
+			sig = SIGHUP;
 		switch (sig) {
 		case SIGHUP:
 			if (!stopping) {
@@ -638,14 +687,24 @@ int master_run(struct cfg *cfg)
 			}
 			break;
 		case SIGUSR1:
-			log_open(cur->error_log, cur->access_log);
+			if (log_open(cur->error_log, cur->access_log) == 0 && privs_switching(cur))
+				log_give_to(cur->uid);
 			signal_generation(0, SIGUSR1, 0);
 			signal_generation(0, SIGUSR1, 1);
 			break;
 		default:
 			break;
 		}
+		ready_collect();
 		reap(stopping);
+		if (start_failed && !stopping) {
+			stopping = 1;
+			announce = ANNOUNCE_NONE;
+			signal_generation(0, SIGTERM, 0);
+			signal_generation(0, SIGTERM, 1);
+			clock_gettime(CLOCK_MONOTONIC, &deadline);
+			deadline.tv_sec += 2;
+		}
 		ready_poll();
 		if (stopping) {
 			if (live_workers() == 0)
@@ -661,9 +720,12 @@ int master_run(struct cfg *cfg)
 	}
 	if (cur->pid_file[0])
 		unlink(cur->pid_file);
-	log_info("stopped");
+	if (start_failed)
+		log_error("start failed: workers could not set up (see above)");
+	else
+		log_info("stopped");
 	log_close();
 	master_tls_free(cur, cur_tls);
 	cfg_free(cur);
-	return 0;
+	return start_failed ? 1 : 0;
 }

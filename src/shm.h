@@ -51,6 +51,8 @@ struct shm {
 	_Atomic int inspect_on;         /* the inspection hook switch, all workers */
 	_Atomic int64_t started;        /* master start, unix seconds */
 	_Atomic pid_t master_pid;
+	/* POST /reload from a worker that may not signal a root master. */
+	_Atomic int reload_requested;
 	struct shm_worker workers[SHM_MAX_WORKERS];
 	struct shm_slot slots[SHM_MAX_SLOTS];
 	_Atomic uint32_t contrib[SHM_MAX_WORKERS][SHM_MAX_SLOTS][SHM_NCOUNTERS];

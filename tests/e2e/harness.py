@@ -116,6 +116,16 @@ def children_of(pid):
     return sorted(out)
 
 
+def proc_status(pid):
+    """/proc/PID/status as {field: value} (Uid, Gid, Groups, CapEff, ...)."""
+    out = {}
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            k, _, v = line.partition(":")
+            out[k] = v.strip()
+    return out
+
+
 def pid_alive(pid):
     try:
         with open("/proc/%d/stat" % pid, "rb") as f:
@@ -204,6 +214,21 @@ def server(port, name="s1", max_connections=64, host=HOST, **extra):
     s = {"name": name, "address": "%s:%d" % (host, port), "max_connections": max_connections}
     s.update(extra)
     return s
+
+
+# The suite runs as root, where sluice refuses to start workers without a
+# `user:`; tests opt in to root workers unless they name a user themselves
+# (test_privs.py tests the switch and the refusal).
+ROOT_OPT_IN = "root" if os.geteuid() == 0 else None
+
+
+def with_user(text):
+    """Raw config TEXT with `user: root` appended (at the end, so the line
+    numbers that error tests assert do not move) when running as root and
+    TEXT has no top-level user key."""
+    if ROOT_OPT_IN is None or re.search(r"^user\s*:", text, re.M):
+        return text
+    return text + ("" if text.endswith("\n") or not text else "\n") + "user: root\n"
 
 
 def make_config(listen_port, servers, *, workers=1, backend_name="app", error_log=None,
@@ -370,10 +395,12 @@ class Sluice:
                 config["error_log"] = self.error_log
             if config.get("access_log") in (None, "stderr"):
                 config["access_log"] = self.access_log
+            if ROOT_OPT_IN and "user" not in config:
+                config["user"] = ROOT_OPT_IN
             self.config = config
             text = to_yaml(config) + "\n"
         else:
-            text = config
+            text = with_user(config)
         tmp = self.config_path + ".tmp"
         with open(tmp, "w") as f:
             f.write(text)

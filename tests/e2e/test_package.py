@@ -7,16 +7,24 @@ paths are pointed into the scratch tree, and that a second install keeps an
 edited config.
 
 test_deb_install_run_purge builds the package from SLUICE_BIN (`make deb
-INSTALL_BIN=...`), then `dpkg -i`, runs the installed /usr/sbin/sluice on a
-copy of the installed config (free ports, scratch logs, a local origin),
-serves HTTP and HTTPS, reloads (SIGHUP), reopens logs (SIGUSR1), stops
-(SIGTERM, exit 0), `dpkg -r`, `dpkg -P`, and checks that nothing is left. It
+INSTALL_BIN=...`), then `dpkg -i`, and runs the installed /usr/sbin/sluice as
+the unit would (root, only the unit's CapabilityBoundingSet, NoNewPrivileges:
+setpriv, since PID 1 here is not systemd) on a copy of the installed config
+(free ports and a local origin; the installed logs, keys, `user: sluice` and
+PID file directory). It checks the workers run as sluice with no
+capabilities, serves HTTP and HTTPS, reloads (SIGHUP and POST /reload),
+rotates the logs with the installed logrotate snippet, stops (SIGTERM, exit
+0), then `dpkg -r`, `dpkg -P`, and checks that nothing is left. It
 needs root and dpkg, and skips when sluice is already installed here (it
 leaves such a machine alone). Whatever fails, the finally clause purges the
 package, so the machine is left as it was found. It skips under ASan: an
 ASan binary is not something to package (it needs libasan at run time and
 the ASan suite adds nothing to what the normal build's run checks here).
 Runs of the suite at the same time take turns through a lock file.
+
+test_deb_service_under_systemd installs the package again and runs the
+installed unit, unchanged, under Debian's real systemd booted in private
+namespaces (sysdns.py): systemctl start, reload and stop.
 
 test_logrotate runs conf/logrotate/sluice (its paths rewritten into a
 scratch directory) with `logrotate -f` against a running SLUICE_BIN and
@@ -25,10 +33,12 @@ checks that new lines go to the new file.
 
 import fcntl
 import glob
+import grp
 import gzip
 import http.client
 import http.server
 import os
+import pwd
 import re
 import shutil
 import signal
@@ -126,21 +136,36 @@ def wait_ok(port, tls=False, timeout=10.0):
     harness.wait_for(ok, timeout, what="200 from the origin through sluice on %d (last: %r)" % (port, last))
 
 
-def rewrite_config(text, *, http_port, https_port, admin_port, origin_port, d):
-    """The installed config on free ports, with logs and PID file under D."""
+def rewrite_config(text, *, http_port, https_port, admin_port, origin_port):
+    """The installed config on free ports (its logs, PID file, keys and user
+    stay the installed ones)."""
     subs = [
         ("0.0.0.0:80\n", "127.0.0.1:%d\n" % http_port),
         ("0.0.0.0:443\n", "127.0.0.1:%d\n" % https_port),
         ("127.0.0.1:9901\n", "127.0.0.1:%d\n" % admin_port),
         ("127.0.0.1:8080\n", "127.0.0.1:%d\n" % origin_port),
-        ("/var/log/sluice/error.log", os.path.join(d, "error.log")),
-        ("/var/log/sluice/access.log", os.path.join(d, "access.log")),
-        ("/run/sluice/sluice.pid", os.path.join(d, "sluice.pid")),
     ]
     for a, b in subs:
         assert a in text, "installed config lacks %r" % a
         text = text.replace(a, b)
     return "workers: 2\n" + text
+
+
+def unit_value(key):
+    """KEY's value in conf/systemd/sluice.service."""
+    text = open(os.path.join(REPO, "conf/systemd/sluice.service")).read()
+    m = re.search(r"^%s=(.*)$" % re.escape(key), text, re.M)
+    assert m, key
+    return m.group(1).strip()
+
+
+def unit_like_command(cmd):
+    """CMD under the unit's CapabilityBoundingSet and NoNewPrivileges
+    (setpriv), as systemd would start it."""
+    caps = [c.lower().replace("cap_", "") for c in unit_value("CapabilityBoundingSet").split()]
+    assert unit_value("NoNewPrivileges") == "yes"
+    return ["setpriv", "--bounding-set", "-all," + ",".join("+" + c for c in caps),
+            "--inh-caps=-all", "--no-new-privs"] + cmd
 
 
 def test_make_install(tmp_path, sluice_bin):
@@ -189,8 +214,10 @@ def test_make_install(tmp_path, sluice_bin):
     # The installed config is valid: point its absolute paths into the tree.
     tls = str(tmp_path / "tls")
     run(["sh", os.path.join(REPO, "conf/make-demo-certs.sh"), tls])
+    # (The sluice account exists once the package makes it; nobody stands in.)
+    assert "\nuser: sluice\n" in conf
     checked = conf.replace("/usr/share/sluice/lua", os.path.join(dest, "usr/share/sluice/lua")) \
-                  .replace("/etc/sluice/tls", tls)
+                  .replace("/etc/sluice/tls", tls).replace("\nuser: sluice\n", "\nuser: nobody\n")
     cpath = str(tmp_path / "check.yaml")
     with open(cpath, "w") as f:
         f.write(checked)
@@ -323,7 +350,7 @@ def package_lock():
         os.close(fd)
 
 
-def test_deb_install_run_purge(tmp_path, sluice_bin, package_lock):
+def deb_preconditions(sluice_bin):
     for tool in ("dpkg", "dpkg-deb", "dpkg-query"):
         if shutil.which(tool) is None:
             pytest.skip("%s is missing" % tool)
@@ -334,12 +361,21 @@ def test_deb_install_run_purge(tmp_path, sluice_bin, package_lock):
     if pkg_state() or user_exists("sluice") or group_exists("sluice") or os.path.exists("/etc/sluice"):
         pytest.skip("sluice is already installed here (or its user or /etc/sluice exist): left alone")
 
-    out_dir = str(tmp_path / "deb")
+
+@pytest.fixture(scope="module")
+def deb(sluice_bin, tmp_path_factory):
+    """The package, built once for this module's tests (`make deb`)."""
+    deb_preconditions(sluice_bin)
+    out_dir = str(tmp_path_factory.mktemp("deb"))
     _, out = run(["make", "--no-print-directory", "-C", REPO, "deb", "INSTALL_BIN=" + sluice_bin,
                   "DEB_OUT=" + out_dir], env=make_env(), timeout=120)
     debs = glob.glob(os.path.join(out_dir, "sluice_*.deb"))
     assert len(debs) == 1, out
-    deb = debs[0]
+    return debs[0]
+
+
+def test_deb_install_run_purge(tmp_path, sluice_bin, package_lock, deb):
+    deb_preconditions(sluice_bin)
     version = re.search(r'#define SLUICE_VERSION "(.*)"', open(os.path.join(REPO, "src/version.h")).read()).group(1)
     assert os.path.basename(deb) == "sluice_%s_%s.deb" % (
         version, subprocess.check_output(["dpkg", "--print-architecture"]).decode().strip())
@@ -353,6 +389,7 @@ def test_deb_install_run_purge(tmp_path, sluice_bin, package_lock):
     os.mkdir(d)
     proc = None
     origin = None
+    made_run_dir = False
     try:
         dpkg("-i", deb)
         assert pkg_state() == "ii"
@@ -365,59 +402,119 @@ def test_deb_install_run_purge(tmp_path, sluice_bin, package_lock):
                   + ["/usr/share/doc/sluice/" + s for s in DOCS]):
             assert p in listed and os.path.isfile(p), p
         assert user_exists("sluice") and group_exists("sluice")
+        sluice_uid = pwd.getpwnam("sluice").pw_uid
+        sluice_gid = grp.getgrnam("sluice").gr_gid
+        # Root makes the logs there; the workers (sluice) may only enter.
         st = os.stat("/var/log/sluice")
-        assert os.path.isdir("/var/log/sluice") and st.st_uid == int(
-            subprocess.check_output(["id", "-u", "sluice"]).decode())
+        assert (st.st_uid, st.st_gid, st.st_mode & 0o7777) == (0, sluice_gid, 0o750), st
+        # The keys are root's alone.
+        st = os.stat("/etc/sluice/tls")
+        assert (st.st_uid, st.st_mode & 0o7777) == (0, 0o700), st
         for k in ("ecdsa", "rsa"):
             assert os.path.isfile("/etc/sluice/tls/%s.pem" % k)
             kst = os.stat("/etc/sluice/tls/%s.key" % k)
-            assert kst.st_mode & 0o077 == 0o040, "key mode %o" % kst.st_mode  # group sluice reads
+            assert (kst.st_uid, kst.st_mode & 0o7777) == (0, 0o600), "key %o" % kst.st_mode
         conffiles = run(["dpkg-query", "-W", "-f=${Conffiles}", "sluice"])[1]
         assert "/etc/sluice/sluice.yaml" in conffiles and "/etc/logrotate.d/sluice" in conffiles
 
-        # The installed binary accepts the installed config, also as the service user.
+        # The installed binary accepts the installed config; the service
+        # user cannot even read it through (the keys are root's).
         rc, out = run(["/usr/sbin/sluice", "-t", "-c", "/etc/sluice/sluice.yaml"], check=False, cwd=d)
         assert rc == 0, out
         if shutil.which("runuser"):
             rc, out = run(["runuser", "-u", "sluice", "--", "/usr/sbin/sluice", "-t"], check=False, cwd="/")
-            assert rc == 0, out
+            assert rc == 1 and "cannot open /etc/sluice/tls/" in out and "Permission denied" in out, out
         rc, out = run(["/usr/sbin/sluice", "-V"], check=False)
         assert rc == 0 and ("sluice " + version) in out
         if shutil.which("systemd-analyze"):
             rc, out = run(["systemd-analyze", "verify", "/lib/systemd/system/sluice.service"], check=False)
             assert rc == 0, out
 
-        # Run it in the foreground on a copy of the installed config.
+        # Run it as the unit would (no systemd here): root, with only the
+        # unit's CapabilityBoundingSet and NoNewPrivileges, on a copy of the
+        # installed config (free ports), with the installed logs, keys,
+        # user, logrotate snippet and PID file directory (RuntimeDirectory).
         origin = Origin()
         http_port, https_port, admin_port = harness.free_port(), harness.free_port(), harness.free_port()
         text = rewrite_config(open("/etc/sluice/sluice.yaml").read(), http_port=http_port,
-                              https_port=https_port, admin_port=admin_port,
-                              origin_port=origin.port, d=d)
+                              https_port=https_port, admin_port=admin_port, origin_port=origin.port)
         cfg = os.path.join(d, "sluice.yaml")
         with open(cfg, "w") as f:
             f.write(text)
+        if not os.path.isdir("/run/sluice"):
+            os.mkdir("/run/sluice", 0o755)
+            made_run_dir = True
         err = open(os.path.join(d, "stderr"), "wb")
-        proc = subprocess.Popen(["/usr/sbin/sluice", "-c", cfg], cwd=d, stdin=subprocess.DEVNULL,
-                                stdout=err, stderr=err, start_new_session=True)
+        proc = subprocess.Popen(unit_like_command(["/usr/sbin/sluice", "-c", cfg]), cwd=d,
+                                stdin=subprocess.DEVNULL, stdout=err, stderr=err, start_new_session=True)
         err.close()
         for p in (http_port, https_port, admin_port):
             harness.wait_port(p, 10.0, proc=proc)
         wait_ok(http_port)
         wait_ok(https_port, tls=True)
-        assert open(os.path.join(d, "sluice.pid")).read().strip() == str(proc.pid)
+        assert open("/run/sluice/sluice.pid").read().strip() == str(proc.pid)
 
-        old = set(harness.children_of(proc.pid))
+        def workers_are_sluice():
+            ws = harness.children_of(proc.pid)
+            for w in ws:
+                st = harness.proc_status(w)
+                assert st["Uid"].split() == [str(sluice_uid)] * 4, st["Uid"]
+                assert st["Gid"].split() == [str(sluice_gid)] * 4, st["Gid"]
+                assert int(st["CapEff"], 16) == 0
+            assert harness.proc_status(proc.pid)["Uid"].split() == ["0"] * 4
+            return ws
+        old = set(workers_are_sluice())
         assert len(old) == 2
         proc.send_signal(signal.SIGHUP)
         harness.wait_for(lambda: not (set(harness.children_of(proc.pid)) & old)
                          and len(harness.children_of(proc.pid)) == 2, 15.0, what="reload")
         wait_ok(http_port)
         wait_ok(https_port, tls=True)
+        old = set(workers_are_sluice())
+
+        # POST /reload: worker 0 (sluice) cannot signal the root master.
+        c = http.client.HTTPConnection("127.0.0.1", admin_port, timeout=5)
+        c.request("POST", "/reload")
+        assert c.getresponse().status == 202
+        c.close()
+        harness.wait_for(lambda: not (set(harness.children_of(proc.pid)) & old)
+                         and len(harness.children_of(proc.pid)) == 2, 15.0, what="admin reload")
+        wait_ok(https_port, tls=True)
+        workers_are_sluice()
+
+        # The installed logrotate snippet, for real: the master reopens,
+        # gives the new files to sluice, and the workers reopen them.
+        log = "/var/log/sluice/access.log"
+        assert "/pkg-test" in open(log).read()
+        assert os.stat(log).st_uid == sluice_uid
+        if shutil.which("logrotate"):
+            run(["logrotate", "-f", "-s", os.path.join(d, "logrotate.state"), "/etc/logrotate.d/sluice"])
+            assert os.path.exists(log + ".1")
+
+            def reopened():
+                wait_ok(http_port)
+                return os.path.exists(log) and "/pkg-test" in open(log).read()
+            harness.wait_for(reopened, 5.0, what="a request logged in the new access.log")
+            st = os.stat(log)
+            assert (st.st_uid, st.st_mode & 0o777) == (sluice_uid, 0o640), st
+        # A reload reopens files that are now sluice's (the master needs
+        # the unit's CAP_DAC_OVERRIDE for that).
+        old = set(workers_are_sluice())
+        proc.send_signal(signal.SIGHUP)
+        harness.wait_for(lambda: not (set(harness.children_of(proc.pid)) & old)
+                         and len(harness.children_of(proc.pid)) == 2, 15.0, what="reload")
+        wait_ok(http_port)
 
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=20) == 0
-        assert "/pkg-test" in open(os.path.join(d, "access.log")).read()
-        assert not os.path.exists(os.path.join(d, "sluice.pid"))
+        assert not os.path.exists("/run/sluice/sluice.pid")
+        errlog = "".join(open(f).read() for f in sorted(glob.glob("/var/log/sluice/error.log*"))
+                         if not f.endswith(".gz"))
+        assert "workers run as user sluice" in errlog, errlog
+        warnings = [ln for ln in errlog.splitlines()
+                    if ("[warn]" in ln or "[error]" in ln) and "admin: reload requested" not in ln]
+        assert warnings == [] and "cannot" not in errlog, errlog
+        assert open(os.path.join(d, "stderr")).read() == ""
 
         # Remove keeps the conffiles; purge removes everything.
         dpkg("-r", "sluice")
@@ -429,6 +526,76 @@ def test_deb_install_run_purge(tmp_path, sluice_bin, package_lock):
     finally:
         if proc is not None and proc.poll() is None:
             harness.kill_popen(proc, grace=2.0)
+        if origin is not None:
+            origin.close()
+        if pkg_state():
+            subprocess.run(["dpkg", "-P", "sluice"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        if made_run_dir:
+            shutil.rmtree("/run/sluice", ignore_errors=True)
+
+
+def test_deb_service_under_systemd(tmp_path, sluice_bin, package_lock, deb):
+    """The installed unit, unchanged, under Debian's real systemd (booted as
+    PID 1 of private namespaces by sysdns.py; the host network, so its ports
+    are reachable here). /etc/sluice/sluice.yaml is bind-mounted over with a
+    copy on free ports. systemctl start (Type=notify: active only after
+    READY=1), serve HTTP and HTTPS with workers as sluice, systemctl reload
+    (ExecReload: -t, then SIGHUP; RELOADING=1 and READY=1), systemctl stop
+    (exit 0), and nothing worse than info in the journal."""
+    deb_preconditions(sluice_bin)
+    import sysdns
+    why = sysdns.unavailable_reason()
+    if why:
+        pytest.skip("systemd cannot boot here: " + why)
+    origin = None
+    try:
+        dpkg("-i", deb)
+        origin = Origin()
+        http_port, https_port, admin_port = harness.free_port(), harness.free_port(), harness.free_port()
+        cfg = str(tmp_path / "sluice.yaml")
+        with open(cfg, "w") as f:
+            f.write(rewrite_config(open("/etc/sluice/sluice.yaml").read(), http_port=http_port,
+                                   https_port=https_port, admin_port=admin_port,
+                                   origin_port=origin.port))
+        os.chmod(cfg, 0o644)
+        unit = open("/lib/systemd/system/sluice.service").read()
+        sluice_uid = pwd.getpwnam("sluice").pw_uid
+        with sysdns.SystemdNS(unit_files={"sluice.service": unit},
+                              extra_binds=[(cfg, "/etc/sluice/sluice.yaml", "ro")]) as sd:
+            sd.systemctl("start", "sluice.service")
+            st = sd.show("sluice.service")
+            assert (st["ActiveState"], st["SubState"]) == ("active", "running"), sd.status("sluice.service")
+            assert st["StatusText"] == "serving: 2 listeners, %d workers" % os.cpu_count(), st
+            wait_ok(http_port)
+            wait_ok(https_port, tls=True)
+            master = sd.host_pid(int(st["MainPID"]))
+            workers = harness.children_of(master)
+            assert len(workers) == os.cpu_count()
+            assert harness.proc_status(master)["Uid"].split() == ["0"] * 4
+            for w in workers:
+                assert harness.proc_status(w)["Uid"].split() == [str(sluice_uid)] * 4
+                assert int(harness.proc_status(w)["CapEff"], 16) == 0
+
+            sd.systemctl("reload", "sluice.service")
+            st = sd.show("sluice.service")
+            assert st["ActiveState"] == "active" and "reloaded, generation 1" in st["StatusText"], st
+            assert sd.host_pid(int(st["MainPID"])) == master
+            harness.wait_for(lambda: not set(harness.children_of(master)) & set(workers), 10.0,
+                             what="the old workers to drain")
+            wait_ok(https_port, tls=True)
+
+            sd.systemctl("stop", "sluice.service")
+            st = sd.show("sluice.service")
+            assert (st["ActiveState"], st["Result"], st["ExecMainStatus"]) == ("inactive", "success", "0"), st
+            journal = sd.journal("sluice.service", manager=True)
+            assert "configuration /etc/sluice/sluice.yaml is ok" in journal, journal
+            errlog = open("/var/log/sluice/error.log").read()
+            assert "workers run as user sluice" in errlog and "reloaded: generation 1" in errlog
+            bad = [ln for ln in errlog.splitlines() if "[warn]" in ln or "[error]" in ln]
+            assert bad == [], errlog
+        dpkg("-P", "sluice")
+        assert leftovers() == []
+    finally:
         if origin is not None:
             origin.close()
         if pkg_state():

@@ -144,7 +144,7 @@ def daemon_config(tmp_path, port, backend_port, **kw):
                         access_log=str(tmp_path / "d-access.log"), **kw)
     cfg["pid_file"] = str(tmp_path / "sluice.pid")
     path = tmp_path / "d.yaml"
-    path.write_text(H.to_yaml(cfg) + "\n")
+    path.write_text(H.with_user(H.to_yaml(cfg) + "\n"))
     return cfg, str(path)
 
 

@@ -72,7 +72,7 @@ Description: non-blocking HTTP/1.1 reverse proxy and traffic manager
  sandboxed Lua inspection hook and exports Prometheus metrics.
 CTRL
 printf '/etc/sluice/sluice.yaml\n/etc/logrotate.d/sluice\n' > "$STAGE/DEBIAN/conffiles"
-install -m 0755 packaging/deb/postinst packaging/deb/prerm packaging/deb/postrm "$STAGE/DEBIAN/"
+install -m 0755 conf/deb/postinst conf/deb/prerm conf/deb/postrm "$STAGE/DEBIAN/"
 (cd "$STAGE" && find . -type f ! -path './DEBIAN/*' ! -path './etc/*' -printf '%P\n' | sort | xargs md5sum) > "$STAGE/DEBIAN/md5sums"
 chmod 0644 "$STAGE/DEBIAN/control" "$STAGE/DEBIAN/conffiles" "$STAGE/DEBIAN/md5sums"
 DEB=$OUT/sluice_${VERSION}_${ARCH}.deb
