@@ -324,7 +324,7 @@ static int spawn(int index)
 		}
 		/* Changing credentials cleared it. */
 		prctl(PR_SET_PDEATHSIG, SIGTERM);
-		if (getppid() == 1)
+		if (worker_orphaned())
 			exit(0);
 		pid_t me = getpid();
 		if (write(ready_pipe[1], &me, sizeof(me)) != sizeof(me))

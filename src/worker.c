@@ -227,8 +227,15 @@ void worker_start(struct cfg *cfg, int index, int slot, const struct worker_fd *
 		admin_start(&w);
 	}
 	/* The master may have been told to stop while we were forking. */
-	if (getppid() == 1)
+	if (worker_orphaned())
 		worker_drain();
+}
+
+int worker_orphaned(void)
+{
+	pid_t master = atomic_load(&shm->master_pid);
+	/* master == getpid(): set up in-process (the fuzz rig), no master. */
+	return master != getpid() && getppid() != master;
 }
 
 void worker_run(struct cfg *cfg, int index, int slot, const struct worker_fd *fds, unsigned nfds,

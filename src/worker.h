@@ -80,5 +80,8 @@ void worker_run(struct cfg *cfg, int index, int slot, const struct worker_fd *fd
 		struct tls_set *tls) __attribute__((noreturn));
 /* Drain finished or a client/bconn count dropped: exit if nothing is left. */
 void worker_maybe_exit(void);
+/* The master that forked this worker is gone (the worker was reparented).
+ * Not "parent is 1": in a container the master itself may be PID 1. */
+int worker_orphaned(void);
 
 #endif

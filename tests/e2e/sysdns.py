@@ -206,6 +206,12 @@ class SystemdNS:
     tmpfs:        more paths to cover with an empty tmpfs (e.g. /var/log/x for a
                   unit's LogsDirectory=, so nothing is written to the host).
     wants:        more units the boot target starts.
+    own_unit_dirs: instead of a private unit path, the private unit directory
+                  is mounted over /lib/systemd/system and a tmpfs over
+                  /etc/systemd/system (and /usr/local/lib/systemd/system):
+                  what a package installed inside puts there, and what
+                  deb-systemd-helper enables, stay inside, and systemd sees
+                  them where it would on a host (`is-enabled` says enabled).
     boot_timeout: seconds to wait for "systemctl is-system-running".
     stop_timeout: seconds a clean poweroff may take before SIGKILL.
 
@@ -215,7 +221,7 @@ class SystemdNS:
 
     def __init__(self, unit_files=None, files=None, extra_binds=(), tmpfs=(), wants=(),
                  boot_timeout=20.0, stop_timeout=10.0,
-                 journald=True, log_level="info"):
+                 journald=True, log_level="info", own_unit_dirs=False):
         self.unit_files = dict(unit_files or {})
         self.files = dict(files or {})
         self.extra_binds = [self._norm_bind(b) for b in extra_binds]
@@ -225,6 +231,7 @@ class SystemdNS:
         self.stop_timeout = stop_timeout
         self.journald = journald
         self.log_level = log_level
+        self.own_unit_dirs = own_unit_dirs
         self.stage = None
         self.cgroup = None
         self.proc = None       # the launcher, then unshare
@@ -273,7 +280,10 @@ class SystemdNS:
                             "[Unit]\nDescription=%s (sysdns stub)\nDefaultDependencies=no\n" % t)
         for u in REAL_UNITS:
             if os.path.exists(os.path.join(LIB_UNITS, u)):
-                os.symlink(os.path.join(LIB_UNITS, u), os.path.join(self.unit_dir, u))
+                if self.own_unit_dirs:   # the host's /lib/systemd/system is hidden
+                    shutil.copy(os.path.join(LIB_UNITS, u), os.path.join(self.unit_dir, u))
+                else:
+                    os.symlink(os.path.join(LIB_UNITS, u), os.path.join(self.unit_dir, u))
         # The host's hard RLIMIT_NOFILE may be below journald's LimitNOFILE.
         self.write_unit("systemd-journald.service.d/sysdns.conf",
                         "[Service]\nLimitNOFILE=4096\n")
@@ -370,11 +380,21 @@ class SystemdNS:
             "ForwardToKMsg=no\\nForwardToConsole=no\\nForwardToWall=no\\n'"
             " > /run/systemd/journald.conf.d/sysdns.conf",
             "cd /",
+        ]
+        if self.own_unit_dirs:
+            lines += ["mount --bind %s/units %s" % (STAGE_IN, LIB_UNITS),
+                      "mount -t tmpfs -o mode=755 tmpfs /etc/systemd/system"]
+            if os.path.isdir("/usr/local/lib/systemd/system"):
+                lines.append("mount -t tmpfs -o mode=755 tmpfs /usr/local/lib/systemd/system")
+            unit_path = ""
+        else:
+            unit_path = "SYSTEMD_UNIT_PATH=%s/units " % STAGE_IN
+        lines += [
             "exec env -i container=sysdns PATH=/usr/sbin:/usr/bin:/sbin:/bin "
-            "SYSTEMD_UNIT_PATH=%s/units SYSTEMD_GENERATOR_PATH=%s/empty "
+            "%sSYSTEMD_GENERATOR_PATH=%s/empty "
             "SYSTEMD_ENVIRONMENT_GENERATOR_PATH=%s/empty %s --unit=%s "
             "--log-target=journal --log-level=%s --log-color=no --show-status=no"
-            % (STAGE_IN, STAGE_IN, STAGE_IN, SYSTEMD, TARGET, q(self.log_level)),
+            % (unit_path, STAGE_IN, STAGE_IN, SYSTEMD, TARGET, q(self.log_level)),
         ]
         with open(os.path.join(self.stage, "init.sh"), "w") as f:
             f.write("\n".join(lines) + "\n")

@@ -81,7 +81,7 @@ def is_asan(binary):
 class Origin:
     """A tiny HTTP/1.1 origin on a free port: 200 "origin ok" for every GET."""
 
-    def __init__(self):
+    def __init__(self, port=0):
         class H(http.server.BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
 
@@ -94,7 +94,7 @@ class Origin:
 
             def log_message(self, *a):
                 pass
-        self.srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.srv = http.server.ThreadingHTTPServer(("127.0.0.1", port), H)
         self.srv.daemon_threads = True
         self.port = self.srv.server_address[1]
         self.thread = threading.Thread(target=self.srv.serve_forever, daemon=True)
@@ -600,3 +600,70 @@ def test_deb_service_under_systemd(tmp_path, sluice_bin, package_lock, deb):
             origin.close()
         if pkg_state():
             subprocess.run(["dpkg", "-P", "sluice"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def test_deb_maintainer_scripts_under_systemd(tmp_path, sluice_bin, package_lock, deb):
+    """dpkg run inside the namespaces of a real systemd, as on a Debian host:
+    postinst enables and starts the service (its installed config: ports 80,
+    443 and 9901), a reinstall (upgrade) restarts it, prerm stops it on
+    remove, and purge leaves nothing. A policy-rc.d that forbids starting
+    services (container images ship one) is replaced, inside only."""
+    deb_preconditions(sluice_bin)
+    import sysdns
+    why = sysdns.unavailable_reason()
+    if why:
+        pytest.skip("systemd cannot boot here: " + why)
+    busy = [p for p in (80, 443, 9901) if harness.port_accepts(p)]
+    if busy:
+        pytest.skip("the packaged config's ports are in use here: %s" % busy)
+    allow = str(tmp_path / "policy-rc.d")
+    with open(allow, "w") as f:
+        f.write("#!/bin/sh\nexit 0\n")
+    os.chmod(allow, 0o755)
+    binds = [(allow, "/usr/sbin/policy-rc.d", "ro")] if os.path.exists("/usr/sbin/policy-rc.d") else []
+    # The deb, where the namespace can read it (its /tmp is private).
+    deb_in = os.path.join("/run/sysdns", os.path.basename(deb))
+    origin = None
+    # own_unit_dirs: the unit file the package installs and the links
+    # deb-systemd-helper makes stay in the namespace.
+    with sysdns.SystemdNS(extra_binds=binds, own_unit_dirs=True) as sd:
+        try:
+            shutil.copy(deb, os.path.join(sd.stage, os.path.basename(deb)))
+            if not harness.port_accepts(8080):
+                origin = Origin(port=8080)
+
+            def dpkg_in(*args):
+                r = sd.run("dpkg", *args, check=False, timeout=120)
+                assert r.returncode == 0, "dpkg %s: %s%s" % (args, r.stdout, r.stderr)
+                return r.stdout + r.stderr
+
+            out = dpkg_in("-i", deb_in)
+            assert "did not start" not in out, out
+            st = sd.show("sluice.service")
+            assert (st["ActiveState"], st["SubState"]) == ("active", "running"), sd.status("sluice.service")
+            assert sd.run("systemctl", "is-enabled", "sluice.service").stdout.strip() == "enabled"
+            first = st["MainPID"]
+            wait_ok(443, tls=True) if origin else harness.wait_port(443, 5.0)
+
+            dpkg_in("-i", deb_in)                      # an upgrade: postinst restarts
+            st = sd.show("sluice.service")
+            assert st["ActiveState"] == "active" and st["MainPID"] != first, st
+            wait_ok(80) if origin else harness.wait_port(80, 5.0)
+
+            dpkg_in("-r", "sluice")                    # prerm stops it
+            st = sd.show("sluice.service")
+            assert st["ActiveState"] in ("inactive", "failed") and st["Result"] == "success", st
+            assert not harness.port_accepts(80)
+            dpkg_in("-P", "sluice")
+            assert leftovers() == []
+            inside = sd.run("sh", "-c", "ls -d /lib/systemd/system/sluice.service "
+                            "/etc/systemd/system/*/sluice.service /etc/systemd/system/sluice.service "
+                            "/var/lib/systemd/deb-systemd-helper-*/*sluice* 2>/dev/null", check=False)
+            assert inside.stdout == "", inside.stdout
+        finally:
+            if origin is not None:
+                origin.close()
+            if pkg_state():
+                sd.run("dpkg", "-P", "sluice", check=False, timeout=120)
+    if pkg_state():
+        subprocess.run(["dpkg", "-P", "sluice"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -4,6 +4,7 @@ the startup summary line per listener."""
 
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -310,3 +311,38 @@ def test_syslog_error_and_access_lines(sluice, recorder, tmp_path):
         assert int(m.group(1)) == s.pid
     finally:
         log.close()
+
+
+# ---------------------------------------------------------------- containers
+
+def test_master_as_pid_1_of_a_container(sluice_bin, demo, tmp_path):
+    """In a container the master is PID 1, so its workers' parent is 1: a
+    worker must not take that for its master having died (it used to drain
+    at once, and the master replaced it, over and over)."""
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        pytest.skip("needs root and unshare")
+    d = demo()
+    port = H.free_port()
+    log = tmp_path / "pid1-error.log"
+    cfg = H.make_config(port, [H.server(d.port)], workers=2, error_log=str(log), access_log="off")
+    path = tmp_path / "pid1.yaml"
+    path.write_text(H.with_user(H.to_yaml(cfg) + "\n"))
+    p = subprocess.Popen(["unshare", "--pid", "--fork", "--mount-proc", "--kill-child", sluice_bin,
+                          "-c", str(path)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        H.wait_port(port, 10.0, proc=p)
+        master = H.wait_for(lambda: H.children_of(p.pid), 5.0, what="the master")[0]
+        assert H.proc_status(master)["NSpid"].split()[-1] == "1"
+        workers = H.wait_for(lambda: len(H.children_of(master)) == 2 and H.children_of(master), 5.0,
+                             what="2 workers")
+        for i in range(6):
+            assert H.http_request(port, "GET", "/c%d" % i).status == 200
+        time.sleep(0.5)
+        assert sorted(H.children_of(master)) == sorted(workers)
+        assert "draining" not in H.read_text(str(log))
+        os.kill(master, signal.SIGTERM)
+        assert p.wait(timeout=15) == 0
+        assert "master: stopped" in H.read_text(str(log))
+    finally:
+        H.kill_popen(p)
