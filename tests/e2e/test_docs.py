@@ -191,6 +191,10 @@ def test_rewrite_keeps_existing_and_replaces_missing(tmp_path):
 # either run (or checked) here, or carries a marker comment on the line(s)
 # right before it:
 #     <!-- not-run: why -->      never run (installs packages, systemd, root)
+#     <!-- run-by: tests/e2e/FILE.py::TEST -->
+#                                run by that test instead (a package and a
+#                                service under real systemd): the test must
+#                                exist and read the block from the page
 # A ```yaml block preceded by
 #     <!-- file: NAME -->
 # is written to NAME in the page's scratch directory (with the page's ports
@@ -224,7 +228,7 @@ import harness
 
 SHELL_LANGS = ("sh", "console", "bash", "shell")
 FENCE_ANY = re.compile(r"^(\s*)```([\w+-]*)\s*$")
-MARKER = re.compile(r"^\s*<!--\s*(not-run|file)\s*:\s*(.*?)\s*-->\s*$")
+MARKER = re.compile(r"^\s*<!--\s*(not-run|run-by|file)\s*:\s*(.*?)\s*-->\s*$")
 RUN_CMDS = {"sluice", "demo_backend", "curl", "openssl", "grep", "cat", "tail", "head",
             "mkdir", "ls", "echo", "sleep", "kill"}
 CHECK_CMDS = {"make", "sysctl", "ulimit"}
@@ -542,7 +546,7 @@ def test_doc_commands_run(sluice_bin, demo_bin, tmp_path, doc):
             session.map_ports("\n".join(body))
     try:
         for lang, line, body, marker in blocks:
-            if marker and marker[0] == "not-run":
+            if marker and marker[0] in ("not-run", "run-by"):
                 continue
             if lang == "yaml" and marker and marker[0] == "file":
                 session.write_file(marker[1], "\n".join(body) + "\n")
@@ -564,6 +568,15 @@ def test_doc_commands_run(sluice_bin, demo_bin, tmp_path, doc):
     assert not reports, "sanitizer report from sluice:\n" + "\n".join(reports)
 
 
+def run_by_block(doc, test):
+    """The lines of the shell block of DOC (a repo-relative path) marked
+    <!-- run-by: tests/e2e/FILE.py::TEST -->, for that test to run."""
+    found = [body for lang, _, body, marker in fenced_blocks(os.path.join(REPO, doc))
+             if marker and marker[0] == "run-by" and marker[1].endswith("::" + test)]
+    assert len(found) == 1, "%s: %d blocks marked run-by ...::%s" % (doc, len(found), test)
+    return [ln for ln in found[0] if ln.strip() and not ln.lstrip().startswith("#")]
+
+
 def test_markers_are_well_formed():
     """A marker names its reason (not-run) or file, and sits right above a
     block it applies to: not-run above a shell block, file above yaml."""
@@ -572,7 +585,7 @@ def test_markers_are_well_formed():
         rel = os.path.relpath(md, REPO)
         with open(md) as f:
             text = f.read()
-        n_markers = len(re.findall(r"^\s*<!--\s*(?:not-run|file)\s*:", text, re.M))
+        n_markers = len(re.findall(r"^\s*<!--\s*(?:not-run|run-by|file)\s*:", text, re.M))
         used = 0
         for lang, line, body, marker in fenced_blocks(md):
             if not marker:
@@ -584,8 +597,17 @@ def test_markers_are_well_formed():
                                                               "reason" if kind == "not-run" else "name"))
             if kind == "file" and lang != "yaml":
                 bad.append("%s:%d: file marker above a %s block" % (rel, line, lang or "plain"))
-            if kind == "not-run" and lang not in SHELL_LANGS:
-                bad.append("%s:%d: not-run marker above a %s block" % (rel, line, lang or "plain"))
+            if kind in ("not-run", "run-by") and lang not in SHELL_LANGS:
+                bad.append("%s:%d: %s marker above a %s block" % (rel, line, kind, lang or "plain"))
+            if kind == "run-by":
+                f, _, name = value.partition("::")
+                path = os.path.join(REPO, f)
+                src = open(path).read() if os.path.isfile(path) and f.startswith("tests/") else ""
+                if not re.search(r"^def %s\(" % re.escape(name), src, re.M):
+                    bad.append("%s:%d: run-by names no test: %s" % (rel, line, value))
+                elif "run_by_block(" not in src or rel not in src:
+                    bad.append("%s:%d: %s does not read this page's block (run_by_block)"
+                               % (rel, line, value))
         if used != n_markers:
             bad.append("%s: %d marker(s) not right above a block" % (rel, n_markers - used))
     assert bad == []

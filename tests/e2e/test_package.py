@@ -603,25 +603,33 @@ def test_deb_service_under_systemd(tmp_path, sluice_bin, package_lock, deb):
 
 
 def test_deb_maintainer_scripts_under_systemd(tmp_path, sluice_bin, package_lock, deb):
-    """dpkg run inside the namespaces of a real systemd, as on a Debian host:
-    postinst enables and starts the service (its installed config: ports 80,
-    443 and 9901), a reinstall (upgrade) restarts it, prerm stops it on
-    remove, and purge leaves nothing. A policy-rc.d that forbids starting
-    services (container images ship one) is replaced, inside only."""
+    """The package under a real systemd, as on a Debian host, driven by the
+    docs' own commands (their blocks are marked run-by this test):
+    docs/quickstart.md's "As a service" block (apt-get install of the .deb:
+    postinst enables and starts the service on its installed config, ports
+    80, 443 and 9901; sluice -t; systemctl reload; journalctl), then
+    docs/operator-guide.md's LimitNOFILE drop-in; then a reinstall (upgrade:
+    postinst restarts), dpkg -r (prerm stops) and dpkg -P (nothing left).
+    dpkg and apt-get run inside the namespaces; a policy-rc.d that forbids
+    starting services (container images ship one) is replaced, inside only."""
     deb_preconditions(sluice_bin)
     import sysdns
+    from test_docs import run_by_block
     why = sysdns.unavailable_reason()
     if why:
         pytest.skip("systemd cannot boot here: " + why)
     busy = [p for p in (80, 443, 9901) if harness.port_accepts(p)]
     if busy:
         pytest.skip("the packaged config's ports are in use here: %s" % busy)
+    me = "test_deb_maintainer_scripts_under_systemd"
+    quickstart = run_by_block("docs/quickstart.md", me)
+    dropin = run_by_block("docs/operator-guide.md", me)
     allow = str(tmp_path / "policy-rc.d")
     with open(allow, "w") as f:
         f.write("#!/bin/sh\nexit 0\n")
     os.chmod(allow, 0o755)
     binds = [(allow, "/usr/sbin/policy-rc.d", "ro")] if os.path.exists("/usr/sbin/policy-rc.d") else []
-    # The deb, where the namespace can read it (its /tmp is private).
+    # The deb where the namespace can read it (its /tmp is private).
     deb_in = os.path.join("/run/sysdns", os.path.basename(deb))
     origin = None
     # own_unit_dirs: the unit file the package installs and the links
@@ -632,29 +640,46 @@ def test_deb_maintainer_scripts_under_systemd(tmp_path, sluice_bin, package_lock
             if not harness.port_accepts(8080):
                 origin = Origin(port=8080)
 
-            def dpkg_in(*args):
-                r = sd.run("dpkg", *args, check=False, timeout=120)
-                assert r.returncode == 0, "dpkg %s: %s%s" % (args, r.stdout, r.stderr)
+            def sh_in(cmd):
+                r = sd.run("sh", "-c", cmd, check=False, timeout=180)
+                assert r.returncode == 0, "`%s` -> %d\n%s%s" % (cmd, r.returncode, r.stdout, r.stderr)
                 return r.stdout + r.stderr
 
-            out = dpkg_in("-i", deb_in)
-            assert "did not start" not in out, out
+            # quickstart.md, "As a service".
+            assert quickstart[0] == "make deb", quickstart   # built by the deb fixture
+            outs = {}
+            for cmd in quickstart[1:]:
+                cmd = cmd.split("  #")[0].strip()
+                outs[cmd] = sh_in(cmd.replace("./build-deb/sluice_*.deb", deb_in))
+            install = [c for c in outs if c.startswith("apt-get install")]
+            assert install and "did not start" not in outs[install[0]], outs
             st = sd.show("sluice.service")
             assert (st["ActiveState"], st["SubState"]) == ("active", "running"), sd.status("sluice.service")
+            assert "reloaded, generation 1" in st["StatusText"], st   # systemctl reload ran
             assert sd.run("systemctl", "is-enabled", "sluice.service").stdout.strip() == "enabled"
-            first = st["MainPID"]
+            assert any("is ok" in o for c, o in outs.items() if c.startswith("sluice -t")), outs
+            assert any("Reloaded" in o for c, o in outs.items() if c.startswith("journalctl")), outs
             wait_ok(443, tls=True) if origin else harness.wait_port(443, 5.0)
 
-            dpkg_in("-i", deb_in)                      # an upgrade: postinst restarts
+            # operator-guide.md: the LimitNOFILE drop-in, then a restart.
+            for cmd in dropin:
+                sh_in(cmd)
+            sd.systemctl("restart", "sluice.service")
+            st = sd.show("sluice.service", ("ActiveState", "LimitNOFILE", "MainPID"))
+            assert (st["ActiveState"], st["LimitNOFILE"]) == ("active", "200000"), st
+            first = st["MainPID"]
+
+            sh_in("dpkg -i " + deb_in)                 # an upgrade: postinst restarts
             st = sd.show("sluice.service")
             assert st["ActiveState"] == "active" and st["MainPID"] != first, st
             wait_ok(80) if origin else harness.wait_port(80, 5.0)
 
-            dpkg_in("-r", "sluice")                    # prerm stops it
+            sh_in("dpkg -r sluice")                    # prerm stops it
             st = sd.show("sluice.service")
             assert st["ActiveState"] in ("inactive", "failed") and st["Result"] == "success", st
             assert not harness.port_accepts(80)
-            dpkg_in("-P", "sluice")
+            sh_in("rm -rf /etc/systemd/system/sluice.service.d")   # the drop-in is the admin's
+            sh_in("dpkg -P sluice")
             assert leftovers() == []
             inside = sd.run("sh", "-c", "ls -d /lib/systemd/system/sluice.service "
                             "/etc/systemd/system/*/sluice.service /etc/systemd/system/sluice.service "
