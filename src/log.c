@@ -90,13 +90,24 @@ int log_open(const char *error_path, const char *access_path)
 	return 0;
 }
 
-void log_give_to(uid_t uid)
+void log_files(int *efd, int *afd)
 {
-	int fds[2] = { error_fd, access_on ? access_fd : -1 };
-	for (int i = 0; i < 2; i++)
-		if (fds[i] > 2 && fchown(fds[i], uid, (gid_t)-1) < 0)
-			log_warn("cannot give the log file to uid %d (workers will not reopen it on SIGUSR1): %s",
-				 (int)uid, strerror(errno));
+	*efd = error_fd > 2 ? error_fd : -1;
+	*afd = access_on && access_fd > 2 ? access_fd : -1;
+}
+
+void log_adopt(int efd, int afd)
+{
+	if (efd >= 0) {
+		if (error_fd > 2)
+			close(error_fd);
+		error_fd = efd;
+	}
+	if (afd >= 0) {
+		if (access_fd > 2)
+			close(access_fd);
+		access_fd = afd;
+	}
 }
 
 void log_close(void)

@@ -6,7 +6,6 @@
 #define SLUICE_LOG_H
 
 #include <stdint.h>
-#include <sys/types.h>
 #include "reason-t.h"
 #include "buf.h"
 
@@ -19,9 +18,12 @@ enum log_level { LOG_ERR, LOG_WARN, LOG_INFO };
 int log_open(const char *error_path, const char *access_path);
 /* "daemon" (the default), "user", "local0".."local7"; for the next log_open. */
 void log_syslog_facility(const char *name);
-/* Make the open log files UID's: workers that gave up root reopen them by
- * path on SIGUSR1 (the master reopens first, so a new file exists). */
-void log_give_to(uid_t uid);
+/* The log files open now (-1: stderr, syslog or off): what the master
+ * hands its workers on SIGUSR1 (logpass.h). */
+void log_files(int *efd, int *afd);
+/* Write to EFD/AFD from now on (-1 keeps that log as it is), closing the
+ * files they replace. */
+void log_adopt(int efd, int afd);
 void log_close(void);
 /* While on, error-level lines also go to stderr when the error log is a
  * file: -d keeps the starting terminal informed until the master detaches. */

@@ -154,6 +154,10 @@ int main(int argc, char **argv)
 			return 1;
 		}
 		master_tls_free(cfg, tls);
+		/* The file is fine; who starts it decides the rest. Said here so
+		 * that a check before a reload or start run as root shows it. */
+		if (privs_check(cfg, err, sizeof(err)) < 0)
+			fprintf(stderr, "sluice: warning: %s (when started as root, as now)\n", err);
 		fprintf(stderr, "sluice: configuration %s is ok\n", path);
 		cfg_free(cfg);
 		return 0;

@@ -23,6 +23,7 @@
 #include "master.h"
 #include "cfg.h"
 #include "log.h"
+#include "logpass.h"
 #include "notify.h"
 #include "privs.h"
 #include "shm.h"
@@ -49,6 +50,7 @@ struct wproc {
 	int slot;
 	unsigned gen;
 	int ready;      /* its loop is set up and accepting (said so on ready_pipe) */
+	int logs;       /* our end of its log channel (logpass.h) */
 };
 
 static struct lsock lsocks[MAX_LSOCKS];
@@ -293,13 +295,24 @@ static int spawn(int index)
 		for (unsigned k = (unsigned)index; k < ls->nfds && nfds < ARRAY_SIZE(fds); k += cur->workers)
 			fds[nfds++] = (struct worker_fd){ l, ls->fds[k] };
 	}
+	int logs[2];
+	if (logpass_pair(logs) < 0) {
+		log_error("socketpair: %s", strerror(errno));
+		return -1;
+	}
 	log_flush();
 	pid_t pid = fork();
 	if (pid < 0) {
 		log_error("fork: %s", strerror(errno));
+		close(logs[0]);
+		close(logs[1]);
 		return -1;
 	}
 	if (pid == 0) {
+		close(logs[0]);
+		for (int i = 0; i < SHM_MAX_WORKERS; i++)
+			if (procs[i].pid)
+				close(procs[i].logs);
 		/* Keep only our own accept sockets: a socket a worker holds but
 		 * never accepts on would take connections nobody serves. */
 		for (int i = 0; i < MAX_LSOCKS; i++) {
@@ -316,6 +329,7 @@ static int spawn(int index)
 		close(ready_pipe[0]);
 		/* worker_run(), with the readiness report in between. */
 		worker_start(cur, index, slot, fds, nfds, cur_tls);
+		worker_take_logs(logs[1]);
 		char why[256];
 		if (privs_drop(cur, why, sizeof(why)) < 0) {
 			log_error("cannot switch to user %s: %s", cur->user, why);
@@ -336,7 +350,8 @@ static int spawn(int index)
 	}
 	atomic_store(&shm->workers[slot].pid, pid);
 	shm->workers[slot].generation = generation;
-	procs[p] = (struct wproc){ pid, index, slot, generation, 0 };
+	close(logs[1]);
+	procs[p] = (struct wproc){ pid, index, slot, generation, 0, logs[0] };
 	return 0;
 }
 
@@ -383,6 +398,7 @@ static void reap(int stopping)
 			continue;
 		struct wproc pr = procs[i];
 		procs[i].pid = 0;
+		close(pr.logs);
 		stats_worker_retire(pr.slot);
 		shm_worker_reclaim(pr.slot);
 		int crashed = WIFSIGNALED(status) || (WIFEXITED(status) && WEXITSTATUS(status) != 0);
@@ -489,8 +505,6 @@ static int reload(void)
 	log_syslog_facility(next->syslog_facility);
 	if (log_open(next->error_log, next->access_log) < 0)
 		log_error("reload: cannot open the new logs; keeping the old ones");
-	else if (privs_switching(next))
-		log_give_to(next->uid);
 	struct cfg *old = cur;
 	struct tls_set *old_tls = cur_tls;
 	unsigned old_gen = generation;
@@ -599,8 +613,6 @@ int master_run(struct cfg *cfg)
 {
 	cur = cfg;
 	log_set_role("master");
-	if (privs_switching(cfg))
-		log_give_to(cfg->uid);
 	if (shm_init() < 0 || stats_init() < 0) {
 		log_error("shared memory: %s", strerror(errno));
 		return 1;
@@ -687,10 +699,16 @@ int master_run(struct cfg *cfg)
 			}
 			break;
 		case SIGUSR1:
-			if (log_open(cur->error_log, cur->access_log) == 0 && privs_switching(cur))
-				log_give_to(cur->uid);
-			signal_generation(0, SIGUSR1, 0);
-			signal_generation(0, SIGUSR1, 1);
+			/* On a failure, what did reopen is handed over all the same
+			 * (the other log stays as it was). */
+			if (log_open(cur->error_log, cur->access_log) < 0)
+				log_error("SIGUSR1: cannot reopen every log; see the messages above");
+			/* Workers get the new files from us: they may no longer be
+			 * allowed to open them. */
+			for (int i = 0; i < SHM_MAX_WORKERS; i++)
+				if (procs[i].pid && logpass_send(procs[i].logs) < 0)
+					log_warn("cannot hand the reopened logs to worker %d (pid %d): %s",
+						 procs[i].index, (int)procs[i].pid, strerror(errno));
 			break;
 		default:
 			break;

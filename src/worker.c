@@ -15,6 +15,7 @@
 #include "http1.h"
 #include "inspect.h"
 #include "log.h"
+#include "logpass.h"
 #include "master.h"
 #include "shm.h"
 #include "stats.h"
@@ -142,9 +143,7 @@ static void on_signal(uv_signal_t *h, int signum)
 	case SIGINT:
 		worker_drain();
 		break;
-	case SIGUSR1:
-		log_flush();
-		log_open(W->cfg->error_log, W->cfg->access_log);
+	case SIGUSR1:   /* the master reopens the logs and hands them over */
 		break;
 	default:
 		break;
@@ -229,6 +228,24 @@ void worker_start(struct cfg *cfg, int index, int slot, const struct worker_fd *
 	/* The master may have been told to stop while we were forking. */
 	if (worker_orphaned())
 		worker_drain();
+}
+
+static void logs_cb(uv_poll_t *h, int status, int events)
+{
+	(void)events;
+	int r = status < 0 ? -1 : logpass_recv(W->logs_fd);
+	while (r == 1)
+		r = logpass_recv(W->logs_fd);
+	if (r < 0)   /* the master is gone: nothing more will come */
+		uv_poll_stop(h);
+}
+
+void worker_take_logs(int fd)
+{
+	W->logs_fd = fd;
+	uv_poll_init(&W->loop, &W->logs_poll, fd);
+	uv_poll_start(&W->logs_poll, UV_READABLE, logs_cb);
+	uv_unref((uv_handle_t *)&W->logs_poll);   /* never keeps a draining worker alive */
 }
 
 int worker_orphaned(void)

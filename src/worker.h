@@ -24,6 +24,8 @@ struct worker {
 	uint32_t nbconns;           /* every open bconn, idle ones included */
 	uv_signal_t sig_term, sig_int, sig_usr1, sig_hup;
 	uv_poll_t kick;
+	uv_poll_t logs_poll;        /* log files from the master (logpass.h) */
+	int logs_fd;
 	uv_check_t flush;
 	uv_timer_t drain_timer;
 	uv_timer_t queue_timer;     /* retries queued requests while any wait */
@@ -83,5 +85,7 @@ void worker_maybe_exit(void);
 /* The master that forked this worker is gone (the worker was reparented).
  * Not "parent is 1": in a container the master itself may be PID 1. */
 int worker_orphaned(void);
+/* Adopt the log files the master sends on FD (its channel to this worker). */
+void worker_take_logs(int fd);
 
 #endif

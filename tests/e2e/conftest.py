@@ -116,20 +116,11 @@ def sluice(request, sluice_bin, tmp_path):
 @pytest.fixture
 def public_dir():
     """A scratch directory every user may enter (pytest's tmp_path is under
-    a root-only 0700 directory): for workers that gave up root and reopen
-    their logs by path."""
+    a root-only 0700 directory): for a sluice started as another user."""
     d = tempfile.mkdtemp(prefix="sluice-e2e-", dir="/tmp")
     os.chmod(d, 0o755)
     yield d
     shutil.rmtree(d, ignore_errors=True)
-
-
-@pytest.fixture
-def public_sluice(request, sluice_bin, public_dir):
-    """As `sluice`, with its files in public_dir."""
-    instances = []
-    yield _sluice_factory(request, sluice_bin, public_dir, instances)
-    _teardown_sluices(request, instances)
 
 
 @pytest.fixture

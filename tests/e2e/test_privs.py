@@ -2,9 +2,9 @@
 private keys, then each worker gives up root for `user:` before it serves;
 a root master refuses to start root workers unless `user: root` says so.
 
-Every test here runs sluice as root (they skip otherwise) with its files in
-a directory every user may enter (conftest's public_dir), because workers
-that gave up root reopen their logs there by path on SIGUSR1.
+Every test here runs sluice as root (they skip otherwise), with its files in
+pytest's tmp_path, which only root may enter: the workers never open a file
+by path (their log files come from the master on SIGUSR1).
 """
 
 import os
@@ -42,6 +42,12 @@ def config(demo, **kw):
 
 
 def assert_workers_are(s, uid, gid, groups=None):
+    # A worker forked a moment ago may still be setting up as root (it
+    # switches before it reports ready, i.e. before it serves).
+    def switched():
+        ws = s.worker_pids()
+        return len(ws) == s.config["workers"] and all(ids(w)[0] == [uid] * 4 for w in ws)
+    H.wait_for(switched, 5.0, what="the workers to switch to uid %d" % uid)
     pids = s.worker_pids()
     assert len(pids) == s.config["workers"]
     for w in pids:
@@ -55,9 +61,9 @@ def assert_workers_are(s, uid, gid, groups=None):
     assert u == [0] * 4, "the master must stay root (it rereads keys on reload)"
 
 
-def test_workers_run_as_user(public_sluice, demo):
+def test_workers_run_as_user(sluice, demo):
     d = demo()
-    s = public_sluice(config(d, admin=H.admin_config()))
+    s = sluice(config(d, admin=H.admin_config()))
     assert_workers_are(s, NOBODY.pw_uid, NOBODY.pw_gid, [NOBODY.pw_gid])
     assert H.http_request(s.port, "GET", "/as-nobody").status == 200
     s.wait_error_log(r"workers run as user nobody \(uid %d, gid %d\)" % (NOBODY.pw_uid, NOBODY.pw_gid))
@@ -79,24 +85,26 @@ def test_workers_run_as_user(public_sluice, demo):
     assert s.stop() == 0
 
 
-def test_group_key_sets_the_workers_group(public_sluice, demo):
+def test_group_key_sets_the_workers_group(sluice, demo):
     d = demo()
     cfg = config(d)
     cfg["group"] = "daemon"
-    s = public_sluice(cfg)
+    s = sluice(cfg)
     daemon = grp.getgrnam("daemon").gr_gid
     assert_workers_are(s, NOBODY.pw_uid, daemon)
     assert H.http_request(s.port).status == 200
 
 
-def test_logs_reopen_after_rotation(public_sluice, demo):
-    """The master reopens (creating) the log files and gives them to the
-    workers' user; the workers, no longer root, then reopen them by path."""
+def test_logs_reopen_after_rotation(sluice, demo):
+    """On SIGUSR1 the master reopens (creating) the log files and hands the
+    descriptors to its workers, which could not open them: the files are
+    root's, in a directory only root may enter."""
     d = demo()
-    s = public_sluice(config(d))
+    s = sluice(config(d))
+    assert os.stat(os.path.dirname(s.access_log)).st_mode & 0o077 == 0
     assert H.http_request(s.port, "GET", "/before-rotation").status == 200
     H.wait_for(lambda: "/before-rotation" in H.read_text(s.access_log), 3.0, what="the first line")
-    assert os.stat(s.access_log).st_uid == NOBODY.pw_uid
+    assert os.stat(s.access_log).st_uid == 0
     os.rename(s.access_log, s.access_log + ".1")
     os.rename(s.error_log, s.error_log + ".1")
     s.signal(signal.SIGUSR1)
@@ -106,13 +114,18 @@ def test_logs_reopen_after_rotation(public_sluice, demo):
         assert H.http_request(s.port, "GET", "/after-rotation").status == 200
         return "/after-rotation" in H.read_text(s.access_log)
     H.wait_for(logged, 5.0, what="a worker to write to the new access log")
-    assert os.stat(s.access_log).st_uid == NOBODY.pw_uid
+    assert os.stat(s.access_log).st_uid == 0
     assert "/after-rotation" not in H.read_text(s.access_log + ".1")
     assert "cannot open log" not in H.read_text(s.stderr_path)
+    # Every worker writes to the new files (each got them, not only one).
+    for w in s.worker_pids():
+        fds = {os.readlink("/proc/%d/fd/%s" % (w, f)) for f in os.listdir("/proc/%d/fd" % w)}
+        assert s.access_log in fds and s.error_log in fds, (w, fds)
+        assert s.access_log + ".1" not in fds and s.error_log + ".1" not in fds, (w, fds)
 
 
-def test_root_only_key_is_loaded_before_the_drop(public_sluice, demo, public_dir):
-    tls = os.path.join(public_dir, "tls")
+def test_root_only_key_is_loaded_before_the_drop(sluice, demo, tmp_path):
+    tls = str(tmp_path / "tls")
     subprocess.run(["sh", os.path.join(REPO, "conf/make-demo-certs.sh"), tls], check=True,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=30)
     os.chmod(tls, 0o700)
@@ -123,7 +136,7 @@ def test_root_only_key_is_loaded_before_the_drop(public_sluice, demo, public_dir
     cfg = config(d, listener={"tls": {"certificates": [
         {"cert": os.path.join(tls, "ecdsa.pem"), "key": os.path.join(tls, "ecdsa.key")},
         {"cert": os.path.join(tls, "rsa.pem"), "key": os.path.join(tls, "rsa.key")}]}})
-    s = public_sluice(cfg)
+    s = sluice(cfg)
     assert_workers_are(s, NOBODY.pw_uid, NOBODY.pw_gid)
 
     def https_ok():
@@ -153,10 +166,11 @@ def plain_config(port, bport, d):
             "error_log: %s/error.log\n" % (port, bport, d))
 
 
-def test_root_master_without_user_refuses(sluice_bin, public_dir, demo):
+def test_root_master_without_user_refuses(sluice_bin, tmp_path, demo):
+    wd = str(tmp_path)
     d = demo()
     port = H.free_port()
-    path = write(os.path.join(public_dir, "root.yaml"), plain_config(port, d.port, public_dir))
+    path = write(os.path.join(wd, "root.yaml"), plain_config(port, d.port, wd))
     # -t checks the file, not who starts it.
     r = subprocess.run([sluice_bin, "-t", "-c", path], capture_output=True, text=True, timeout=10)
     assert r.returncode == 0, r.stderr
@@ -166,7 +180,7 @@ def test_root_master_without_user_refuses(sluice_bin, public_dir, demo):
                         "account (e.g. user: sluice), or `user: root` to insist\n" % path)
     assert not H.port_accepts(port)
     # `user: root` is the explicit opt-in.
-    write(path, plain_config(port, d.port, public_dir) + "user: root\nworkers: 1\n")
+    write(path, plain_config(port, d.port, wd) + "user: root\nworkers: 1\n")
     p = subprocess.Popen([sluice_bin, "-c", path], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                          stderr=subprocess.DEVNULL, start_new_session=True)
     try:
@@ -174,15 +188,15 @@ def test_root_master_without_user_refuses(sluice_bin, public_dir, demo):
         H.wait_for(lambda: len(H.children_of(p.pid)) == 1, 5.0, what="the worker")
         assert ids(H.children_of(p.pid)[0])[0] == [0] * 4
         H.wait_for(lambda: "workers run as root (user: root)" in H.read_text(
-            os.path.join(public_dir, "error.log")), 3.0, what="the summary line")
+            os.path.join(wd, "error.log")), 3.0, what="the summary line")
         assert H.http_request(port).status == 200
     finally:
         H.kill_popen(p)
 
 
-def test_reload_to_root_workers_is_rejected(public_sluice, demo):
+def test_reload_to_root_workers_is_rejected(sluice, demo):
     d = demo()
-    s = public_sluice(config(d))
+    s = sluice(config(d))
     old = set(s.worker_pids())
     # Written directly: the harness's write_config would add `user: root`.
     text = H.to_yaml({k: v for k, v in s.config.items() if k != "user"}) + "\n"
@@ -204,8 +218,9 @@ def test_reload_to_root_workers_is_rejected(public_sluice, demo):
     ("group: daemon\n", 1, "group", "needs `user:`"),
     ("user: \"\"\n", 1, "user", ""),
 ])
-def test_bad_user_or_group_names_file_line_and_key(sluice_bin, public_dir, text, line, key, msg):
-    path = write(os.path.join(public_dir, "bad.yaml"), text + plain_config(H.free_port(), 9, public_dir))
+def test_bad_user_or_group_names_file_line_and_key(sluice_bin, tmp_path, text, line, key, msg):
+    wd = str(tmp_path)
+    path = write(os.path.join(wd, "bad.yaml"), text + plain_config(H.free_port(), 9, wd))
     r = subprocess.run([sluice_bin, "-t", "-c", path], capture_output=True, text=True, timeout=10)
     assert r.returncode == 1
     m = re.search(r"^%s:(\d+):\d+: %s: (.*)$" % (re.escape(path), key), r.stderr, re.M)
@@ -219,27 +234,92 @@ def bounded_caps_command(binary, drop):
     return ["setpriv", "--bounding-set", ",".join("-" + c for c in drop), "--inh-caps=-all", binary]
 
 
+NOCAP = "cannot switch workers to user nobody: the master lacks CAP_SETUID or CAP_SETGID"
+
+
 @pytest.mark.parametrize("daemon", [False, True], ids=["foreground", "daemon"])
-def test_workers_that_cannot_switch_fail_the_start(sluice_bin, public_dir, demo, daemon):
+def test_master_without_setuid_capability_refuses_to_start(sluice_bin, tmp_path, demo, daemon):
+    if shutil.which("setpriv") is None:
+        pytest.skip("setpriv (util-linux) is missing")
+    wd = str(tmp_path)
+    d = demo()
+    port = H.free_port()
+    path = write(os.path.join(wd, "nocap.yaml"), plain_config(port, d.port, wd) + "user: nobody\n")
+    cmd = bounded_caps_command(sluice_bin, ["setuid", "setgid"]) + ["-c", path] + (["-d"] if daemon else [])
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+    assert (r.returncode, r.stderr) == (1, "sluice: %s: %s (a service manager's "
+                                           "CapabilityBoundingSet?)\n" % (path, NOCAP))
+    assert not H.port_accepts(port)
+    # sluice -t says so too (the file itself is fine).
+    r = subprocess.run(bounded_caps_command(sluice_bin, ["setuid", "setgid"]) + ["-t", "-c", path],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0 and NOCAP in r.stderr and "warning" in r.stderr, r.stderr
+
+
+def test_reload_that_could_not_switch_keeps_the_old_workers(sluice, demo):
+    """Root workers (user: root) under a master without CAP_SETUID; a reload
+    to user: nobody is rejected, and the old workers keep serving (they used
+    to be stopped while the new ones failed to switch, over and over)."""
     if shutil.which("setpriv") is None:
         pytest.skip("setpriv (util-linux) is missing")
     d = demo()
+    cfg = config(d)
+    cfg["user"] = "root"
+    s = sluice(cfg, start=False)
+    s.command = lambda: bounded_caps_command(s.binary, ["setuid", "setgid"])
+    s.start()
+    old = set(s.worker_pids())
+    cfg = dict(cfg, user="nobody")
+    off = s.log_offsets()[0]
+    s.write_config(cfg)
+    s.signal(signal.SIGHUP)
+    s.wait_error_log(r"reload rejected: .*" + re.escape(NOCAP), start=off)
+    time.sleep(0.3)
+    assert set(s.worker_pids()) == old
+    assert H.http_request(s.port).status == 200
+
+
+SHIM = r"""
+#include <errno.h>
+#include <sys/types.h>
+int initgroups(const char *user, gid_t group)
+{
+	(void)user; (void)group;
+	errno = EPERM;
+	return -1;
+}
+"""
+
+
+@pytest.mark.parametrize("daemon", [False, True], ids=["foreground", "daemon"])
+def test_workers_that_cannot_switch_fail_the_start(sluice_bin, tmp_path, demo, daemon):
+    """The workers' own check: initgroups failing in them (an NSS failure,
+    simulated with an LD_PRELOAD shim) ends the start with status 1 instead
+    of a worker serving as root or a restart loop; -d returns, too."""
+    wd = str(tmp_path)
+    shim = os.path.join(wd, "shim.so")
+    src = write(os.path.join(wd, "shim.c"), SHIM)
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", shim, src], check=True, timeout=60)
+    d = demo()
     port = H.free_port()
-    pidf = os.path.join(public_dir, "sluice.pid")
-    path = write(os.path.join(public_dir, "nocap.yaml"), plain_config(port, d.port, public_dir)
+    pidf = os.path.join(wd, "sluice.pid")
+    path = write(os.path.join(wd, "shim.yaml"), plain_config(port, d.port, wd)
                  + "user: nobody\nworkers: 2\npid_file: %s\n" % pidf)
-    cmd = bounded_caps_command(sluice_bin, ["setuid", "setgid"]) + ["-c", path] + (["-d"] if daemon else [])
+    env = dict(os.environ, LD_PRELOAD=shim)
+    # Under ASan the shim would come before the ASan runtime.
+    env["ASAN_OPTIONS"] = (env.get("ASAN_OPTIONS", "") + ":verify_asan_link_order=0").lstrip(":")
     t0 = time.monotonic()
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+    r = subprocess.run([sluice_bin, "-c", path] + (["-d"] if daemon else []), capture_output=True,
+                       text=True, timeout=30, stdin=subprocess.DEVNULL, env=env)
     assert r.returncode == 1, (r.returncode, r.stderr)
     assert time.monotonic() - t0 < 10
-    log = H.read_text(os.path.join(public_dir, "error.log"))
-    assert re.search(r"\[error\] worker \d: cannot switch to user nobody: (initgroups|setgid|setuid)\(.*"
+    log = H.read_text(os.path.join(wd, "error.log"))
+    assert re.search(r"\[error\] worker \d: cannot switch to user nobody: initgroups\(nobody\): "
                      r"Operation not permitted", log), log
     assert re.search(r"worker \d \(pid \d+\) exited with status 2 before serving; not starting", log), log
     assert "[error] master: start failed: workers could not set up" in log
     if daemon:
-        assert "sluice: the master exited before serving; see %s/error.log" % public_dir in r.stderr
+        assert "sluice: the master exited before serving; see %s/error.log" % wd in r.stderr
     assert not os.path.exists(pidf)
     assert not H.port_accepts(port)
 
