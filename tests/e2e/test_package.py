@@ -487,11 +487,23 @@ def test_deb_install_run_purge(tmp_path, sluice_bin, package_lock, deb):
         wait_ok(https_port, tls=True)
         workers_are_sluice()
 
+        # docs/operator-guide.md's rotation by hand (its block is run-by
+        # this test): rename, SIGUSR1 to the PID file's master, compress.
+        log = "/var/log/sluice/access.log"
+        assert "/pkg-test" in open(log).read()
+        from test_docs import run_by_block
+        for cmd in run_by_block("docs/operator-guide.md", "test_deb_install_run_purge"):
+            run(["sh", "-c", cmd])
+        assert os.path.exists(log + ".1.gz")
+
+        def logged_anew():
+            wait_ok(http_port)
+            return os.path.exists(log) and "/pkg-test" in open(log).read()
+        harness.wait_for(logged_anew, 5.0, what="a request logged in the new access.log")
+
         # The installed logrotate snippet, for real: the master reopens the
         # logs and hands the new files to its workers (sluice, which may not
         # even enter /var/log/sluice).
-        log = "/var/log/sluice/access.log"
-        assert "/pkg-test" in open(log).read()
         assert os.stat(log).st_uid == 0
         if shutil.which("logrotate"):
             run(["logrotate", "-f", "-s", os.path.join(d, "logrotate.state"), "/etc/logrotate.d/sluice"])
