@@ -1852,6 +1852,11 @@ static void conv_user(struct cfg_load *ld, const struct y_root *y, struct cfg *c
 		err_at(ld, "group", AT_VALUE, "%s", why);
 		return;
 	}
+	if (c->group[0] && uid == 0) {
+		/* Root workers switch nothing; a group here would be ignored. */
+		err_at(ld, "group", AT_KEY, "applies only with a user other than root");
+		return;
+	}
 	c->uid = uid;
 	c->gid = gid;
 }

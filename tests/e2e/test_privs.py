@@ -216,6 +216,7 @@ def test_reload_to_root_workers_is_rejected(sluice, demo):
     ("user: no-such-account-x\n", 1, "user", 'no such user "no-such-account-x"'),
     ("user: nobody\ngroup: no-such-group-x\n", 2, "group", 'no such group "no-such-group-x"'),
     ("group: daemon\n", 1, "group", "needs `user:`"),
+    ("user: root\ngroup: daemon\n", 2, "group", "applies only with a user other than root"),
     ("user: \"\"\n", 1, "user", ""),
 ])
 def test_bad_user_or_group_names_file_line_and_key(sluice_bin, tmp_path, text, line, key, msg):
