@@ -53,22 +53,21 @@ int privs_switching(const struct cfg *cfg)
 
 int privs_check(const struct cfg *cfg, char *why, size_t cap)
 {
-	if (geteuid() == 0) {
-		if (cfg->user[0] == '\0') {
-			snprintf(why, cap, "%s: refusing to run workers as root: set `user:` to an "
-				 "unprivileged account (e.g. user: sluice), or `user: root` to insist", cfg->path);
-			return -1;
-		}
-		/* Caught here, a missing capability fails the start with this
-		 * message, or rejects a reload while the old workers serve on;
-		 * caught by the workers, it would stop the new generation. */
-		if (privs_switching(cfg) && (!have_cap(CAP_SETUID) || !have_cap(CAP_SETGID))) {
-			snprintf(why, cap, "%s: cannot switch workers to user %s: the master lacks "
-				 "CAP_SETUID or CAP_SETGID (a service manager's CapabilityBoundingSet?)",
-				 cfg->path, cfg->user);
-			return -1;
-		}
+	if (geteuid() != 0)
 		return 0;
+	if (cfg->user[0] == '\0') {
+		snprintf(why, cap, "%s: refusing to run workers as root: set `user:` to an "
+			 "unprivileged account (e.g. user: sluice), or `user: root` to insist", cfg->path);
+		return -1;
+	}
+	/* Caught here, a missing capability fails the start with this message,
+	 * or rejects a reload while the old workers serve on; caught by the
+	 * workers, it would stop the new generation. */
+	if (privs_switching(cfg) && (!have_cap(CAP_SETUID) || !have_cap(CAP_SETGID))) {
+		snprintf(why, cap, "%s: cannot switch workers to user %s: the master lacks "
+			 "CAP_SETUID or CAP_SETGID (a service manager's CapabilityBoundingSet?)",
+			 cfg->path, cfg->user);
+		return -1;
 	}
 	return 0;
 }
