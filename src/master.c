@@ -72,6 +72,16 @@ static int ready_pipe[2] = { -1, -1 };
 static enum { ANNOUNCE_NONE, ANNOUNCE_START, ANNOUNCE_RELOAD } announce;
 /* The first line of why the last reload failed, for STATUS=. */
 static char reload_error[256];
+/* A reload's new generation runs while the previous one still serves, until
+ * every new worker is ready: only then does the previous one stop (commit).
+ * If a new worker exits with an error before it is ready, the previous
+ * configuration and generation stay (abort). */
+static struct {
+	struct cfg *cfg;           /* the previous configuration; NULL: none pending */
+	struct tls_set *tls;
+	unsigned gen;
+	int failed;                /* a new worker exited with an error before ready */
+} prev;
 
 static int lsock_open_one(const struct cfg_listener *l)
 {
@@ -402,6 +412,13 @@ static void reap(int stopping)
 		stats_worker_retire(pr.slot);
 		shm_worker_reclaim(pr.slot);
 		int crashed = WIFSIGNALED(status) || (WIFEXITED(status) && WEXITSTATUS(status) != 0);
+		if (prev.cfg && pr.gen == generation && !pr.ready && !stopping && WIFEXITED(status)
+		    && WEXITSTATUS(status) != 0) {
+			log_error("worker %d (pid %d) of the new generation exited with status %d before serving",
+				  pr.index, pid, WEXITSTATUS(status));
+			prev.failed = 1;
+			continue;
+		}
 		if (announce == ANNOUNCE_START && !pr.ready && WIFEXITED(status) && WEXITSTATUS(status) != 0) {
 			log_error("worker %d (pid %d) exited with status %d before serving; not starting",
 				  pr.index, pid, WEXITSTATUS(status));
@@ -505,30 +522,79 @@ static int reload(void)
 	log_syslog_facility(next->syslog_facility);
 	if (log_open(next->error_log, next->access_log) < 0)
 		log_error("reload: cannot open the new logs; keeping the old ones");
-	struct cfg *old = cur;
-	struct tls_set *old_tls = cur_tls;
-	unsigned old_gen = generation;
 	/* A changed `inspection:` wins; an unchanged one keeps what an operator
 	 * switched live. */
-	if (next->inspection != old->inspection)
+	if (next->inspection != cur->inspection)
 		atomic_store(&shm->inspect_on, next->inspection);
+	prev.cfg = cur;
+	prev.tls = cur_tls;
+	prev.gen = generation;
+	prev.failed = 0;
 	cur = next;
 	cur_tls = next_tls;
 	generation++;
+	log_info("reloading: generation %u starting, %u workers", generation, cur->workers);
 	for (unsigned i = 0; i < cur->workers; i++)
 		spawn((int)i);
+	return 0;
+}
+
+static int generation_ready(void)
+{
+	unsigned n = 0;
+	for (int i = 0; i < SHM_MAX_WORKERS; i++)
+		n += procs[i].pid && procs[i].gen == generation && procs[i].ready;
+	return n >= cur->workers;
+}
+
+/* The new generation serves: stop the previous ones. */
+static void reload_commit(void)
+{
 	/* The old generation stops accepting only now that the new one is up
 	 * (on the same sockets, so nothing queued is lost), and only after
 	 * it has taken what waits on the sockets of dropped listeners. */
 	lsocks_quiesce(0);
-	signal_generation(old_gen, SIGTERM, 1);
+	signal_generation(generation, SIGTERM, 0);
 	lsocks_close_unused();
-	/* Old workers keep their own copy of OLD; the master no longer needs it. */
-	master_tls_free(old, old_tls);
-	cfg_free(old);
+	/* Old workers keep their own copy of the configuration. */
+	master_tls_free(prev.cfg, prev.tls);
+	cfg_free(prev.cfg);
+	prev.cfg = NULL;
 	log_info("reloaded: generation %u, %u workers", generation, cur->workers);
 	log_summary(cur);
-	return 0;
+}
+
+/* A new worker could not set up: back to the previous configuration, whose
+ * workers never stopped serving. */
+static void reload_abort(void)
+{
+	struct cfg *failed = cur;
+	struct tls_set *failed_tls = cur_tls;
+	unsigned failed_gen = generation;
+	signal_generation(failed_gen, SIGTERM, 1);
+	cur = prev.cfg;
+	cur_tls = prev.tls;
+	prev.cfg = NULL;
+	/* A fresh number: the failing generation's stragglers must not pass
+	 * for the current one when they are reaped. */
+	generation++;
+	for (int i = 0; i < SHM_MAX_WORKERS; i++)
+		if (procs[i].pid && procs[i].gen == prev.gen) {
+			procs[i].gen = generation;
+			shm->workers[procs[i].slot].generation = generation;
+		}
+	lsocks_rollback();
+	lsocks_prepare(cur);  /* restores in_use marks; opens nothing */
+	if (failed->inspection != cur->inspection)
+		atomic_store(&shm->inspect_on, cur->inspection);
+	log_syslog_facility(cur->syslog_facility);
+	if (log_open(cur->error_log, cur->access_log) < 0)
+		log_error("reload: cannot reopen the previous logs");
+	master_tls_free(failed, failed_tls);
+	cfg_free(failed);
+	snprintf(reload_error, sizeof(reload_error), "a new worker could not set up");
+	log_error("reload failed: a worker of generation %u could not set up (see above); the previous "
+		  "configuration keeps serving as generation %u", failed_gen, generation);
 }
 
 /* Collect the readiness reports of workers, then announce a generation
@@ -545,12 +611,7 @@ static void ready_collect(void)
 static void ready_poll(void)
 {
 	ready_collect();
-	if (announce == ANNOUNCE_NONE)
-		return;
-	unsigned n = 0;
-	for (int i = 0; i < SHM_MAX_WORKERS; i++)
-		n += procs[i].pid && procs[i].gen == generation && procs[i].ready;
-	if (n < cur->workers)
+	if (announce == ANNOUNCE_NONE || !generation_ready())
 		return;
 	if (announce == ANNOUNCE_START) {
 		notify_sendf("READY=1\nMAINPID=%d\nSTATUS=serving: %u listener%s, %u workers",
@@ -656,7 +717,7 @@ int master_run(struct cfg *cfg)
 	for (;;) {
 		/* Shorter while a generation is coming up: readiness arrives
 		 * on a pipe, which sigtimedwait cannot wait for. */
-		struct timespec tick = { 0, (announce != ANNOUNCE_NONE ? 10 : 200) * 1000 * 1000 };
+		struct timespec tick = { 0, (announce != ANNOUNCE_NONE || prev.cfg ? 10 : 200) * 1000 * 1000 };
 		siginfo_t info;
 		int sig = sigtimedwait(&set, &info, &tick);
 		if (sig < 0 && atomic_exchange(&shm->reload_requested, 0))
@@ -669,6 +730,10 @@ int master_run(struct cfg *cfg)
 				int starting = announce == ANNOUNCE_START;
 				if (!starting)
 					notify_reloading();
+				/* The reload before this one has not settled: its
+				 * generation is replaced anyway. */
+				if (prev.cfg)
+					reload_commit();
 				if (reload() == 0) {
 					if (!starting)
 						announce = ANNOUNCE_RELOAD;
@@ -715,6 +780,16 @@ int master_run(struct cfg *cfg)
 		}
 		ready_collect();
 		reap(stopping);
+		if (prev.cfg && prev.failed && !stopping) {
+			reload_abort();
+			if (announce == ANNOUNCE_RELOAD) {
+				notify_sendf("READY=1\nSTATUS=reload failed (%s); still serving the previous configuration",
+					     reload_error);
+				announce = ANNOUNCE_NONE;
+			}
+		} else if (prev.cfg && generation_ready()) {
+			reload_commit();
+		}
 		if (start_failed && !stopping) {
 			stopping = 1;
 			announce = ANNOUNCE_NONE;
@@ -743,6 +818,10 @@ int master_run(struct cfg *cfg)
 	else
 		log_info("stopped");
 	log_close();
+	if (prev.cfg) {
+		master_tls_free(prev.cfg, prev.tls);
+		cfg_free(prev.cfg);
+	}
 	master_tls_free(cur, cur_tls);
 	cfg_free(cur);
 	return start_failed ? 1 : 0;

@@ -346,3 +346,40 @@ def test_non_root_master_ignores_user(sluice_bin, public_dir, demo):
                          r"and neither are its workers" % NOBODY.pw_uid, log), log
     finally:
         H.kill_popen(p)
+
+
+def test_reload_whose_workers_cannot_set_up_keeps_the_previous_generation(sluice, demo, tmp_path):
+    """The new generation's workers fail to switch (initgroups fails in
+    them, the LD_PRELOAD shim): the previous workers were never stopped, so
+    they serve on, with the previous configuration; a later reload works."""
+    shim = str(tmp_path / "shim.so")
+    src = write(str(tmp_path / "shim.c"), SHIM)
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", shim, src], check=True, timeout=60)
+    d = demo()
+    cfg = config(d)
+    cfg["user"] = "root"
+    s = sluice(cfg, start=False)
+    base = s.command
+    s.command = lambda: ["env", "LD_PRELOAD=" + shim, "ASAN_OPTIONS=%s:verify_asan_link_order=0"
+                         % os.environ.get("ASAN_OPTIONS", "")] + base()
+    s.start()
+    old = set(s.worker_pids())
+    off = s.log_offsets()[0]
+    s.write_config(dict(cfg, user="nobody"))
+    s.signal(signal.SIGHUP)
+    s.wait_error_log(r"reload failed: a worker of generation 1 could not set up \(see above\); the "
+                     r"previous configuration keeps serving as generation 2", start=off, timeout=10)
+    log = H.read_text(s.error_log)[off:]
+    assert "cannot switch to user nobody: initgroups(nobody): Operation not permitted" in log
+    assert "reloaded:" not in log
+    H.wait_for(lambda: len(s.worker_pids()) == 2, 5.0, what="the failed generation to be gone")
+    assert set(s.worker_pids()) == old
+    for w in old:
+        assert ids(w)[0] == [0] * 4
+    for i in range(4):
+        assert H.http_request(s.port, "GET", "/still-%d" % i).status == 200
+    # The previous configuration is the running one: a reload to it works.
+    off = s.log_offsets()[0]
+    s.reload(cfg)
+    s.wait_error_log(r"reloaded: generation 3, 2 workers", start=off)
+    assert H.http_request(s.port).status == 200
