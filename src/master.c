@@ -437,6 +437,13 @@ static void reap(int stopping)
 			log_error("worker %d (pid %d) exited with status %d; starting a new one",
 				  pr.index, pid, WEXITSTATUS(status));
 		if (!restart_allowed()) {
+			/* Never served yet: crashing like this, they never will
+			 * (and -d's parent is waiting for a verdict). */
+			if (announce == ANNOUNCE_START && !pr.ready) {
+				log_error("workers crash too often before serving; not starting");
+				start_failed = 1;
+				continue;
+			}
 			log_error("workers crash too often; waiting before restarting worker %d", pr.index);
 			sleep(1);
 		}

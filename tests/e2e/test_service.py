@@ -346,3 +346,50 @@ def test_master_as_pid_1_of_a_container(sluice_bin, demo, tmp_path):
         assert "master: stopped" in H.read_text(str(log))
     finally:
         H.kill_popen(p)
+
+
+CRASH_SHIM = r"""
+#include <signal.h>
+#include <sys/types.h>
+int initgroups(const char *user, gid_t group)
+{
+	(void)user; (void)group;
+	raise(SIGKILL);
+	return -1;
+}
+"""
+
+
+@pytest.mark.parametrize("daemon", [False, True], ids=["foreground", "daemon"])
+def test_workers_crashing_before_serving_fail_the_start(sluice_bin, demo, tmp_path, daemon):
+    """Workers killed by a signal before they are ready (an LD_PRELOAD shim
+    kills them as they switch users) are restarted, up to the crash burst
+    limit; at start they have never served, so the start fails then, with
+    status 1, instead of -d waiting forever."""
+    if os.geteuid() != 0:
+        pytest.skip("switching users needs root")
+    shim = str(tmp_path / "crash.so")
+    src = tmp_path / "crash.c"
+    src.write_text(CRASH_SHIM)
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", shim, str(src)], check=True, timeout=60)
+    d = demo()
+    port = H.free_port()
+    log = tmp_path / "crash-error.log"
+    cfg = H.make_config(port, [H.server(d.port)], workers=2, error_log=str(log), access_log="off")
+    cfg["user"] = "nobody"
+    cfg["pid_file"] = str(tmp_path / "crash.pid")
+    path = tmp_path / "crash.yaml"
+    path.write_text(H.to_yaml(cfg) + "\n")
+    env = dict(os.environ, LD_PRELOAD=shim)
+    env["ASAN_OPTIONS"] = (env.get("ASAN_OPTIONS", "") + ":verify_asan_link_order=0").lstrip(":")
+    t0 = time.monotonic()
+    r = subprocess.run([sluice_bin, "-c", str(path)] + (["-d"] if daemon else []), capture_output=True,
+                       text=True, timeout=60, stdin=subprocess.DEVNULL, env=env)
+    assert r.returncode == 1, (r.returncode, r.stderr)
+    assert time.monotonic() - t0 < 20
+    text = H.read_text(str(log))
+    assert re.search(r"worker \d \(pid \d+\) killed by signal 9; starting a new one", text), text
+    assert "workers crash too often before serving; not starting" in text
+    assert "[error] master: start failed" in text
+    assert not os.path.exists(cfg["pid_file"])
+    assert not H.port_accepts(port)
