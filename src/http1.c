@@ -777,10 +777,15 @@ static enum reason req_absolute_form(struct msg *m)
 	return REASON_OK;
 }
 
+/* The largest Content-Length sluice accepts, either way: what a signed
+ * 64-bit length holds, as nginx (off_t) and Go. Beyond it a peer would
+ * wrap, saturate or refuse: the two sides of us would disagree. */
+#define CONTENT_LENGTH_MAX ((uint64_t)INT64_MAX)
+
 /* Content-Length as sluice parsed it, in decimal: "010" or "005" mean 10
- * and 5 here, and a backend must not get the chance to read them another
- * way (octal, or refusing what we accepted). */
-static void req_canonical_length(struct msg *m, uint64_t clen)
+ * and 5 here, and the next hop must not get the chance to read them
+ * another way (octal, or refusing what we accepted). */
+static void canonical_length(struct msg *m, uint64_t clen)
 {
 	char num[24];
 	int n = snprintf(num, sizeof(num), "%llu", (unsigned long long)clen);
@@ -872,10 +877,12 @@ static enum reason txn_check(struct client *cl)
 		t->expect_continue = t->http_minor >= 1;
 	}
 	uint64_t clen = (p->flags & F_CONTENT_LENGTH) ? p->content_length : 0;
+	if (clen > CONTENT_LENGTH_MAX)
+		return REASON_BAD_REQUEST;
 	if (limits()->max_body_size && clen > limits()->max_body_size)
 		return REASON_BODY_TOO_LARGE;
 	if (p->flags & F_CONTENT_LENGTH)
-		req_canonical_length(m, clen);
+		canonical_length(m, clen);
 	unsigned conn = msg_apply_connection(m);
 	cl->keepalive = t->http_minor >= 1 ? !(conn & CONN_CLOSE) : !!(conn & CONN_KEEPALIVE);
 	if (W->draining)
@@ -1832,6 +1839,8 @@ static int on_resp_headers_done(llhttp_t *p)
 			return resp_fail(p);
 	if (!resp_te_acceptable(m))
 		return resp_fail(p);
+	if ((p->flags & F_CONTENT_LENGTH) && p->content_length > CONTENT_LENGTH_MAX)
+		return resp_fail(p);
 	msg_apply_connection(m);
 	size_t before = cl->out.pending.len;
 	if (status >= 100 && status < 200 && status != 101) {
@@ -1876,6 +1885,8 @@ static int on_resp_headers_done(llhttp_t *p)
 	}
 	int chunked = (p->flags & F_CHUNKED) != 0;
 	int has_len = (p->flags & F_CONTENT_LENGTH) != 0;
+	if (has_len)
+		canonical_length(m, p->content_length);
 	if (t->upgrade)
 		cl->keepalive = 0;  /* refused upgrade: the client may already send frames */
 	if (!bodyless && !chunked && !has_len) {

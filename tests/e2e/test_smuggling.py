@@ -363,6 +363,7 @@ REQ_CASES = [
     rej("cl_overflow", req(P, H_, b"Content-Length: 18446744073709551621", body=b"hello"),
         (400, 413)),
     rej("cl_huge_413", req(P, H_, b"Content-Length: 99999999", body=b"hello"), 413),
+    rej("cl_beyond_int64", req(P, H_, b"Content-Length: 9223372036854775808", body=b"hello")),
     rej("cl_space_before_colon", req(P, H_, b"Content-Length : 5", body=b"hello")),
     rej("cl_underscore_name", req(G, H_, b"Content_Length: 5", body=b"")),
     rej("cl_obs_fold", req(P, H_, b"Content-Length:", b" 5", body=b"hello")),
@@ -739,6 +740,14 @@ RESP_CASES = [
     ("cl_list", R(OK, b"Content-Length: 5, 5", body=b"hello"), "GET", False, ("502",), False),
     ("cl_signed", R(OK, b"Content-Length: +5", body=b"hello"), "GET", False, ("502",), False),
     ("cl_negative", R(OK, b"Content-Length: -1", body=b"hello"), "GET", False, ("502",), False),
+    ("cl_leading_zeros", R(OK, b"Content-Length: 005", body=b"hello"), "GET", False,
+     ("norm", 200, b"hello"), True),
+    # past INT64_MAX: some clients wrap or saturate, others refuse (found by fuzz_response:
+    # tests/fuzz/regressions/fuzz_response/response-content-length-2pow64-minus-1)
+    ("cl_2pow64_minus_1", R(OK, b"Content-Length: 018446744073709551615", body=b"z"), "GET", False,
+     ("502",), False),
+    ("cl_beyond_int64", R(OK, b"Content-Length: 9223372036854775808", body=b"z"), "GET", False,
+     ("502",), False),
     # in the same read as the head, nothing has gone out yet: 502
     ("chunk_bad_size", R(OK, b"Transfer-Encoding: chunked", body=b"zz\r\nhello\r\n0\r\n\r\n"),
      "GET", False, ("502",), False),
@@ -872,6 +881,10 @@ def test_response_case(sluice_bin, tmp_path, case):
             framing = [k.lower() for k, _ in r.headers
                        if k.lower() in ("content-length", "transfer-encoding")]
             assert len(framing) <= 1, r.headers
+            # a length goes out in canonical decimal ("005" was 5 here)
+            for k, v in r.headers:
+                if k.lower() == "content-length":
+                    assert v == str(int(v)), r.headers
             if expect[1] == 204:
                 assert framing == [], r.headers
         elif kind == "either":

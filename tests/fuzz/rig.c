@@ -96,13 +96,18 @@ static int header_line(const char *p, size_t len, struct framing *f, const char 
 		f->ncl++;
 		if (vl == 0)
 			BAD("Content-Length value empty");
+		/* sluice re-emits every length it forwards in canonical decimal
+		 * (no leading zero) and refuses those past INT64_MAX. */
+		if (vl > 1 && v[0] == '0')
+			BAD("Content-Length value not canonical (leading zero)");
 		uint64_t x = 0;
 		for (size_t k = 0; k < vl; k++) {
 			if (v[k] < '0' || v[k] > '9')
 				BAD("Content-Length value is not digits");
-			if (x > (UINT64_MAX - 9) / 10)
-				BAD("Content-Length value beyond 64 bits");
-			x = x * 10 + (uint64_t)(v[k] - '0');
+			uint64_t d = (uint64_t)(v[k] - '0');
+			if (x > ((uint64_t)INT64_MAX - d) / 10)
+				BAD("Content-Length value beyond INT64_MAX");
+			x = x * 10 + d;
 		}
 		f->cl = x;
 	} else if (nl == 17 && strncasecmp(p, "transfer-encoding", 17) == 0) {
