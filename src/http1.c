@@ -1850,6 +1850,11 @@ static int on_resp_headers_done(llhttp_t *p)
 		if ((p->flags & (F_CHUNKED | F_TRANSFER_ENCODING)) ||
 		    ((p->flags & F_CONTENT_LENGTH) && p->content_length > 0))
 			return resp_fail(p);
+		/* Nor a length, then (RFC 9110 8.6: never sent in a 1xx); a
+		 * relayed "00" is one more spelling for the client to judge. */
+		for (uint32_t i = 0; i < m->nhdrs; i++)
+			if (m->hdrs[i].kind == HDR_CONTENT_LENGTH)
+				m->hdrs[i].drop = 1;
 		/* Interim responses are relayed to HTTP/1.1 clients only. */
 		if (t->http_minor >= 1 && status != 100) {
 			write_status_line(cl, status);

@@ -742,6 +742,9 @@ RESP_CASES = [
     ("cl_negative", R(OK, b"Content-Length: -1", body=b"hello"), "GET", False, ("502",), False),
     ("cl_leading_zeros", R(OK, b"Content-Length: 005", body=b"hello"), "GET", False,
      ("norm", 200, b"hello"), True),
+    # a 1xx carries no length at all (fuzz_response: "00000000" went out on a 103)
+    ("interim_cl_zeros", R(b"HTTP/1.1 103 Early Hints", b"Content-Length: 00000000")
+     + R(OK, b"Content-Length: 5", body=b"hello"), "GET", False, ("norm", 200, b"hello"), True),
     # past INT64_MAX: some clients wrap or saturate, others refuse (found by fuzz_response:
     # tests/fuzz/regressions/fuzz_response/response-content-length-2pow64-minus-1)
     ("cl_2pow64_minus_1", R(OK, b"Content-Length: 018446744073709551615", body=b"z"), "GET", False,
