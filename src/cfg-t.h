@@ -159,9 +159,19 @@ struct cfg_inspect {
 	int body_reject;           /* a longer body: 1 = 413, 0 = inspect its first bytes (default) */
 	int on_error_deny;         /* script error or budget overrun: 1 = 500, 0 = allow (default) */
 	uint64_t budget_instructions; /* per call, default 1,000,000; 0 = none */
-	uint32_t budget_us;        /* wall time per call, default 5000; 0 = none */
+	uint32_t budget_us;        /* worker CPU time per call, default 5000; 0 = none */
+	uint32_t budget_wall_us;   /* wall-clock ceiling per call, default 1 s; 0 = none */
 	int shadow;                /* mode: shadow: run, decide, apply nothing */
 	int line, col;             /* of the script key, for load errors */
+};
+
+/* What a listener does with a request header whose name has an underscore
+ * (Transfer_Encoding and Content_Length are always refused, and identity
+ * headers so spelled are removed like the dashed ones). */
+enum cfg_underscores {
+	CFG_US_ALLOW,   /* forward it (default) */
+	CFG_US_DROP,    /* forward the request without it (nginx's default) */
+	CFG_US_REJECT,  /* answer 400 */
 };
 
 struct cfg_listener {
@@ -179,6 +189,7 @@ struct cfg_listener {
 	 * X-Real-IP, ...) are kept and appended to: a chain of proxies. */
 	struct cidr *trusted_forwarders;
 	unsigned ntrusted_forwarders;
+	enum cfg_underscores underscores;
 	struct cfg_inspect inspect;
 };
 

@@ -283,7 +283,7 @@ struct y_tls {
 };
 
 struct y_budget {
-	char *instructions, *time;
+	char *instructions, *time, *wall_time;
 };
 
 struct y_inspect {
@@ -292,7 +292,7 @@ struct y_inspect {
 };
 
 struct y_listener {
-	char *name, *address, *backlog, *backend;
+	char *name, *address, *backlog, *backend, *headers_with_underscores;
 	struct y_tls *tls;
 	struct y_inspect *inspect;
 	char **accept_proxy_from;
@@ -447,6 +447,7 @@ static const cyaml_schema_field_t y_tls_fields[] = {
 static const cyaml_schema_field_t y_budget_fields[] = {
 	F_STR("instructions", OPT, struct y_budget, instructions),
 	F_STR("time", OPT, struct y_budget, time),
+	F_STR("wall_time", OPT, struct y_budget, wall_time),
 	CYAML_FIELD_END
 };
 
@@ -469,6 +470,7 @@ static const cyaml_schema_field_t y_listener_fields[] = {
 	CYAML_FIELD_MAPPING_PTR("inspect", OPT, struct y_listener, inspect, y_inspect_fields),
 	F_STRS("accept_proxy_from", struct y_listener, accept_proxy_from),
 	F_STRS("trusted_forwarders", struct y_listener, trusted_forwarders),
+	F_STR("headers_with_underscores", OPT, struct y_listener, headers_with_underscores),
 	CYAML_FIELD_END
 };
 
@@ -1738,6 +1740,23 @@ static int conv_word(struct cfg_load *ld, const char *path, const char *s, const
 	return -1;
 }
 
+/* A per-call budget: a duration, or microseconds as "500us" (finer than a
+ * duration's ms); "0" is no limit, and anything above 60 s counts as 60 s. */
+static uint32_t conv_budget_us(struct cfg_load *ld, const char *key, const char *text)
+{
+	size_t tl = strlen(text);
+	if (tl > 2 && strcmp(text + tl - 2, "us") == 0) {
+		char num[32];
+		uint32_t us = 0;
+		snprintf(num, sizeof(num), "%.*s", (int)(tl - 2), text);
+		conv_uint(ld, key, num, 0, 60000000, &us);
+		return us;
+	}
+	uint32_t ms = 0;
+	conv_duration(ld, key, text, 0, &ms);
+	return ms > 60000 ? 60000000u : ms * 1000u;
+}
+
 static void conv_inspect(struct cfg_load *ld, const char *pre, const struct y_inspect *y,
 			 struct cfg_inspect *in, uint64_t memory_max)
 {
@@ -1774,21 +1793,21 @@ static void conv_inspect(struct cfg_load *ld, const char *pre, const struct y_in
 			conv_uint(ld, kp(k, bp, "instructions"), y->budget->instructions, 0, UINT32_MAX, &n);
 			in->budget_instructions = n;
 		}
-		if (y->budget->time != NULL) {
-			uint32_t ms = 0;
-			/* "0" means no limit; "500us" is finer than a duration's ms. */
-			size_t tl = strlen(y->budget->time);
-			if (tl > 2 && strcmp(y->budget->time + tl - 2, "us") == 0) {
-				char num[32];
-				uint32_t us = 0;
-				snprintf(num, sizeof(num), "%.*s", (int)(tl - 2), y->budget->time);
-				conv_uint(ld, kp(k, bp, "time"), num, 0, 60000000, &us);
-				in->budget_us = us;
-			} else {
-				conv_duration(ld, kp(k, bp, "time"), y->budget->time, 0, &ms);
-				in->budget_us = ms > 60000 ? 60000000u : ms * 1000u;
-			}
-		}
+		if (y->budget->time != NULL)
+			in->budget_us = conv_budget_us(ld, kp(k, bp, "time"), y->budget->time);
+		if (y->budget->wall_time != NULL)
+			in->budget_wall_us = conv_budget_us(ld, kp(k, bp, "wall_time"), y->budget->wall_time);
+		if (in->budget_wall_us && in->budget_wall_us < in->budget_us)
+			err_at(ld, kp(k, bp, "wall_time"), AT_VALUE,
+			       "the wall-clock ceiling (%u us) is below the CPU time budget (%u us): "
+			       "a call on a busy machine would be stopped for time it did not use",
+			       in->budget_wall_us, in->budget_us);
+	}
+	if (y->budget == NULL || y->budget->wall_time == NULL) {
+		/* Ten times the CPU budget, at least 1 s: only a call that holds
+		 * the worker while it stops using CPU gets there. */
+		uint64_t w = (uint64_t)in->budget_us * 10;
+		in->budget_wall_us = in->budget_us == 0 ? 0 : w < 1000000 ? 1000000u : w > 60000000 ? 60000000u : (uint32_t)w;
 	}
 	if (in->script[0] != '\0') {
 		char why[512];
@@ -1820,6 +1839,13 @@ static int conv_listener(struct cfg_load *ld, const char *pre, unsigned idx,
 		       y->trusted_forwarders_count, &l->trusted_forwarders,
 		       &l->ntrusted_forwarders) < 0)
 		return -1;
+	{
+		static const char *const underscores[] = { "allow", "drop", "reject", NULL };
+		int v = conv_word(ld, kp(k, pre, "headers_with_underscores"), y->headers_with_underscores,
+				  underscores);
+		if (v >= 0)
+			l->underscores = (enum cfg_underscores)v;
+	}
 	if (y->inspect != NULL)
 		conv_inspect(ld, kp(k, pre, "inspect"), y->inspect, &l->inspect, ld->lua_memory_max);
 	if (y->tls != NULL)

@@ -654,8 +654,14 @@ static int on_req_value_done(llhttp_t *p)
 		return req_fail(cl, REASON_BAD_REQUEST);
 	/* Transfer_Encoding / Content_Length: sluice would not frame by it,
 	 * a CGI-style backend would (0.CL / TE.0 desync). */
-	if (hdr_framing_alias(msg_str(&cl->txn.req, h->name_off), h->name_len))
+	const char *name = msg_str(&cl->txn.req, h->name_off);
+	if (hdr_framing_alias(name, h->name_len))
 		return req_fail(cl, REASON_BAD_REQUEST);
+	if (cl->li->cfg->underscores != CFG_US_ALLOW && memchr(name, '_', h->name_len)) {
+		if (cl->li->cfg->underscores == CFG_US_REJECT)
+			return req_fail(cl, REASON_UNDERSCORE_HEADER);
+		h->drop = 1;
+	}
 	if (cl->txn.head_done) {
 		/* A trailer field: checked like a header, then dropped. Kept,
 		 * a held request's head (built after its body) would carry a
@@ -913,8 +919,8 @@ static void send_continue(struct client *cl)
 
 /* Build the head the backend will receive: the client's headers minus
  * hop-by-hop and spoofed identity ones and those the hook removed, the
- * hook's own, then sluice's identity headers (last, so nothing before can
- * cancel them). */
+ * hook's own, the framing sluice re-emits, then sluice's identity headers
+ * (last, so nothing before can cancel them; docs/client-identity.md). */
 static void txn_build_head(struct client *cl)
 {
 	struct txn *t = &cl->txn;
@@ -940,11 +946,11 @@ static void txn_build_head(struct client *cl)
 		buf_appendf(h, cl->dst.family == AF_INET6 ? "Host: [%s]:%u\r\n" : "Host: %s:%u\r\n", ip,
 			    netaddr_port(&cl->dst));
 	}
-	forward_write(cl, m, fwd, h);
 	if (t->req_chunked)
 		buf_append_str(h, "Transfer-Encoding: chunked\r\n");
 	if (t->upgrade)
 		buf_append_str(h, "Connection: upgrade\r\n");
+	forward_write(cl, m, fwd, h);
 	buf_append(h, "\r\n", 2);
 	send_continue(cl);
 }

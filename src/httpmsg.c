@@ -125,6 +125,36 @@ struct hdr *msg_finish_header(struct msg *m)
 	return h;
 }
 
+/* Compare NAME with the lower-case LIT for N bytes, case-insensitively and
+ * reading '_' as '-'. */
+static int loose_eq(const char *name, const char *lit, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if ((name[i] == '_' ? '-' : (name[i] | 0x20)) != lit[i])
+			return 0;
+	return 1;
+}
+
+/* An identity header spelled with underscores (X_Forwarded_For,
+ * WL_Proxy_Client_IP): servers and CGI-style frameworks that map '_' and
+ * '-' to the same variable take it for the real one (Puma's
+ * CVE-2024-45614), so it is protected like the dashed name. */
+static int identity_alias(const char *name, size_t len)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(known); i++) {
+		enum hdr_kind k = known[i].kind;
+		if ((k == HDR_IDENTITY || k == HDR_X_FORWARDED_FOR || k == HDR_FORWARDED) &&
+		    strlen(known[i].name) == len && loose_eq(name, known[i].name, len))
+			return 1;
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(identity_prefixes); i++) {
+		size_t pl = strlen(identity_prefixes[i]);
+		if (len > pl && loose_eq(name, identity_prefixes[i], pl))
+			return 1;
+	}
+	return 0;
+}
+
 enum hdr_kind hdr_classify(const char *name, size_t len, int *hop)
 {
 	*hop = 0;
@@ -137,6 +167,10 @@ enum hdr_kind hdr_classify(const char *name, size_t len, int *hop)
 	for (size_t i = 0; i < ARRAY_SIZE(identity_prefixes); i++)
 		if (has_prefix(name, len, identity_prefixes[i]))
 			return HDR_IDENTITY;
+	/* Not HDR_X_FORWARDED_FOR for X_Forwarded_For: a trusted
+	 * forwarder's copy is passed on as sent, never merged. */
+	if (memchr(name, '_', len) && identity_alias(name, len))
+		return HDR_IDENTITY;
 	return HDR_OTHER;
 }
 
@@ -250,16 +284,9 @@ int hdr_framing_alias(const char *name, size_t len)
 	static const char *const framing[] = { "content-length", "transfer-encoding" };
 	if (memchr(name, '_', len) == NULL)
 		return 0;
-	for (size_t k = 0; k < ARRAY_SIZE(framing); k++) {
-		const char *f = framing[k];
-		if (strlen(f) != len)
-			continue;
-		size_t i = 0;
-		while (i < len && (name[i] == '_' ? '-' : (name[i] | 0x20)) == f[i])
-			i++;
-		if (i == len)
+	for (size_t k = 0; k < ARRAY_SIZE(framing); k++)
+		if (strlen(framing[k]) == len && loose_eq(name, framing[k], len))
 			return 1;
-	}
 	return 0;
 }
 

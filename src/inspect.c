@@ -3,8 +3,13 @@
  * the three phases.
  *
  * Guard. A count hook fires every HOOK_EVERY VM instructions and checks the
- * call's instruction and time budgets; the allocator enforces the state's
- * memory cap. When a call overruns, it is "doomed": the hook is re-armed to
+ * call's instruction budget, its CPU-time budget and its wall-clock
+ * ceiling; the allocator enforces the state's memory cap. The time budget
+ * is the worker thread's own CPU time: wall time would stop a script for
+ * the time other processes held the CPU, and with on_error: allow anyone
+ * able to load the machine could get requests past inspection uninspected.
+ * The wall-clock ceiling is a much larger last resort, for a call that
+ * somehow stops consuming CPU while it holds the worker's loop. When a call overruns, it is "doomed": the hook is re-armed to
  * fire on every instruction and raises again each time, so a script that
  * catches the error with pcall is stopped at its next instruction, until
  * the error reaches our own lua_pcall. */
@@ -29,9 +34,10 @@
 #define HOOK_EVERY 1000           /* instructions between guard checks */
 #define MEM_SLACK (256 * 1024)    /* room to raise the error once the cap is hit */
 /* A script's main chunk may compile big pattern sets (waf.lua: ~2.5 s of
- * Hyperscan). Its limit is in CPU time, so a busy machine (several masters
- * checking configs at once, a loaded CI box) does not turn a valid script
- * into an invalid configuration. Calls at request time stay on wall time. */
+ * Hyperscan), so it gets a CPU budget of its own, and no wall-clock
+ * ceiling: a busy machine (several masters checking configs at once, a
+ * loaded CI box) must not turn a valid script into an invalid
+ * configuration. */
 #if defined(__SANITIZE_ADDRESS__)
 /* ASan+UBSan builds run it about 3.5x slower (waf.lua: ~8 s of CPU against
  * ~2.3 s), which left one loaded CI run past the release limit. */
@@ -53,8 +59,9 @@ struct guard {
 	lua_State *L;
 	size_t used, max;
 	uint64_t instr, instr_max;      /* this call */
-	uint64_t deadline;              /* guard_now() bound, 0 = none */
-	int cpu_clock;                  /* deadline is in thread CPU time, not wall time */
+	uint64_t cpu_start, cpu_max;    /* thread CPU time (us) at entry; budget, 0 = none */
+	uint64_t cpu_check_at;          /* now_us() before which the CPU budget cannot be spent */
+	uint64_t wall_start, wall_max;  /* now_us() at entry; ceiling, 0 = none */
 	const char *doom;               /* why the current call is being stopped, or NULL */
 	int in_call;
 	int need_gc;                    /* the call hit the memory cap: collect once it is cleaned up */
@@ -94,20 +101,36 @@ static uint64_t thread_cpu_us(void)
 	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
-static uint64_t guard_now(void)
+/* A thread's CPU time never runs ahead of the wall clock, so the CPU clock
+ * (a system call, ~250 ns here) is read only once enough wall time has
+ * passed for the rest of the budget to be spent; the wall clock comes from
+ * the vDSO. An unhurried call reads the CPU clock once, at entry. */
+static const char *guard_time_check(void)
 {
-	return G.cpu_clock ? thread_cpu_us() : now_us();
+	if (G.cpu_max == 0 && G.wall_max == 0)
+		return NULL;
+	uint64_t now = now_us();
+	if (G.wall_max && now - G.wall_start > G.wall_max)
+		return "wall-clock ceiling exceeded";
+	if (G.cpu_max && now > G.cpu_check_at) {
+		uint64_t used = thread_cpu_us() - G.cpu_start;
+		if (used > G.cpu_max)
+			return "CPU time budget exceeded";
+		G.cpu_check_at = now + (G.cpu_max - used);
+	}
+	return NULL;
 }
 
 static void count_hook(lua_State *L, lua_Debug *ar)
 {
 	(void)ar;
 	if (G.doom == NULL) {
+		const char *why;
 		G.instr += HOOK_EVERY;
 		if (G.instr_max && G.instr > G.instr_max)
 			doom(L, "instruction budget exceeded");
-		else if (G.deadline && guard_now() > G.deadline)
-			doom(L, "time budget exceeded");
+		else if ((why = guard_time_check()) != NULL)
+			doom(L, why);
 		else
 			return;
 	}
@@ -135,32 +158,36 @@ static void *guard_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
 	return p;
 }
 
-static void guard_arm(uint64_t instructions, uint64_t us, int cpu_clock)
+static void guard_arm(uint64_t instructions, uint64_t cpu_us, uint64_t wall_us)
 {
 	G.instr = 0;
 	G.instr_max = instructions;
-	G.cpu_clock = cpu_clock;
-	G.deadline = us ? guard_now() + us : 0;
+	G.cpu_max = cpu_us;
+	G.cpu_start = cpu_us ? thread_cpu_us() : 0;
+	G.wall_max = wall_us;
+	G.wall_start = now_us();
+	G.cpu_check_at = G.wall_start + cpu_us;
 	G.doom = NULL;
 	G.in_call = 1;
-	if (instructions || us)
+	if (instructions || cpu_us || wall_us)
 		lua_sethook(G.L, count_hook, LUA_MASKCOUNT, HOOK_EVERY);
 	else
 		lua_sethook(G.L, NULL, 0, 0);
 }
 
-/* Call the function below NARGS arguments, guarded. Returns NULL, or why it
- * failed (valid until the next call); the stack is left as before the push. */
-static const char *guarded_pcall(int nargs, uint64_t instructions, uint64_t us, int cpu_clock)
+/* Call the function below NARGS arguments, guarded (budgets of 0 are
+ * none). Returns NULL, or why it failed (valid until the next call); the
+ * stack is left as before the push. */
+static const char *guarded_pcall(int nargs, uint64_t instructions, uint64_t cpu_us, uint64_t wall_us)
 {
 	static char why[512];
-	guard_arm(instructions, us, cpu_clock);
+	guard_arm(instructions, cpu_us, wall_us);
 	int rc = lua_pcall(G.L, nargs, 0, 0);
 	G.in_call = 0;
 	if (rc == LUA_OK)
 		return NULL;
 	/* The guard's own errors carry the script position luaL_error put
-	 * in front ("waf.lua:12: time budget exceeded"); keep it. */
+	 * in front ("waf.lua:12: CPU time budget exceeded"); keep it. */
 	const char *msg = lua_type(G.L, -1) == LUA_TSTRING ? lua_tostring(G.L, -1) : NULL;
 	if (G.doom && !(msg && strstr(msg, G.doom)))
 		snprintf(why, sizeof(why), "%s", G.doom);
@@ -402,7 +429,7 @@ static int script_load(struct inspect_script *sc, const char *path, char *why, s
 	lua_pushvalue(L, -1);
 	lua_insert(L, -3);               /* env, chunk, env */
 	lua_setupvalue(L, -2, 1);        /* env, chunk */
-	const char *err = guarded_pcall(0, 0, LOAD_CPU_US, 1);
+	const char *err = guarded_pcall(0, 0, LOAD_CPU_US, 0);
 	if (err) {
 		snprintf(why, cap, "%s", err);
 		lua_pop(L, 1);
@@ -567,7 +594,7 @@ static const char *phase_call(struct client *cl, int fn, int phase, int with_res
 	req_ref = resp_ref = NULL;
 	lua_pushcfunction(G.L, phase_entry);   /* a light C function: no allocation */
 	lua_pushlightuserdata(G.L, &pc);
-	const char *why = guarded_pcall(1, ic->budget_instructions, ic->budget_us, 0);
+	const char *why = guarded_pcall(1, ic->budget_instructions, ic->budget_us, ic->budget_wall_us);
 	/* Nothing has allocated since the call ended, so the objects are
 	 * still there even if nothing references them any more. */
 	if (req_ref) {

@@ -9,6 +9,7 @@
 	X(OK,                    0, "ok",                      "") \
 	X(BAD_REQUEST,         400, "bad_request",             "malformed request") \
 	X(MISSING_HOST,        400, "missing_host",            "missing, duplicate or invalid Host header") \
+	X(UNDERSCORE_HEADER,   400, "underscore_in_header_name", "header name with an underscore") \
 	X(BAD_TE,              400, "bad_transfer_encoding",   "invalid Transfer-Encoding") \
 	X(BAD_CHUNK,           400, "bad_chunk",               "malformed chunked body") \
 	X(HEADER_TIMEOUT,      408, "client_header_timeout",   "request header timeout") \

@@ -410,3 +410,115 @@ def test_every_request_on_a_keepalive_connection(sluice, recorder):
     be.wait_requests(4)
     for q in be.all_requests():
         assert_identity(q, expected(ALL_ON, tls=False, ip=CLIENT_IP, cport=p, lport=s.port, host="example.com"))
+
+
+# --------------------------------------------------------------------------
+# identity headers spelled with underscores (issue 17): servers and
+# CGI-style frameworks that read '_' as '-' take them for the real ones
+
+SPOOF_UNDERSCORE = [
+    ("X_Forwarded_For", "6.6.6.21"),
+    ("X-Forwarded_For", "6.6.6.22"),
+    ("x_forwarded-FOR", "6.6.6.23"),
+    ("X_Real_IP", "6.6.6.24"),
+    ("Proxy_Client_IP", "6.6.6.25"),
+    ("X_Forwarded_Proto", "https"),
+    ("X_Forwarded_Host", "evil.test"),
+    ("X_Forwarded_Port", "1"),
+    ("WL_Proxy_SSL", "true"),
+    ("WL_Proxy_Client_IP", "6.6.6.26"),
+    ("wl_proxy_client_port", "1"),
+    ("WL_Proxy_Client_Cert", "c3Bvb2Y="),
+    ("WL-Proxy_Client_Keysize", "spoof-ks"),
+    ("X_WebLogic_KeepAliveSecs", "spoof-ka"),
+    ("x_forwarded_server", "spoof-xfs"),
+]
+KEEP_UNDERSCORE = [("X_Custom_Thing", "keep-me"), ("Forwarded_Extra", "kept")]
+UNDERSCORE_NEEDLES = ("6.6.6.", "evil.test", "spoof-", "c3bvb2y=")
+
+
+@pytest.mark.parametrize("tls", [False, True], ids=["plain", "tls"])
+@pytest.mark.parametrize("switches", ["all-on", "all-off"])
+def test_untrusted_underscore_identity_headers_removed(sluice, recorder, id_pki, tls, switches):
+    """Every underscore (or mixed) spelling of an identity header is removed
+    from an untrusted client, with the WL-Proxy-* switches on and off; other
+    headers with underscores pass, and sluice's own headers are the usual
+    ones, last."""
+    fwd = ALL_ON if switches == "all-on" else ALL_OFF
+    s, be = start(sluice, recorder, forward=fwd, tls=tls_cfg(id_pki) if tls else None)
+    q, p = one_request(s, be, tls, id_pki, path="/underscores", headers=SPOOF_UNDERSCORE + KEEP_UNDERSCORE,
+                       host="example.com")
+    head = q.head.decode("latin-1").lower()
+    for needle in UNDERSCORE_NEEDLES:
+        assert needle not in head, (needle, q.head)
+    for k, _ in SPOOF_UNDERSCORE:
+        assert k.lower() + ":" not in head, (k, q.head)
+    for k, v in KEEP_UNDERSCORE:
+        assert q.header_all(k) == [v], (k, q.headers)
+    assert_identity(q, expected(fwd, tls=tls, ip=CLIENT_IP, cport=p, lport=s.port, host="example.com",
+                                der=id_pki.client.der()))
+
+
+def test_trusted_forwarder_underscore_headers_kept_as_sent(sluice, recorder):
+    """Positive control: from a trusted forwarder the same spellings pass as
+    sent (as its dashed ones do), and are not merged into sluice's chain."""
+    s, be = start(sluice, recorder, forward={"x_forwarded_for": "append", "wl_proxy_client_ip": True},
+                  listener=TRUSTED)
+    q, _ = one_request(s, be, path="/trusted-us", headers=SPOOF_UNDERSCORE)
+    for k, v in SPOOF_UNDERSCORE:
+        assert q.header_all(k) == [v], (k, q.headers)
+    assert q.header_all("x-forwarded-for") == [CLIENT_IP]
+    assert q.header_all("wl-proxy-client-ip") == [CLIENT_IP]
+
+
+def test_headers_with_underscores_drop(sluice, recorder):
+    """headers_with_underscores: drop (nginx's default) forwards the request
+    without any header whose name has an underscore, from any client."""
+    s, be = start(sluice, recorder, forward={"x_forwarded_for": "append"},
+                  listener=dict(TRUSTED, headers_with_underscores="drop"))
+    q, _ = one_request(s, be, path="/drop-us", headers=SPOOF_UNDERSCORE + KEEP_UNDERSCORE + [("X-Keep", "yes")])
+    assert "_" not in "".join(k for k, _ in q.headers), q.headers
+    assert q.header_all("x-keep") == ["yes"]
+    assert q.header_all("x-forwarded-for") == [CLIENT_IP]
+    assert access_reason(s, "/drop-us") == "ok"
+
+
+def access_reason(s, path):
+    return s.wait_access_entry(lambda e: e["target"] == path)["reason"]
+
+
+@pytest.mark.parametrize("tls", [False, True], ids=["plain", "tls"])
+def test_headers_with_underscores_reject(sluice, recorder, id_pki, tls):
+    """headers_with_underscores: reject answers 400, logs the reason and
+    forwards nothing; the same connection's earlier request and the next
+    connection are served."""
+    s, be = start(sluice, recorder, listener={"headers_with_underscores": "reject"},
+                  tls=tls_cfg(id_pki) if tls else None)
+    with client(s, tls, id_pki) as c:
+        assert c.request("GET", "/before", headers=[("X-Dashed", "fine")]).status == 200
+        r = c.request("GET", "/reject-us", headers=[("X_Custom_Thing", "1")])
+        assert r.status == 400, r
+    assert access_reason(s, "/reject-us") == "underscore_in_header_name"
+    with client(s, tls, id_pki) as c:
+        assert c.request("GET", "/after").status == 200
+    be.wait_requests(2)
+    assert [q.target for q in be.all_requests()] == ["/before", "/after"]
+
+
+def test_sluice_headers_last_after_reemitted_framing(sluice, recorder):
+    """docs/client-identity.md: sluice's identity headers are the last lines
+    of the head, also after the Transfer-Encoding it re-emits for a chunked
+    body."""
+    s, be = start(sluice, recorder, forward=ALL_ON)
+    body = b"x" * 100
+    with client(s, False) as c:
+        p = cport(c)
+        c.send(H.build_request("POST", "/chunked", headers=[("Transfer-Encoding", "chunked")],
+                               host="example.com") + H.chunk_encode(body, chunk=30))
+        assert c.read_response().status == 200
+    q = be.wait_requests(1)[0]
+    assert q.body == body
+    want = expected(ALL_ON, tls=False, ip=CLIENT_IP, cport=p, lport=s.port, host="example.com")
+    assert_identity(q, want)
+    names = [k.lower() for k, _ in q.headers]
+    assert names[:-len(want)] == ["host", "transfer-encoding"], q.headers

@@ -536,7 +536,7 @@ def test_header_edits_reach_backend_exactly(sluice, recorder):
 
 FORBIDDEN = ["Host", "host", "Content-Length", "CONTENT-LENGTH", "Transfer-Encoding", "Connection",
              "Upgrade", "X-Forwarded-For", "x-forwarded-proto", "X-Forwarded-Host", "Forwarded",
-             "WL-Proxy-Client-IP", "wl-proxy-ssl"]
+             "WL-Proxy-Client-IP", "wl-proxy-ssl", "X_Forwarded_For", "WL_Proxy_Client_IP"]
 
 
 @pytest.mark.parametrize("op", ["set", "add", "remove"])

@@ -282,6 +282,32 @@ static void test_syslog(void)
 	cfg_free(c);
 }
 
+/* headers_with_underscores: allow by default, each word, and a bad one. */
+static void test_headers_with_underscores(void)
+{
+	static const char *const words[] = { "allow", "drop", "reject" };
+	char path[512], err[1024], text[512];
+	struct cfg *c;
+
+	c = cfg_load(write_tmp(path, sizeof(path), "min.yaml", GOOD_LI GOOD_BE), err, sizeof(err));
+	CHECK(c != NULL && c->listeners[0].underscores == CFG_US_ALLOW);
+	cfg_free(c);
+	for (unsigned i = 0; i < 3; i++) {
+		snprintf(text, sizeof(text), GOOD_LI "    headers_with_underscores: %s\n" GOOD_BE, words[i]);
+		c = cfg_load(write_tmp(path, sizeof(path), "us.yaml", text), err, sizeof(err));
+		CHECK(c != NULL && c->listeners[0].underscores == (enum cfg_underscores)i);
+		cfg_free(c);
+	}
+	c = cfg_load(write_tmp(path, sizeof(path), "us.yaml",
+			       GOOD_LI "    headers_with_underscores: off\n" GOOD_BE), err, sizeof(err));
+	CHECK(c == NULL);
+	CHECK(strstr(err, "us.yaml:4:31: listeners[0].headers_with_underscores: ") != NULL &&
+	      strstr(err, "allow, drop or reject") != NULL);
+	if (c == NULL && !strstr(err, "allow, drop or reject"))
+		printf("  us.yaml: %s\n", err);
+	cfg_free(c);
+}
+
 /* The listener tls mapping: every key, defaults, and the positions the TLS
  * module uses for its own errors. */
 static void test_tls(void)
@@ -959,6 +985,7 @@ int main(void)
 	test_default_config();
 	test_defaults();
 	test_syslog();
+	test_headers_with_underscores();
 	test_tls();
 	test_forward_proxy();
 	test_forward_proxy_errors();

@@ -121,6 +121,55 @@ static void test_untrusted_all_off(void)
 	msg_free(&m);
 }
 
+/* Identity headers spelled with '_' for '-' (or a mix), in any case: gone
+ * from an untrusted client like the dashed ones; a trusted forwarder's are
+ * passed as sent and never merged into sluice's chain. */
+static const char *const underscore_spellings[] = {
+	"X_Forwarded_For", "X-Forwarded_For", "x_forwarded-for", "X_Real_IP", "x_real_ip",
+	"Proxy_Client_IP", "WL_Proxy_Client_IP", "WL_Proxy_SSL", "wl_proxy_client_cert",
+	"X_Forwarded_Proto", "X_Forwarded_Host", "X_WebLogic_KeySize", "X_Forwarded_Anything",
+};
+
+static void test_underscore_spellings(void)
+{
+	struct client cl = { 0 };
+	struct msg m = { 0 };
+	struct buf out = { 0 };
+	struct cfg_forward f = { .x_forwarded_for = CFG_XFF_APPEND, .x_forwarded_proto = 1 };
+	set_addr(&cl.src, "192.0.2.10", 40000);
+	for (size_t i = 0; i < sizeof(underscore_spellings) / sizeof(underscore_spellings[0]); i++) {
+		const char *name = underscore_spellings[i];
+		int hop;
+		CHECK(hdr_classify(name, strlen(name), &hop) == HDR_IDENTITY && hop == 0);
+		cl.trusted_fwd = 0;
+		msg_reset(&m, 64);
+		add_header(&m, "Host", "a");
+		add_header(&m, name, "6.6.6.6");
+		add_header(&m, "X_Other_Thing", "kept");
+		render(&cl, &m, &f, &out);
+		CHECK_STR(out.data, "Host: a\r\nX_Other_Thing: kept\r\n"
+				    "X-Forwarded-For: 192.0.2.10\r\nX-Forwarded-Proto: http\r\n");
+		cl.trusted_fwd = 1;
+		msg_reset(&m, 64);
+		add_header(&m, "Host", "a");
+		add_header(&m, name, "6.6.6.6");
+		render(&cl, &m, &f, &out);
+		char want[256];
+		snprintf(want, sizeof(want), "Host: a\r\n%s: 6.6.6.6\r\n"
+			 "X-Forwarded-For: 192.0.2.10\r\nX-Forwarded-Proto: http\r\n", name);
+		CHECK_STR(out.data, want);
+	}
+	/* not identity names once read with '-': left alone */
+	static const char *const others[] = { "X_Forwarded", "X_Forwarded_", "X_Real_IPs", "Forwarded_For",
+					      "WL_Proxy", "Proxy_Client_IP_" };
+	for (size_t i = 0; i < sizeof(others) / sizeof(others[0]); i++) {
+		int hop;
+		CHECK(hdr_classify(others[i], strlen(others[i]), &hop) == HDR_OTHER);
+	}
+	buf_free(&out);
+	msg_free(&m);
+}
+
 /* A Connection header naming sluice's headers removes only the client's. */
 static void test_connection_cannot_remove_ours(void)
 {
@@ -283,6 +332,7 @@ int main(void)
 	test_untrusted_all_on();
 	test_untrusted_all_off();
 	test_connection_cannot_remove_ours();
+	test_underscore_spellings();
 	test_trusted_chain();
 	test_ipv6_and_mapped();
 	test_cidr();
