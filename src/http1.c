@@ -14,6 +14,7 @@
 #include "http1.h"
 #include "forward.h"
 #include "inspect.h"
+#include "inspect_api.h"
 #include "log.h"
 #include "proxy_proto.h"
 #include "stats.h"
@@ -38,6 +39,10 @@ static void client_flush(struct client *cl);
 static void client_run_input(struct client *cl);
 static void client_read_pause(struct client *cl, int pause);
 static void client_timer_cb(uv_timer_t *t);
+static void client_backend_ready(struct client *cl);
+static void client_backend_error(struct client *cl, enum reason r);
+static void client_backend_eof(struct client *cl, enum reason r);
+static void client_backend_writable(struct client *cl);
 
 static const char *status_text(int status)
 {
@@ -1584,7 +1589,7 @@ void client_drain_all(void)
 
 /* ---- backend side ---- */
 
-void client_backend_ready(struct client *cl)
+static void client_backend_ready(struct client *cl)
 {
 	struct txn *t = &cl->txn;
 	struct bconn *bc = t->bc;
@@ -1609,7 +1614,7 @@ void client_backend_ready(struct client *cl)
 		client_timer(cl, timeouts()->client_body_ms);
 }
 
-void client_backend_writable(struct client *cl)
+static void client_backend_writable(struct client *cl)
 {
 	if (cl->read_stopped && !cl->txn.req_done && cl->in.len <= PIPELINE_MAX) {
 		client_read_pause(cl, 0);
@@ -1627,7 +1632,7 @@ void client_backend_writable(struct client *cl)
  * the same address again would only add a connect timeout. */
 #define REDISPATCH_MAX 3
 
-void client_backend_error(struct client *cl, enum reason r)
+static void client_backend_error(struct client *cl, enum reason r)
 {
 	struct txn *t = &cl->txn;
 	if ((r == REASON_BACKEND_REFUSED || r == REASON_CONNECT_TIMEOUT) && t->bc == NULL && t->srv &&
@@ -1718,7 +1723,7 @@ static void txn_retry(struct client *cl)
 		client_timer(cl, t->be->cfg->queue_timeout_ms);
 }
 
-void client_backend_eof(struct client *cl, enum reason r)
+static void client_backend_eof(struct client *cl, enum reason r)
 {
 	struct txn *t = &cl->txn;
 	struct bconn *bc = t->bc;
@@ -2001,7 +2006,7 @@ static void client_start_tunnel(struct client *cl, const char *rest, size_t len)
 		client_read_pause(cl, 0);
 }
 
-void client_backend_data(struct client *cl, const char *data, size_t len)
+static void client_backend_data(struct client *cl, const char *data, size_t len)
 {
 	struct txn *t = &cl->txn;
 	struct bconn *bc = t->bc;
@@ -2056,8 +2061,17 @@ void client_backend_data(struct client *cl, const char *data, size_t len)
 	client_fail(cl, t->resp_head_sent ? REASON_BACKEND_ABORT : REASON_BACKEND_BAD_RESPONSE);
 }
 
+static const struct upstream_events backend_events = {
+	.ready = client_backend_ready,
+	.error = client_backend_error,
+	.data = client_backend_data,
+	.eof = client_backend_eof,
+	.writable = client_backend_writable,
+};
+
 void http1_settings_init(void)
 {
+	upstream_events_set(&backend_events);
 	llhttp_settings_init(&req_settings);
 	req_settings.on_message_begin = on_req_begin;
 	req_settings.on_url = on_req_url;

@@ -73,17 +73,6 @@ static unsigned nscripts;
 static struct inspect_ref *req_ref, *resp_ref;
 static struct { uint64_t second; unsigned n, dropped; } errlog;
 
-static const char *const decision_names[] = {
-#define INSPECT_NAME(id, name) name,
-	INSPECT_DECISIONS(INSPECT_NAME)
-#undef INSPECT_NAME
-};
-
-const char *inspect_decision_name(unsigned d)
-{
-	return d < sizeof(decision_names) / sizeof(decision_names[0]) ? decision_names[d] : "?";
-}
-
 /* ---- the guard ---- */
 
 static void count_hook(lua_State *L, lua_Debug *ar);

@@ -52,6 +52,5 @@ void inspect_apply_removals(const struct buf *del, struct msg *m);
 void inspect_txn_reset(struct txn_insp *in);
 void inspect_txn_free(struct txn_insp *in);
 
-const char *inspect_decision_name(unsigned d);
 
 #endif

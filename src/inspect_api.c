@@ -6,13 +6,23 @@
 #include <strings.h>
 #include <lauxlib.h>
 #include "httpmsg.h"
-#include "inspect.h"
 #include "inspect_api.h"
 #include "netaddr.h"
 #include "tls.h"
 #include "transform.h"
 #include "upstream.h"
 #include "worker.h"
+
+static const char *const decision_names[] = {
+#define INSPECT_NAME(id, name) name,
+	INSPECT_DECISIONS(INSPECT_NAME)
+#undef INSPECT_NAME
+};
+
+const char *inspect_decision_name(unsigned d)
+{
+	return d < sizeof(decision_names) / sizeof(decision_names[0]) ? decision_names[d] : "?";
+}
 
 #define REQ_MT  "sluice.req"
 #define RESP_MT "sluice.resp"

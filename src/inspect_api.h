@@ -22,6 +22,9 @@ struct inspect_ref {
 	uint8_t is_resp;        /* the resp object */
 };
 
+/* "allow", "deny", ... for an enum inspect_decision (logs, req:decision()). */
+const char *inspect_decision_name(unsigned d);
+
 /* Create the metatables. */
 void inspect_api_open(lua_State *L);
 /* Push a new req (IS_RESP 0) or resp object; returns its state. */

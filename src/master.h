@@ -9,14 +9,7 @@
  * master from here on. Returns the process exit status. */
 int master_run(struct cfg *cfg);
 
-struct tls_server;
-struct tls_client;
-/* The TLS contexts of one configuration, built by the master before forking
- * (so keys are read with its rights) and inherited by the workers. */
-struct tls_set {
-	struct tls_server **listeners;  /* per cfg listener; NULL for plain ones */
-	struct tls_client **backends;   /* per cfg backend; NULL for plain ones */
-};
+struct tls_set;
 /* NULL with positioned errors in ERR on failure. Also what `sluice -t` checks. */
 struct tls_set *master_tls_load(const struct cfg *cfg, char *err, size_t errlen);
 void master_tls_free(const struct cfg *cfg, struct tls_set *tls);

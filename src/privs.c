@@ -9,7 +9,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 #include "privs.h"
-#include "cfg.h"
+#include "cfg-t.h"
 
 int privs_lookup(const char *user, const char *group, uid_t *uid, gid_t *gid, char *why, size_t cap)
 {

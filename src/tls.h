@@ -26,6 +26,13 @@ struct tls_server;
 struct tls_client;
 struct tls_conn;
 
+/* The TLS contexts of one configuration, built by the master before forking
+ * (so keys are read with its rights) and inherited by the workers. */
+struct tls_set {
+	struct tls_server **listeners;  /* per cfg listener; NULL for plain ones */
+	struct tls_client **backends;   /* per cfg backend; NULL for plain ones */
+};
+
 /* "OpenSSL 3.0.x ..." or "BoringSSL". */
 const char *tls_library(void);
 

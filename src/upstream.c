@@ -11,10 +11,7 @@
 #include <unistd.h>
 #include "upstream.h"
 #include "forward.h"
-#include "http1.h"
-#include "health.h"
 #include "log.h"
-#include "master.h"
 #include "shm.h"
 #include "stats.h"
 #include "tls.h"
@@ -25,6 +22,12 @@
 #define OUT_LOW_WATER (64 * 1024)
 
 static struct list bc_free = { &bc_free, &bc_free };
+static const struct upstream_events *ev;
+
+void upstream_events_set(const struct upstream_events *events)
+{
+	ev = events;
+}
 
 static void bconn_close(struct bconn *bc);
 static void bconn_retire(struct bconn *bc);
@@ -246,7 +249,7 @@ static void bconn_established(struct bconn *bc)
 		return;
 	}
 	cl->txn.t_connected = now_us();
-	client_backend_ready(cl);
+	ev->ready(cl);
 }
 
 static void bconn_tls_failed(struct bconn *bc)
@@ -260,7 +263,7 @@ static void bconn_tls_failed(struct bconn *bc)
 		bconn_close(bc);
 		if (cl) {
 			cl->txn.bc = NULL;
-			client_backend_error(cl, REASON_BACKEND_TLS);
+			ev->error(cl, REASON_BACKEND_TLS);
 		}
 		return;
 	}
@@ -305,11 +308,11 @@ static void bconn_on_bytes(struct bconn *bc, ssize_t nread, const char *data)
 		return;
 	if (nread < 0) {
 		/* Only a clean EOF may end a close-delimited body. */
-		client_backend_eof(bc->cl, nread == UV_EOF ? REASON_BACKEND_CLOSED : REASON_BACKEND_RESET);
+		ev->eof(bc->cl, nread == UV_EOF ? REASON_BACKEND_CLOSED : REASON_BACKEND_RESET);
 		return;
 	}
 	bc->got_bytes = 1;
-	client_backend_data(bc->cl, data, (size_t)nread);
+	ev->data(bc->cl, data, (size_t)nread);
 }
 
 static void bconn_timer_cb(uv_timer_t *t)
@@ -322,7 +325,7 @@ static void bconn_timer_cb(uv_timer_t *t)
 		bconn_close(bc);
 		if (cl) {
 			cl->txn.bc = NULL;
-			client_backend_error(cl, REASON_CONNECT_TIMEOUT);
+			ev->error(cl, REASON_CONNECT_TIMEOUT);
 		}
 		break;
 	}
@@ -331,7 +334,7 @@ static void bconn_timer_cb(uv_timer_t *t)
 		bconn_close(bc);
 		if (cl) {
 			cl->txn.bc = NULL;
-			client_backend_eof(cl, REASON_BACKEND_TIMEOUT);
+			ev->eof(cl, REASON_BACKEND_TIMEOUT);
 		}
 		break;
 	}
@@ -424,7 +427,7 @@ static void bconn_connect_cb(uv_connect_t *req, int status)
 		bconn_close(bc);
 		if (cl) {
 			cl->txn.bc = NULL;
-			client_backend_error(cl, REASON_BACKEND_REFUSED);
+			ev->error(cl, REASON_BACKEND_REFUSED);
 		}
 		return;
 	}
@@ -462,14 +465,14 @@ static void bconn_write_cb(uv_write_t *req, int status)
 	if (status < 0) {
 		/* The client side decides (retry, 502, abort) and closes bc. */
 		if (bc->cl && bc->state == BC_BUSY)
-			client_backend_eof(bc->cl, REASON_BACKEND_RESET);
+			ev->eof(bc->cl, REASON_BACKEND_RESET);
 		else
 			bconn_close(bc);
 		return;
 	}
 	bconn_flush(bc);
 	if (bc->cl && bconn_queued(bc) < OUT_LOW_WATER)
-		client_backend_writable(bc->cl);
+		ev->writable(bc->cl);
 }
 
 void bconn_flush(struct bconn *bc)
@@ -742,7 +745,7 @@ enum reason upstream_request(struct client *cl)
 		int rc = try_acquire(cl, &any_up);
 		if (rc > 0) {
 			if (cl->txn.bc->state == BC_BUSY)
-				client_backend_ready(cl);
+				ev->ready(cl);
 			return REASON_OK;
 		}
 		if (rc < 0)
@@ -793,11 +796,11 @@ static void backend_dispatch(struct backend *be)
 			return;  /* still nothing */
 		queue_remove(cl);
 		if (rc == 0)
-			client_backend_error(cl, REASON_NO_SERVER);
+			ev->error(cl, REASON_NO_SERVER);
 		else if (rc < 0)
-			client_backend_error(cl, REASON_BACKEND_REFUSED);
+			ev->error(cl, REASON_BACKEND_REFUSED);
 		else if (cl->txn.bc->state == BC_BUSY)
-			client_backend_ready(cl);
+			ev->ready(cl);
 	}
 }
 
@@ -849,7 +852,7 @@ void upstream_release(struct bconn *bc, int reusable)
 		cl->txn.t_connect_start = cl->txn.t_connected = now_us();
 		bconn_attach(bc, cl);
 		bconn_read_pause(bc, 0);
-		client_backend_ready(cl);
+		ev->ready(cl);
 		return;
 	}
 	if (shm_get(be->slot, SHM_WAITING) > 0 || srv->nidle >= be->cfg->idle_max || over_cap(srv)) {

@@ -11,14 +11,30 @@
 
 struct worker;
 
+/* How upstream reports to the request it serves. The stream layer
+ * registers these once; upstream calls up only through them. */
+struct upstream_events {
+	/* A connection is attached (txn.bc) and established: send the request. */
+	void (*ready)(struct client *cl);
+	/* No connection could be had (txn.bc is NULL): answer with R. */
+	void (*error)(struct client *cl, enum reason r);
+	/* Response bytes from the attached connection. */
+	void (*data)(struct client *cl, const char *data, size_t len);
+	/* The attached connection ended (EOF, reset, response timeout). */
+	void (*eof)(struct client *cl, enum reason r);
+	/* The attached connection's output fell below the low-water mark. */
+	void (*writable)(struct client *cl);
+};
+void upstream_events_set(const struct upstream_events *ev);
+
 struct tls_set;
 int upstream_init(struct worker *w, struct tls_set *tls);
 void upstream_destroy(void);
 struct backend *upstream_backend(const char *name);
 
 /* Ask for a connection for CL's txn (txn.be set). Returns REASON_OK when the
- * request is attached (txn.bc set; client_backend_ready() follows, possibly
- * before this returns) or queued; otherwise the reason to answer with. */
+ * request is attached (txn.bc set; the ready event follows, possibly before
+ * this returns) or queued; otherwise the reason to answer with. */
 enum reason upstream_request(struct client *cl);
 /* The client gives up (timeout, close) while queued or connecting. */
 void upstream_cancel(struct client *cl);

@@ -19,6 +19,7 @@
 #include "master.h"
 #include "shm.h"
 #include "stats.h"
+#include "tls.h"
 #include "upstream.h"
 
 struct worker *W;
