@@ -737,10 +737,11 @@ def test_bench_pages_name_real_targets_and_scripts():
 
 
 # ==========================================================================
-# docs/config.md documents every key src/cfg.c accepts, in the right section.
+# docs/config.md documents every key src/cfg_schema.c accepts, in the right
+# section.
 #
 # The keys and their nesting come from the libcyaml schema tables of
-# src/cfg.c, read as C text (no binary needed):
+# src/cfg_schema.c, read as C text (no binary needed):
 #     static const cyaml_schema_field_t NAME[] = { ENTRY, ..., CYAML_FIELD_END };
 #     static const cyaml_schema_value_t NAME = { CYAML_VALUE_MAPPING(..., FIELDS) };
 # An entry's first string literal is its key. An entry that names another
@@ -758,7 +759,7 @@ def test_bench_pages_name_real_targets_and_scripts():
 # cell (`cert`, `key` is two keys; `budget.instructions` is a key path
 # relative to the section) and must give a type and a default.
 
-CFG_C = os.path.join(REPO, "src", "cfg.c")
+CFG_SCHEMA_C = os.path.join(REPO, "src", "cfg_schema.c")
 CONFIG_MD = os.path.join(REPO, "docs", "config.md")
 
 
@@ -792,7 +793,7 @@ def _split_entries(body):
     return out
 
 
-def cfg_schema_keys(path=CFG_C):
+def cfg_schema_keys(path=CFG_SCHEMA_C):
     """{dotted key path: "leaf" | "mapping" | "list"} of every key the
     schema of PATH accepts."""
     with open(path) as f:
@@ -895,9 +896,18 @@ def config_md_keys(path=CONFIG_MD):
     return keys, problems
 
 
-def test_config_schema_extraction_reads_cfg_c():
+def test_config_schema_extraction_reads_cfg_schema_c():
     """The extraction itself works: it sees the keys every config has, at
-    every depth, and would not pass by reading nothing."""
+    every depth, and would not pass by reading nothing. And it reads the
+    whole schema: no other src/*.c file holds schema tables."""
+    others = []
+    for p in sorted(glob.glob(os.path.join(REPO, "src", "*.c"))):
+        with open(p) as f:
+            if p != CFG_SCHEMA_C and re.search(r"\bcyaml_schema_(field|value)_t\b",
+                                              _c_strip(f.read())):
+                others.append(os.path.relpath(p, REPO))
+    assert others == [], "schema tables outside src/cfg_schema.c (docs/config.md " \
+        "would not be checked against them): %s" % others
     keys = cfg_schema_keys()
     assert len(keys) >= 80, sorted(keys)
     for k, kind in [("workers", "leaf"), ("admin", "mapping"), ("admin.token", "leaf"),
@@ -914,7 +924,7 @@ def test_config_schema_extraction_reads_cfg_c():
 
 
 def test_config_schema_extraction_on_a_sample(tmp_path):
-    src = tmp_path / "cfg.c"
+    src = tmp_path / "cfg_schema.c"
     src.write_text(
         '#define F_STR(key, flags, type, member) CYAML_FIELD_STRING_PTR(key, flags, type, member, 0, 9)\n'
         'static const cyaml_schema_field_t y_leaf_fields[] = {\n'
@@ -933,16 +943,16 @@ def test_config_schema_extraction_on_a_sample(tmp_path):
 
 
 def test_config_md_documents_every_key():
-    """Every key of src/cfg.c's schema has a row (with type and default) in
-    the Key table of its section of docs/config.md, and every row there is a
-    key the schema accepts."""
+    """Every key of src/cfg_schema.c's schema has a row (with type and
+    default) in the Key table of its section of docs/config.md, and every row
+    there is a key the schema accepts."""
     schema = cfg_schema_keys()
     documented, problems = config_md_keys()
     missing = sorted(k for k in schema if k not in documented)
     unknown = sorted(k for k in documented if k not in schema)
-    assert not missing, "docs/config.md does not document these keys of src/cfg.c " \
+    assert not missing, "docs/config.md does not document these keys of src/cfg_schema.c " \
         "(a row in the Key table under the heading of their section): %s" % missing
-    assert not unknown, "docs/config.md documents keys src/cfg.c does not accept: %s" % [
+    assert not unknown, "docs/config.md documents keys src/cfg_schema.c does not accept: %s" % [
         "%s (line %d)" % (k, documented[k][0]) for k in unknown]
     assert problems == []
 
@@ -1223,7 +1233,7 @@ def test_lua_api_md_documents_every_registration():
 def test_config_key_paths_named_in_docs_exist():
     """A dotted key path a page names in backticks (`timeouts.drain`,
     `backends[].queue_timeout`, `inspect.body`, `tls.tickets`) is a key of
-    src/cfg.c's schema, at that nesting (a path may leave out its start)."""
+    src/cfg_schema.c's schema, at that nesting (a path may leave out its start)."""
     schema = cfg_schema_keys()
     comps = {c.replace("[]", "") for k in schema for c in k.split(".")}
     plain = {k.replace("[]", "") for k in schema}
@@ -1238,4 +1248,4 @@ def test_config_key_paths_named_in_docs_exist():
             t = tok.replace("[]", "")
             if not any(k == t or k.endswith("." + t) for k in plain):
                 bad.append("%s: `%s`" % (rel, tok))
-    assert bad == [], "key paths that src/cfg.c's schema does not have: %s" % bad
+    assert bad == [], "key paths that src/cfg_schema.c's schema does not have: %s" % bad

@@ -1,7 +1,7 @@
-/* Unit test for src/cfg.c: the pure value parsers, the default config, and
- * the error report for bad configs (position and key path). Run from the
- * repository root. Bad configs are written to a fresh temporary directory
- * that is removed at the end. */
+/* Unit test for the config loader (src/cfg*.c): the pure value parsers, the
+ * default config, and the error report for bad configs (position and key
+ * path). Run from the repository root. Bad configs are written to a fresh
+ * temporary directory that is removed at the end. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
