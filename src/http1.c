@@ -100,7 +100,7 @@ static void txn_count(struct stats_block *st, const struct txn *t, enum stats_co
  * listener's, backend's and server's stats. */
 static void txn_stats(struct client *cl, uint64_t total, uint64_t queue, uint64_t conn, uint64_t be)
 {
-	struct txn *t = &cl->txn;
+	struct txn *t = cl->txn;
 	enum stats_counter cls = STAT_RESP_NONE;
 	if (t->resp_head_sent && t->status >= 100 && t->status < 600)
 		cls = (enum stats_counter)(STAT_RESP_1XX + t->status / 100 - 1);
@@ -126,7 +126,7 @@ static void txn_stats(struct client *cl, uint64_t total, uint64_t queue, uint64_
 /* One JSON object per line: the fields of the text format, typed. */
 static void txn_log_json(struct client *cl, uint64_t total, uint64_t queue, uint64_t conn, uint64_t be)
 {
-	struct txn *t = &cl->txn;
+	struct txn *t = cl->txn;
 	struct buf *b = log_access_begin_raw();
 	char ip[NETADDR_IP_MAX];
 	buf_append_str(b, "{\"ts\":\"");
@@ -179,7 +179,7 @@ static void txn_log_json(struct client *cl, uint64_t total, uint64_t queue, uint
 
 static void txn_log_text(struct client *cl, uint64_t total, uint64_t queue, uint64_t conn, uint64_t be)
 {
-	struct txn *t = &cl->txn;
+	struct txn *t = cl->txn;
 	struct buf *b = log_access_begin();
 	const char *method = t->req.url_len || t->head_done ? llhttp_method_name((llhttp_method_t)t->method) : "-";
 	buf_appendf(b, "%s %s ", cl->peer, method);
@@ -217,7 +217,7 @@ static void txn_log_text(struct client *cl, uint64_t total, uint64_t queue, uint
 
 static void txn_log(struct client *cl)
 {
-	struct txn *t = &cl->txn;
+	struct txn *t = cl->txn;
 	uint64_t now = now_us();
 	uint64_t total = t->t_start ? now - t->t_start : 0;
 	uint64_t queue = t->t_connect_start > t->t_queue && t->t_queue ? t->t_connect_start - t->t_queue : 0;
@@ -234,9 +234,36 @@ static void txn_log(struct client *cl)
 		inspect_finish(cl);
 }
 
-static void txn_reset(struct client *cl)
+/* ---- the request pool ---- */
+
+/* Free requests of this worker, buffers warm (each process has its own). */
+static struct list txn_free = { &txn_free, &txn_free };
+static unsigned txn_nfree;
+#define TXN_POOL_KEEP 256           /* free requests kept warm; more go back to the allocator */
+#define TXN_BUF_KEEP  (4 * 1024)    /* capacity a pooled request's buffer keeps */
+
+static void txn_free_bufs(struct txn *t)
 {
-	struct txn *t = &cl->txn;
+	msg_free(&t->req);
+	msg_free(&t->resp);
+	buf_free(&t->head);
+	buf_free(&t->tobe);
+	inspect_txn_free(&t->insp);
+}
+
+/* Attach a request to CL: a pooled one (its buffers keep their capacity),
+ * emptied. */
+static struct txn *txn_get(struct client *cl)
+{
+	struct txn *t;
+	if (!list_empty(&txn_free)) {
+		t = CONTAINER_OF(txn_free.next, struct txn, qlink);
+		list_del(&t->qlink);
+		txn_nfree--;
+	} else {
+		t = calloc(1, sizeof(*t));
+		AN(t);
+	}
 	struct msg req = t->req, resp = t->resp;
 	struct buf head = t->head, tobe = t->tobe;
 	struct txn_insp insp = t->insp;
@@ -251,6 +278,41 @@ static void txn_reset(struct client *cl)
 	t->tobe = tobe;
 	t->insp = insp;
 	list_init(&t->qlink);
+	t->cl = cl;
+	cl->txn = t;
+	return t;
+}
+
+/* CL's request is over (and detached from upstream): back to the pool.
+ * Big buffers a request grew (a long head, a held body) are trimmed so
+ * the pool stays small. */
+static void txn_put(struct client *cl)
+{
+	struct txn *t = cl->txn;
+	if (t == NULL)
+		return;
+	cl->txn = NULL;
+	AZ(t->bc);
+	AZ(t->queued);
+	t->cl = NULL;
+	if (txn_nfree >= TXN_POOL_KEEP) {
+		txn_free_bufs(t);
+		free(t);
+		return;
+	}
+	t->req.raw.len = t->resp.raw.len = t->head.len = t->tobe.len = 0;
+	buf_trim(&t->req.raw, TXN_BUF_KEEP);
+	buf_trim(&t->resp.raw, TXN_BUF_KEEP);
+	buf_trim(&t->head, TXN_BUF_KEEP);
+	buf_trim(&t->tobe, TXN_BUF_KEEP);
+	inspect_txn_trim(&t->insp, TXN_BUF_KEEP);
+	list_add_head(&txn_free, &t->qlink);
+	txn_nfree++;
+}
+
+/* The connection's parser-side state for its next request. */
+static void client_next_request(struct client *cl)
+{
 	cl->parse_error = 0;
 	cl->head_scanned = 0;
 	memset(&cl->hscan, 0, sizeof(cl->hscan));
@@ -261,7 +323,7 @@ static void txn_reset(struct client *cl)
 static void client_out(struct client *cl, const void *data, size_t len)
 {
 	buf_append(&cl->out.pending, data, len);
-	cl->txn.bytes_out += len;
+	cl->txn->bytes_out += len;
 }
 
 /* The queue whose bytes go to the socket: ciphertext under TLS. */
@@ -281,18 +343,11 @@ static size_t client_queued(const struct client *cl)
  * struct (bench memory). */
 static void client_trim(struct client *cl)
 {
-	struct txn *t = &cl->txn;
 	if (cl->in.len || client_queued(cl) || cl->out.writing || cl->wire.writing)
 		return;
 	/* Only a trim that freed something is worth a page purge. */
-	int held = t->req.raw.cap || t->req.hdrs || t->resp.raw.cap || t->resp.hdrs || t->head.cap ||
-		   t->tobe.cap || cl->in.cap || cl->out.pending.cap || cl->out.inflight.cap ||
+	int held = cl->in.cap || cl->out.pending.cap || cl->out.inflight.cap ||
 		   cl->wire.pending.cap || cl->wire.inflight.cap || cl->hs_in.cap;
-	msg_free(&t->req);
-	msg_free(&t->resp);
-	buf_trim(&t->head, 0);
-	buf_trim(&t->tobe, 0);
-	inspect_txn_free(&t->insp);
 	buf_trim(&cl->in, 0);
 	buf_trim(&cl->out.pending, 0);
 	buf_trim(&cl->out.inflight, 0);
@@ -357,7 +412,7 @@ static void client_linger(struct client *cl)
 static int send_timer_applies(const struct client *cl)
 {
 	return cl->state == CL_IDLE || cl->state == CL_ERROR ||
-	       (cl->state == CL_EXCHANGE && cl->txn.req_done);
+	       (cl->state == CL_EXCHANGE && cl->txn->req_done);
 }
 
 static void client_write_cb(uv_write_t *req, int status)
@@ -367,7 +422,8 @@ static void client_write_cb(uv_write_t *req, int status)
 	if (cl->state == CL_CLOSING)
 		return;
 	if (status < 0) {
-		cl->txn.reason = REASON_CLIENT_WRITE_ERROR;
+		if (cl->txn)
+			cl->txn->reason = REASON_CLIENT_WRITE_ERROR;
 		client_close(cl);
 		return;
 	}
@@ -378,8 +434,8 @@ static void client_write_cb(uv_write_t *req, int status)
 			client_timer(cl, timeouts()->client_send_ms);
 		return;
 	}
-	if (cl->txn.bc && cl->txn.bc->read_stopped)
-		bconn_read_pause(cl->txn.bc, 0);
+	if (cl->txn && cl->txn->bc && cl->txn->bc->read_stopped)
+		bconn_read_pause(cl->txn->bc, 0);
 	switch (cl->state) {
 	case CL_ERROR:
 		client_linger(cl);
@@ -394,7 +450,7 @@ static void client_write_cb(uv_write_t *req, int status)
 			client_read_pause(cl, 0);
 		break;
 	case CL_EXCHANGE:
-		if (cl->txn.req_done)
+		if (cl->txn->req_done)
 			client_timer(cl, 0);  /* the backend's timer governs again */
 		break;
 	default:
@@ -423,7 +479,7 @@ static void client_handle_closed(uv_handle_t *h)
 	cl->in.len = cl->out.pending.len = cl->out.inflight.len = 0;
 	cl->hs_in.len = 0;
 	buf_trim(&cl->hs_in, BUF_KEEP);
-	inspect_txn_free(&cl->txn.insp);
+	txn_put(cl);
 	cl->wire.pending.len = cl->wire.inflight.len = 0;
 	tls_conn_free(cl->tls);
 	cl->tls = NULL;
@@ -440,17 +496,19 @@ static void client_close(struct client *cl)
 {
 	if (cl->state == CL_CLOSING)
 		return;
-	struct txn *t = &cl->txn;
-	if (t->bc) {
-		if (t->bc->state == BC_CONNECTING)
-			upstream_cancel(cl);
-		else
-			upstream_abort(t->bc);
+	struct txn *t = cl->txn;
+	if (t) {
+		if (t->bc) {
+			if (t->bc->state == BC_CONNECTING)
+				upstream_cancel(cl);
+			else
+				upstream_abort(t->bc);
+		}
+		upstream_cancel(cl);
 	}
-	upstream_cancel(cl);
 	upstream_client_gone(cl);
 	/* A request that never got its answer still gets its log line. */
-	if (cl->state != CL_IDLE && cl->state != CL_ERROR && (t->req.url_len || t->t_start) &&
+	if (t && cl->state != CL_IDLE && cl->state != CL_ERROR && (t->req.url_len || t->t_start) &&
 	    !t->resp_done) {
 		if (t->reason == REASON_OK)
 			t->reason = REASON_CLIENT_ABORT;
@@ -491,7 +549,7 @@ static void client_read_pause(struct client *cl, int pause)
 /* sluice's own answer: an error, or the hook's deny or redirect. */
 static void client_reply(struct client *cl, enum reason r, int close)
 {
-	struct txn *t = &cl->txn;
+	struct txn *t = cl->txn;
 	struct txn_insp *in = &t->insp;
 	int status = t->status;
 	const char *body = NULL;
@@ -528,9 +586,9 @@ static void client_reply(struct client *cl, enum reason r, int close)
 
 static void client_fail(struct client *cl, enum reason r)
 {
-	struct txn *t = &cl->txn;
 	if (cl->state == CL_CLOSING)
 		return;
+	struct txn *t = cl->txn ? cl->txn : txn_get(cl);
 	t->reason = r;
 	if (t->bc)
 		upstream_abort(t->bc);
@@ -569,7 +627,7 @@ static void txn_finish(struct client *cl, int reusable);
  * connection goes on to its next request. */
 static void client_reply_pending(struct client *cl)
 {
-	struct txn *t = &cl->txn;
+	struct txn *t = cl->txn;
 	t->insp.reply_pending = 0;
 	t->status = t->insp.status;
 	if (W->draining)
@@ -583,31 +641,31 @@ static void client_reply_pending(struct client *cl)
 static int req_fail(struct client *cl, enum reason r)
 {
 	cl->parse_error = 1;
-	cl->txn.reason = r;
+	cl->txn->reason = r;
 	return -1;
 }
 
 static int on_req_begin(llhttp_t *p)
 {
 	struct client *cl = p->data;
-	if (cl->txn.t_start == 0)
-		cl->txn.t_start = now_us();
+	if (cl->txn->t_start == 0)
+		cl->txn->t_start = now_us();
 	return 0;
 }
 
 static int on_req_url(llhttp_t *p, const char *at, size_t len)
 {
 	struct client *cl = p->data;
-	cl->txn.method = llhttp_get_method(p);
-	if (cl->txn.req.url_len + len > limits()->max_request_line)
+	cl->txn->method = llhttp_get_method(p);
+	if (cl->txn->req.url_len + len > limits()->max_request_line)
 		return req_fail(cl, REASON_URI_TOO_LONG);
-	msg_on_url(&cl->txn.req, at, len);
+	msg_on_url(&cl->txn->req, at, len);
 	return 0;
 }
 
 static int check_head_size(struct client *cl)
 {
-	if (cl->txn.req.head_bytes > limits()->max_header_size)
+	if (cl->txn->req.head_bytes > limits()->max_header_size)
 		return req_fail(cl, REASON_HEADERS_TOO_LARGE);
 	return 0;
 }
@@ -615,7 +673,7 @@ static int check_head_size(struct client *cl)
 static int on_req_field(llhttp_t *p, const char *at, size_t len)
 {
 	struct client *cl = p->data;
-	if (msg_on_field(&cl->txn.req, at, len) < 0)
+	if (msg_on_field(&cl->txn->req, at, len) < 0)
 		return req_fail(cl, REASON_HEADERS_TOO_LARGE);
 	return check_head_size(cl);
 }
@@ -627,7 +685,7 @@ static int on_req_field(llhttp_t *p, const char *at, size_t len)
  * right after a line break, was folded. */
 static int value_is_folded(struct client *cl, const char *at)
 {
-	if (cl->txn.req.in_value)
+	if (cl->txn->req.in_value)
 		return !(at == cl->exec_start && cl->val_end == cl->prev_exec_end);
 	const char *q = at;
 	while (q > cl->exec_start && (q[-1] == ' ' || q[-1] == '\t'))
@@ -641,7 +699,7 @@ static int on_req_value(llhttp_t *p, const char *at, size_t len)
 	if (value_is_folded(cl, at))
 		return req_fail(cl, REASON_BAD_REQUEST);
 	cl->val_end = at + len;
-	if (msg_on_value(&cl->txn.req, at, len) < 0)
+	if (msg_on_value(&cl->txn->req, at, len) < 0)
 		return req_fail(cl, REASON_BAD_REQUEST);
 	return check_head_size(cl);
 }
@@ -649,17 +707,17 @@ static int on_req_value(llhttp_t *p, const char *at, size_t len)
 static int on_req_value_done(llhttp_t *p)
 {
 	struct client *cl = p->data;
-	struct hdr *h = msg_finish_header(&cl->txn.req);
+	struct hdr *h = msg_finish_header(&cl->txn->req);
 	if (h == NULL)
 		return req_fail(cl, REASON_BAD_REQUEST);
 	/* llhttp folds obs-fold lines into the value; RFC 9112 5.2 lets a
 	 * proxy reject them, and forwarding them is a smuggling vector. */
-	if (memchr(msg_str(&cl->txn.req, h->val_off), '\r', h->val_len) ||
-	    memchr(msg_str(&cl->txn.req, h->val_off), '\n', h->val_len))
+	if (memchr(msg_str(&cl->txn->req, h->val_off), '\r', h->val_len) ||
+	    memchr(msg_str(&cl->txn->req, h->val_off), '\n', h->val_len))
 		return req_fail(cl, REASON_BAD_REQUEST);
 	/* Transfer_Encoding / Content_Length: sluice would not frame by it,
 	 * a CGI-style backend would (0.CL / TE.0 desync). */
-	const char *name = msg_str(&cl->txn.req, h->name_off);
+	const char *name = msg_str(&cl->txn->req, h->name_off);
 	if (hdr_framing_alias(name, h->name_len))
 		return req_fail(cl, REASON_BAD_REQUEST);
 	if (cl->li->cfg->underscores != CFG_US_ALLOW && memchr(name, '_', h->name_len)) {
@@ -667,14 +725,14 @@ static int on_req_value_done(llhttp_t *p)
 			return req_fail(cl, REASON_UNDERSCORE_HEADER);
 		h->drop = 1;
 	}
-	if (cl->txn.head_done) {
+	if (cl->txn->head_done) {
 		/* A trailer field: checked like a header, then dropped. Kept,
 		 * a held request's head (built after its body) would carry a
 		 * trailer "Content-Length" next to Transfer-Encoding, and the
 		 * hook would read trailers as headers. Its bytes still count
 		 * toward max_header_size. */
-		cl->txn.req.raw.len = h->name_off;
-		cl->txn.req.nhdrs--;
+		cl->txn->req.raw.len = h->name_off;
+		cl->txn->req.nhdrs--;
 	}
 	return 0;
 }
@@ -687,7 +745,7 @@ static enum reason txn_body_held(struct client *cl, int complete);
 static int on_req_headers_done(llhttp_t *p)
 {
 	struct client *cl = p->data;
-	cl->txn.head_done = 1;
+	cl->txn->head_done = 1;
 	enum reason r = txn_dispatch(cl);
 	return r == REASON_OK ? 0 : req_fail(cl, r);
 }
@@ -695,16 +753,16 @@ static int on_req_headers_done(llhttp_t *p)
 /* Where request bytes for the backend go right now. */
 static struct buf *req_sink(struct client *cl)
 {
-	struct bconn *bc = cl->txn.bc;
+	struct bconn *bc = cl->txn->bc;
 	if (bc && bc->state == BC_BUSY)
 		return &bc->out.pending;
-	return &cl->txn.tobe;
+	return &cl->txn->tobe;
 }
 
 static int on_req_body(llhttp_t *p, const char *at, size_t len)
 {
 	struct client *cl = p->data;
-	struct txn *t = &cl->txn;
+	struct txn *t = cl->txn;
 	t->req_body += len;
 	if (limits()->max_body_size && t->req_body > limits()->max_body_size)
 		return req_fail(cl, REASON_BODY_TOO_LARGE);
@@ -733,7 +791,7 @@ static int on_req_chunk_header(llhttp_t *p)
 {
 	struct client *cl = p->data;
 	uint64_t max = limits()->max_body_size;
-	if (max && (p->content_length > max || cl->txn.req_body + p->content_length > max))
+	if (max && (p->content_length > max || cl->txn->req_body + p->content_length > max))
 		return req_fail(cl, REASON_BODY_TOO_LARGE);
 	return 0;
 }
@@ -741,7 +799,7 @@ static int on_req_chunk_header(llhttp_t *p)
 static int on_req_done(llhttp_t *p)
 {
 	struct client *cl = p->data;
-	struct txn *t = &cl->txn;
+	struct txn *t = cl->txn;
 	t->req_done = 1;
 	if (t->insp.waiting) {
 		enum reason r = txn_body_held(cl, 1);
@@ -755,7 +813,7 @@ static int on_req_done(llhttp_t *p)
 
 static int has_body(const struct client *cl)
 {
-	return cl->txn.req_chunked ||
+	return cl->txn->req_chunked ||
 	       ((cl->parser.flags & F_CONTENT_LENGTH) && cl->parser.content_length > 0);
 }
 
@@ -829,7 +887,7 @@ static int upgrade_offers_h2c(const struct msg *m)
 /* Validate the head and settle the connection's fate (keepalive, upgrade). */
 static enum reason txn_check(struct client *cl)
 {
-	struct txn *t = &cl->txn;
+	struct txn *t = cl->txn;
 	llhttp_t *p = &cl->parser;
 	struct msg *m = &t->req;
 	t->method = llhttp_get_method(p);
@@ -913,7 +971,7 @@ static enum reason txn_check(struct client *cl)
 
 static void send_continue(struct client *cl)
 {
-	struct txn *t = &cl->txn;
+	struct txn *t = cl->txn;
 	if (t->expect_continue && !t->continue_sent && has_body(cl)) {
 		static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
 		t->continue_sent = 1;
@@ -928,7 +986,7 @@ static void send_continue(struct client *cl)
  * (last, so nothing before can cancel them; docs/client-identity.md). */
 static void txn_build_head(struct client *cl)
 {
-	struct txn *t = &cl->txn;
+	struct txn *t = cl->txn;
 	struct msg *m = &t->req;
 	const struct cfg_forward *fwd = &t->be->cfg->forward;
 	forward_filter(cl, m, fwd);
@@ -969,8 +1027,8 @@ static enum reason txn_forward(struct client *cl)
 	cl->state = CL_WAIT;
 	client_timer(cl, 0);
 	enum reason r = upstream_request(cl);
-	if (r == REASON_OK && cl->txn.queued)
-		client_timer(cl, cl->txn.be->cfg->queue_timeout_ms);
+	if (r == REASON_OK && cl->txn->queued)
+		client_timer(cl, cl->txn->be->cfg->queue_timeout_ms);
 	return r;
 }
 
@@ -980,7 +1038,7 @@ static enum reason txn_forward(struct client *cl)
  * unread body makes the stream unusable and client_fail closes it. */
 static enum reason txn_inspect(struct client *cl)
 {
-	struct txn *t = &cl->txn;
+	struct txn *t = cl->txn;
 	enum reason r = inspect_request(cl);
 	if (r == REASON_OK)
 		return txn_forward(cl);
@@ -997,7 +1055,7 @@ static enum reason txn_inspect(struct client *cl)
 /* The head is complete (called from the parser callback). */
 static enum reason txn_dispatch(struct client *cl)
 {
-	struct txn *t = &cl->txn;
+	struct txn *t = cl->txn;
 	t->be = cl->li->be;
 	enum reason r = txn_check(cl);
 	if (r != REASON_OK)
@@ -1024,7 +1082,7 @@ static enum reason txn_dispatch(struct client *cl)
  * or on_req_done). Frame it for the backend and go on as for a head. */
 static enum reason txn_body_held(struct client *cl, int complete)
 {
-	struct txn *t = &cl->txn;
+	struct txn *t = cl->txn;
 	const struct cfg_inspect *ic = &cl->li->cfg->inspect;
 	t->insp.waiting = 0;
 	if (!complete && ic->body_reject)
@@ -1069,6 +1127,7 @@ static ssize_t client_exec(struct client *cl, const char *data, size_t len)
 	while (off < len) {
 		if (cl->state == CL_IDLE) {
 			cl->state = CL_HEAD;
+			txn_get(cl);
 			client_timer(cl, timeouts()->client_header_ms);
 		}
 		if (!cl->head_scanned) {
@@ -1083,7 +1142,7 @@ static ssize_t client_exec(struct client *cl, const char *data, size_t len)
 		cl->exec_start = data + off;
 		cl->exec_end = data + len;
 		llhttp_errno_t e = llhttp_execute(&cl->parser, data + off, len - off);
-		if (e == HPE_PAUSED_UPGRADE && !cl->txn.head_done &&
+		if (e == HPE_PAUSED_UPGRADE && !cl->txn->head_done &&
 		    llhttp_get_error_pos(&cl->parser) == data + off) {
 			/* llhttp pauses for an upgrade after the request that
 			 * asked for it, so here, before the next one: that one was
@@ -1094,7 +1153,7 @@ static ssize_t client_exec(struct client *cl, const char *data, size_t len)
 		if (e == HPE_OK)
 			return (ssize_t)len;
 		if (e != HPE_PAUSED && e != HPE_PAUSED_UPGRADE) {
-			enum reason r = cl->parse_error ? cl->txn.reason : map_llhttp_error(e);
+			enum reason r = cl->parse_error ? cl->txn->reason : map_llhttp_error(e);
 			client_fail(cl, r);
 			return -1;
 		}
@@ -1108,7 +1167,9 @@ static ssize_t client_exec(struct client *cl, const char *data, size_t len)
 /* After request bytes were produced: push them and apply backpressure. */
 static void client_after_input(struct client *cl)
 {
-	struct txn *t = &cl->txn;
+	struct txn *t = cl->txn;
+	if (t == NULL)
+		return;
 	struct bconn *bc = t->bc;
 	if (t->insp.reply_pending && t->req_done) {
 		client_reply_pending(cl);
@@ -1134,7 +1195,8 @@ static void client_after_input(struct client *cl)
 /* Parse what is buffered in cl->in (pipelined or held back). */
 static void client_run_input(struct client *cl)
 {
-	if (cl->in.len == 0 || cl->txn.req_done || cl->state == CL_CLOSING || cl->state == CL_ERROR)
+	if (cl->in.len == 0 || (cl->txn && cl->txn->req_done) || cl->state == CL_CLOSING ||
+	    cl->state == CL_ERROR)
 		return;
 	ssize_t n = client_exec(cl, cl->in.data, cl->in.len);
 	if (n < 0)
@@ -1146,7 +1208,7 @@ static void client_run_input(struct client *cl)
 
 static void client_on_eof(struct client *cl)
 {
-	struct txn *t = &cl->txn;
+	struct txn *t = cl->txn;
 	cl->peer_eof = 1;
 	uv_read_stop((uv_stream_t *)&cl->tcp);
 	switch (cl->state) {
@@ -1163,7 +1225,6 @@ static void client_on_eof(struct client *cl)
 		if (cl->proxy_required || cl->in.len) {
 			log_warn("%s closed: connection ended inside the PROXY header (%zu bytes)", cl->peer,
 				 cl->in.len);
-			t->reason = REASON_PROXY_BAD;
 		}
 		client_close(cl);
 		return;
@@ -1264,7 +1325,7 @@ static void client_on_tls(struct client *cl, const char *data, size_t len)
 		W->hs_budget--;
 	}
 	if (!was_done && cl->wire.pending.len == 0 && !cl->wire.writing && looks_like_http(data, len) &&
-	    cl->nrequests == 0 && cl->txn.t_start == 0) {
+	    cl->nrequests == 0 && cl->txn == NULL) {
 		tls_conn_free(cl->tls);
 		cl->tls = NULL;
 		client_fail(cl, REASON_TLS_PLAIN_HTTP);
@@ -1278,7 +1339,8 @@ static void client_on_tls(struct client *cl, const char *data, size_t len)
 			stats_add(cl->li->st, STAT_TLS_FAILED, 1);
 		log_info("%s TLS %s: %s", cl->peer, was_done ? "error" : "handshake failed",
 			 tls_conn_error(cl->tls));
-		cl->txn.reason = was_done ? REASON_TLS_ERROR : REASON_TLS_HANDSHAKE;
+		if (cl->txn)
+			cl->txn->reason = was_done ? REASON_TLS_ERROR : REASON_TLS_HANDSHAKE;
 		/* Send the alert we have, then close. */
 		outq_flush(&cl->wire, (uv_stream_t *)&cl->tcp, client_write_cb, cl);
 		client_close(cl);
@@ -1303,7 +1365,7 @@ static void client_on_tls(struct client *cl, const char *data, size_t len)
 
 static void client_on_plain(struct client *cl, const char *data, size_t len)
 {
-	struct txn *t = &cl->txn;
+	struct txn *t = cl->txn;   /* NULL until a request starts */
 	ssize_t nread = (ssize_t)len;
 	switch (cl->state) {
 	case CL_ERROR:
@@ -1320,10 +1382,10 @@ static void client_on_plain(struct client *cl, const char *data, size_t len)
 	default:
 		break;
 	}
-	if (cl->in.len > 0 || t->req_done) {
+	if (cl->in.len > 0 || (t && t->req_done)) {
 		/* Earlier bytes wait, or a response is pending: keep order. */
 		buf_append(&cl->in, data, (size_t)nread);
-		if (t->req_done) {
+		if (t && t->req_done) {
 			if (cl->in.len > PIPELINE_MAX)
 				client_read_pause(cl, 1);
 			return;
@@ -1346,7 +1408,6 @@ static void client_timer_cb(uv_timer_t *timer)
 	case CL_PROXY:
 		log_info("%s closed: no %s within client_header", cl->peer,
 			 cl->proxy_required ? "complete PROXY header" : "request bytes");
-		cl->txn.reason = REASON_PROXY_TIMEOUT;
 		client_close(cl);
 		break;
 	case CL_IDLE:
@@ -1363,14 +1424,14 @@ static void client_timer_cb(uv_timer_t *timer)
 		client_fail(cl, REASON_HEADER_TIMEOUT);
 		break;
 	case CL_WAIT:
-		if (cl->txn.queued) {
+		if (cl->txn->queued) {
 			client_fail(cl, REASON_QUEUE_TIMEOUT);
 			break;
 		}
 		/* body stalled while connecting */
 		__attribute__((fallthrough));
 	case CL_EXCHANGE:
-		client_fail(cl, cl->txn.req_done ? REASON_CLIENT_SEND_TIMEOUT : REASON_BODY_TIMEOUT);
+		client_fail(cl, cl->txn->req_done ? REASON_CLIENT_SEND_TIMEOUT : REASON_BODY_TIMEOUT);
 		break;
 	case CL_TUNNEL:
 	case CL_ERROR:
@@ -1436,7 +1497,6 @@ static void client_on_proxy(struct client *cl, const char *data, size_t len)
 		ssize_t n = pp_decode(p, len, &d, &why);
 		if (n < 0) {
 			log_warn("%s closed: invalid PROXY header: %s", cl->peer, why);
-			cl->txn.reason = REASON_PROXY_BAD;
 			client_close(cl);
 			return;
 		}
@@ -1452,7 +1512,6 @@ static void client_on_proxy(struct client *cl, const char *data, size_t len)
 		int d = pp_detect(p, len);
 		if (d > 0) {
 			log_warn("%s closed: PROXY header from a peer outside accept_proxy_from", cl->peer);
-			cl->txn.reason = REASON_PROXY_UNTRUSTED;
 			client_close(cl);
 			return;
 		}
@@ -1495,7 +1554,6 @@ void client_accept(struct worker_listener *li)
 		list_del(&cl->link);
 		struct buf in = cl->in, op = cl->out.pending, oi = cl->out.inflight;
 		struct buf wp = cl->wire.pending, wi = cl->wire.inflight, hi = cl->hs_in;
-		struct txn keep = cl->txn;
 		memset(cl, 0, sizeof(*cl));
 		cl->in = in;
 		cl->out.pending = op;
@@ -1503,10 +1561,6 @@ void client_accept(struct worker_listener *li)
 		cl->wire.pending = wp;
 		cl->wire.inflight = wi;
 		cl->hs_in = hi;
-		cl->txn.req = keep.req;
-		cl->txn.resp = keep.resp;
-		cl->txn.head = keep.head;
-		cl->txn.tobe = keep.tobe;
 	} else {
 		cl = calloc(1, sizeof(*cl));
 		AN(cl);
@@ -1522,7 +1576,6 @@ void client_accept(struct worker_listener *li)
 	W->nclients++;
 	stats_add(li->st, STAT_CONN_ACCEPTED, 1);
 	stats_gauge_add(li->st, GAUGE_CLIENTS, 1);
-	txn_reset(cl);
 	if (uv_accept((uv_stream_t *)&li->tcp, (uv_stream_t *)&cl->tcp) < 0) {
 		cl->state = CL_IDLE;
 		client_close(cl);
@@ -1574,7 +1627,7 @@ void client_drain_all(void)
 		/* A response whose head has gone out promising keep-alive keeps
 		 * the promise: its client may send the next request the moment
 		 * the body ends, and gets the answer with Connection: close. */
-		if (!(cl->state == CL_EXCHANGE && cl->txn.resp_head_sent))
+		if (!(cl->state == CL_EXCHANGE && cl->txn->resp_head_sent))
 			cl->keepalive = 0;
 		if (cl->state != CL_IDLE || cl->in.len)
 			continue;
@@ -1591,7 +1644,7 @@ void client_drain_all(void)
 
 static void client_backend_ready(struct client *cl)
 {
-	struct txn *t = &cl->txn;
+	struct txn *t = cl->txn;
 	struct bconn *bc = t->bc;
 	if (cl->state == CL_WAIT)
 		client_timer(cl, 0);
@@ -1616,7 +1669,7 @@ static void client_backend_ready(struct client *cl)
 
 static void client_backend_writable(struct client *cl)
 {
-	if (cl->read_stopped && !cl->txn.req_done && cl->in.len <= PIPELINE_MAX) {
+	if (cl->read_stopped && !cl->txn->req_done && cl->in.len <= PIPELINE_MAX) {
 		client_read_pause(cl, 0);
 		if (cl->state == CL_EXCHANGE)
 			client_timer(cl, timeouts()->client_body_ms);
@@ -1634,7 +1687,7 @@ static void client_backend_writable(struct client *cl)
 
 static void client_backend_error(struct client *cl, enum reason r)
 {
-	struct txn *t = &cl->txn;
+	struct txn *t = cl->txn;
 	if ((r == REASON_BACKEND_REFUSED || r == REASON_CONNECT_TIMEOUT) && t->bc == NULL && t->srv &&
 	    t->redispatches < REDISPATCH_MAX && t->redispatches + 1u < t->be->nservers &&
 	    upstream_other_server_up(t->be, t->srv)) {
@@ -1659,7 +1712,7 @@ static void client_backend_error(struct client *cl, enum reason r)
 /* The exchange is complete: log, give the connection back, go on. */
 static void txn_finish(struct client *cl, int reusable)
 {
-	struct txn *t = &cl->txn;
+	struct txn *t = cl->txn;
 	if (t->bc)
 		upstream_release(t->bc, reusable && t->req_done);
 	txn_log(cl);
@@ -1676,7 +1729,8 @@ static void txn_finish(struct client *cl, int reusable)
 		return;
 	}
 	cl->nrequests++;
-	txn_reset(cl);
+	txn_put(cl);
+	client_next_request(cl);
 	if (llhttp_get_errno(&cl->parser) == HPE_PAUSED)
 		llhttp_resume(&cl->parser);
 	cl->state = CL_IDLE;
@@ -1701,7 +1755,7 @@ static void txn_finish(struct client *cl, int reusable)
 
 static int retry_possible(struct client *cl)
 {
-	struct txn *t = &cl->txn;
+	struct txn *t = cl->txn;
 	struct bconn *bc = t->bc;
 	return bc && !bc->got_bytes && bc->nreq > 1 && t->idempotent && !t->retried && t->req_done &&
 	       !t->resp_started;
@@ -1709,7 +1763,7 @@ static int retry_possible(struct client *cl)
 
 static void txn_retry(struct client *cl)
 {
-	struct txn *t = &cl->txn;
+	struct txn *t = cl->txn;
 	upstream_abort(t->bc);
 	t->retried = 1;
 	t->srv = NULL;
@@ -1725,7 +1779,7 @@ static void txn_retry(struct client *cl)
 
 static void client_backend_eof(struct client *cl, enum reason r)
 {
-	struct txn *t = &cl->txn;
+	struct txn *t = cl->txn;
 	struct bconn *bc = t->bc;
 	if (cl->state == CL_TUNNEL) {
 		/* Backend ended the tunnel: deliver what is queued, then close. */
@@ -1763,27 +1817,27 @@ static struct client *resp_client(llhttp_t *p)
 
 static int resp_fail(llhttp_t *p)
 {
-	resp_client(p)->txn.reason = REASON_BACKEND_BAD_RESPONSE;
+	resp_client(p)->txn->reason = REASON_BACKEND_BAD_RESPONSE;
 	return -1;
 }
 
 static int on_resp_begin(llhttp_t *p)
 {
 	struct client *cl = resp_client(p);
-	msg_reset(&cl->txn.resp, limits()->max_headers);
+	msg_reset(&cl->txn->resp, limits()->max_headers);
 	return 0;
 }
 
 static int on_resp_status(llhttp_t *p, const char *at, size_t len)
 {
-	msg_on_url(&resp_client(p)->txn.resp, at, len);
+	msg_on_url(&resp_client(p)->txn->resp, at, len);
 	return 0;
 }
 
 static int on_resp_field(llhttp_t *p, const char *at, size_t len)
 {
 	struct client *cl = resp_client(p);
-	if (msg_on_field(&cl->txn.resp, at, len) < 0 || cl->txn.resp.head_bytes > limits()->max_header_size)
+	if (msg_on_field(&cl->txn->resp, at, len) < 0 || cl->txn->resp.head_bytes > limits()->max_header_size)
 		return resp_fail(p);
 	return 0;
 }
@@ -1791,19 +1845,19 @@ static int on_resp_field(llhttp_t *p, const char *at, size_t len)
 static int on_resp_value(llhttp_t *p, const char *at, size_t len)
 {
 	struct client *cl = resp_client(p);
-	if (msg_on_value(&cl->txn.resp, at, len) < 0 || cl->txn.resp.head_bytes > limits()->max_header_size)
+	if (msg_on_value(&cl->txn->resp, at, len) < 0 || cl->txn->resp.head_bytes > limits()->max_header_size)
 		return resp_fail(p);
 	return 0;
 }
 
 static int on_resp_value_done(llhttp_t *p)
 {
-	return msg_finish_header(&resp_client(p)->txn.resp) ? 0 : resp_fail(p);
+	return msg_finish_header(&resp_client(p)->txn->resp) ? 0 : resp_fail(p);
 }
 
 static void write_status_line(struct client *cl, int status)
 {
-	struct msg *m = &cl->txn.resp;
+	struct msg *m = &cl->txn->resp;
 	buf_appendf(&cl->out.pending, "HTTP/1.1 %03d ", status);
 	buf_append(&cl->out.pending, msg_str(m, m->url_off), m->url_len);
 	buf_append(&cl->out.pending, "\r\n", 2);
@@ -1833,7 +1887,7 @@ static int resp_te_acceptable(const struct msg *m)
 static int on_resp_headers_done(llhttp_t *p)
 {
 	struct client *cl = resp_client(p);
-	struct txn *t = &cl->txn;
+	struct txn *t = cl->txn;
 	struct msg *m = &t->resp;
 	int status = llhttp_get_status_code(p);
 	if (llhttp_get_http_major(p) != 1)
@@ -1944,7 +1998,7 @@ static int on_resp_headers_done(llhttp_t *p)
 static int on_resp_body(llhttp_t *p, const char *at, size_t len)
 {
 	struct client *cl = resp_client(p);
-	struct txn *t = &cl->txn;
+	struct txn *t = cl->txn;
 	t->resp_body_in += len;
 	if (t->resp_chunked_out) {
 		char sz[24];
@@ -1961,7 +2015,7 @@ static int on_resp_body(llhttp_t *p, const char *at, size_t len)
 static int on_resp_done(llhttp_t *p)
 {
 	struct client *cl = resp_client(p);
-	struct txn *t = &cl->txn;
+	struct txn *t = cl->txn;
 	if (!t->resp_started || t->status == 101)
 		return 0;  /* interim (1xx) response, or the upgrade pause follows */
 	if (t->resp_chunked_out)
@@ -1985,7 +2039,7 @@ static int resp_framing_suspect(const struct txn *t)
 
 static void client_start_tunnel(struct client *cl, const char *rest, size_t len)
 {
-	struct txn *t = &cl->txn;
+	struct txn *t = cl->txn;
 	cl->state = CL_TUNNEL;
 	t->resp_done = 1;
 	txn_log(cl);
@@ -2008,7 +2062,7 @@ static void client_start_tunnel(struct client *cl, const char *rest, size_t len)
 
 static void client_backend_data(struct client *cl, const char *data, size_t len)
 {
-	struct txn *t = &cl->txn;
+	struct txn *t = cl->txn;
 	struct bconn *bc = t->bc;
 	if (cl->state == CL_TUNNEL) {
 		client_out(cl, data, len);

@@ -537,7 +537,7 @@ static void error_log(const struct client *cl, const char *phase, const char *wh
 		errlog.dropped++;
 		return;
 	}
-	const struct txn *t = &cl->txn;
+	const struct txn *t = cl->txn;
 	/* Lua's messages start with "script:line:"; give the others the script. */
 	const char *colon = strchr(why, ':');
 	int positioned = colon && colon[1] >= '0' && colon[1] <= '9';
@@ -604,7 +604,7 @@ static const char *phase_call(struct client *cl, int fn, int phase, int with_res
 
 enum reason inspect_request(struct client *cl)
 {
-	struct txn *t = &cl->txn;
+	struct txn *t = cl->txn;
 	struct txn_insp *in = &t->insp;
 	const struct cfg_inspect *ic = &cl->li->cfg->inspect;
 	struct inspect_script *sc = cl->li->insp;
@@ -652,7 +652,7 @@ enum reason inspect_request(struct client *cl)
 void inspect_response(struct client *cl)
 {
 	struct inspect_script *sc = cl->li->insp;
-	struct txn_insp *in = &cl->txn.insp;
+	struct txn_insp *in = &cl->txn->insp;
 	if (!in->ran || sc == NULL || sc->broken || sc->fn_response == LUA_NOREF)
 		return;
 	const char *why = phase_call(cl, sc->fn_response, INSPECT_PH_RESPONSE, 1);
@@ -666,7 +666,7 @@ void inspect_response(struct client *cl)
 void inspect_finish(struct client *cl)
 {
 	struct inspect_script *sc = cl->li->insp;
-	struct txn_insp *in = &cl->txn.insp;
+	struct txn_insp *in = &cl->txn->insp;
 	if (!in->ran || sc == NULL)
 		return;
 	if (!sc->broken && sc->fn_log != LUA_NOREF) {
@@ -713,6 +713,17 @@ void inspect_txn_reset(struct txn_insp *in)
 	in->tags = keep.tags;
 	in->req_hdrs.len = in->req_del.len = in->resp_hdrs.len = in->resp_del.len = 0;
 	in->local.len = in->tags.len = 0;
+}
+
+void inspect_txn_trim(struct txn_insp *in, size_t keep)
+{
+	inspect_txn_reset(in);
+	buf_trim(&in->req_hdrs, keep);
+	buf_trim(&in->req_del, keep);
+	buf_trim(&in->resp_hdrs, keep);
+	buf_trim(&in->resp_del, keep);
+	buf_trim(&in->local, keep);
+	buf_trim(&in->tags, keep);
 }
 
 void inspect_txn_free(struct txn_insp *in)

@@ -50,6 +50,8 @@ void inspect_apply_removals(const struct buf *del, struct msg *m);
 
 /* Empty the per-request state, keeping buffer capacity. */
 void inspect_txn_reset(struct txn_insp *in);
+/* ... and give back capacity beyond KEEP bytes per buffer. */
+void inspect_txn_trim(struct txn_insp *in, size_t keep);
 void inspect_txn_free(struct txn_insp *in);
 
 

@@ -38,7 +38,7 @@ static struct inspect_ref *check(lua_State *L, int is_resp)
 	return r;
 }
 
-static struct txn *req_txn(lua_State *L) { return &check(L, 0)->cl->txn; }
+static struct txn *req_txn(lua_State *L) { return check(L, 0)->cl->txn; }
 
 static struct inspect_ref *acting(lua_State *L, const char *what)
 {
@@ -200,7 +200,7 @@ static int req_args(lua_State *L)
 static struct msg *msg_of(lua_State *L, int is_resp)
 {
 	struct inspect_ref *r = check(L, is_resp);
-	return is_resp ? &r->cl->txn.resp : &r->cl->txn.req;
+	return is_resp ? &r->cl->txn->resp : &r->cl->txn->req;
 }
 
 static int hdr_get(lua_State *L, int is_resp)
@@ -293,7 +293,7 @@ static struct inspect_ref *editor(lua_State *L, int is_resp, struct buf **add, s
 	} else {
 		r = acting(L, "set_header");
 	}
-	struct txn_insp *in = &r->cl->txn.insp;
+	struct txn_insp *in = &r->cl->txn->insp;
 	*add = is_resp ? &in->resp_hdrs : &in->req_hdrs;
 	*del = is_resp ? &in->resp_del : &in->req_del;
 	return r;
@@ -352,7 +352,7 @@ static int resp_remove_header(lua_State *L) { return hdr_edit(L, 1, 1, 0); }
 static int resp_status(lua_State *L)
 {
 	struct inspect_ref *r = check(L, 1);
-	lua_pushinteger(L, r->cl->txn.status);
+	lua_pushinteger(L, r->cl->txn->status);
 	return 1;
 }
 
@@ -442,7 +442,7 @@ static int req_cookies(lua_State *L)
 static int req_body(lua_State *L)
 {
 	struct inspect_ref *r = check(L, 0);
-	struct txn *t = &r->cl->txn;
+	struct txn *t = r->cl->txn;
 	if (r->ic->body == 0 || r->phase != INSPECT_PH_INSPECT) {
 		lua_pushnil(L);
 		return 1;
@@ -535,7 +535,7 @@ static int decided(const struct txn_insp *in)
 static int req_deny(lua_State *L)
 {
 	struct inspect_ref *r = acting(L, "deny");
-	struct txn_insp *in = &r->cl->txn.insp;
+	struct txn_insp *in = &r->cl->txn->insp;
 	lua_Integer status = luaL_optinteger(L, 2, 403);
 	size_t bl = 0;
 	const char *body = luaL_optlstring(L, 3, NULL, &bl);
@@ -555,7 +555,7 @@ static int req_deny(lua_State *L)
 static int req_redirect(lua_State *L)
 {
 	struct inspect_ref *r = acting(L, "redirect");
-	struct txn_insp *in = &r->cl->txn.insp;
+	struct txn_insp *in = &r->cl->txn->insp;
 	size_t ll;
 	const char *loc = luaL_checklstring(L, 2, &ll);
 	lua_Integer status = luaL_optinteger(L, 3, 302);
@@ -580,14 +580,14 @@ static int req_set_backend(lua_State *L)
 	if (be == NULL)
 		return luaL_error(L, "req:set_backend(): no backend named \"%s\"", name);
 	if (!r->ic->shadow)
-		r->cl->txn.be = be;
+		r->cl->txn->be = be;
 	return 0;
 }
 
 static int req_tag(lua_State *L)
 {
 	struct inspect_ref *r = acting(L, "tag");
-	struct txn_insp *in = &r->cl->txn.insp;
+	struct txn_insp *in = &r->cl->txn->insp;
 	size_t tl;
 	const char *tag = luaL_checklstring(L, 2, &tl);
 	if (tl == 0 || tl > 64)
@@ -617,7 +617,7 @@ static struct inspect_ref *logging(lua_State *L, const char *what)
 
 static int req_status(lua_State *L)
 {
-	struct txn *t = &logging(L, "status")->cl->txn;
+	struct txn *t = logging(L, "status")->cl->txn;
 	if (t->resp_head_sent)
 		lua_pushinteger(L, t->status);
 	else
@@ -627,20 +627,20 @@ static int req_status(lua_State *L)
 
 static int req_decision(lua_State *L)
 {
-	lua_pushstring(L, inspect_decision_name(logging(L, "decision")->cl->txn.insp.decision));
+	lua_pushstring(L, inspect_decision_name(logging(L, "decision")->cl->txn->insp.decision));
 	return 1;
 }
 
 static int req_tags(lua_State *L)
 {
-	struct txn_insp *in = &check(L, 0)->cl->txn.insp;
+	struct txn_insp *in = &check(L, 0)->cl->txn->insp;
 	lua_pushlstring(L, in->tags.data ? in->tags.data : "", in->tags.len);
 	return 1;
 }
 
 static int req_inspect_us(lua_State *L)
 {
-	struct txn_insp *in = &logging(L, "inspect_us")->cl->txn.insp;
+	struct txn_insp *in = &logging(L, "inspect_us")->cl->txn->insp;
 	if (in->ran)
 		lua_pushinteger(L, (lua_Integer)in->us);
 	else
@@ -650,7 +650,7 @@ static int req_inspect_us(lua_State *L)
 
 static int req_total_us(lua_State *L)
 {
-	struct txn *t = &logging(L, "total_us")->cl->txn;
+	struct txn *t = logging(L, "total_us")->cl->txn;
 	lua_pushinteger(L, t->t_start ? (lua_Integer)(now_us() - t->t_start) : 0);
 	return 1;
 }

@@ -67,8 +67,12 @@ struct txn_insp {
 };
 
 /* The request a client connection is carrying now (responses are in order,
- * so one at a time; pipelined bytes wait unparsed in client->in). */
+ * so one at a time; pipelined bytes wait unparsed in client->in). Taken
+ * from the worker's pool when a request starts and given back when the
+ * connection goes idle, so an idle keepalive connection holds none; its
+ * buffers keep their capacity in the pool. */
 struct txn {
+	struct client *cl;         /* the connection it came on */
 	struct msg req;            /* request head as received */
 	struct msg resp;           /* response head from the backend */
 	struct buf head;           /* request head rewritten for the backend; kept for a retry */
@@ -77,7 +81,7 @@ struct txn {
 	struct backend *be;
 	struct server *srv;        /* server of bc, kept for the log after release */
 	struct server *avoid;      /* a connect to it just failed: pick another */
-	struct list qlink;         /* in backend->queue while CL_WAIT without bc */
+	struct list qlink;         /* in backend->queue while CL_WAIT without bc; in the pool when free */
 	uint64_t t_start, t_queue, t_connect_start, t_connected, t_sent, t_first_byte;
 	uint64_t req_body, resp_body_in, bytes_out;
 	uint64_t ticket;           /* instance-wide queue order while queued */
@@ -110,7 +114,7 @@ struct client {
 	struct outq wire;          /* TLS: ciphertext to the socket */
 	struct buf hs_in;          /* TLS: handshake bytes waiting for budget */
 	struct list hs_link;       /* in worker->hs_deferred while they wait */
-	struct txn txn;
+	struct txn *txn;           /* NULL while idle (CL_PROXY, CL_IDLE) and once closed */
 	struct list link;          /* worker's client list */
 	uint8_t keepalive;         /* this request allows another after it */
 	uint8_t read_stopped;      /* backpressure or pause */

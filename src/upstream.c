@@ -248,7 +248,7 @@ static void bconn_established(struct bconn *bc)
 		upstream_release(bc, 1);
 		return;
 	}
-	cl->txn.t_connected = now_us();
+	cl->txn->t_connected = now_us();
 	ev->ready(cl);
 }
 
@@ -262,7 +262,7 @@ static void bconn_tls_failed(struct bconn *bc)
 		upstream_server_failed(bc->srv, "TLS handshake failed");
 		bconn_close(bc);
 		if (cl) {
-			cl->txn.bc = NULL;
+			cl->txn->bc = NULL;
 			ev->error(cl, REASON_BACKEND_TLS);
 		}
 		return;
@@ -324,7 +324,7 @@ static void bconn_timer_cb(uv_timer_t *t)
 		upstream_server_failed(bc->srv, "connect timeout");
 		bconn_close(bc);
 		if (cl) {
-			cl->txn.bc = NULL;
+			cl->txn->bc = NULL;
 			ev->error(cl, REASON_CONNECT_TIMEOUT);
 		}
 		break;
@@ -333,7 +333,7 @@ static void bconn_timer_cb(uv_timer_t *t)
 		struct client *cl = bc->cl;
 		bconn_close(bc);
 		if (cl) {
-			cl->txn.bc = NULL;
+			cl->txn->bc = NULL;
 			ev->eof(cl, REASON_BACKEND_TIMEOUT);
 		}
 		break;
@@ -406,12 +406,12 @@ static void bconn_attach(struct bconn *bc, struct client *cl)
 	bc->cl = cl;
 	bc->got_bytes = 0;
 	bc->nreq++;
-	cl->txn.bconn_req = bc->nreq;
-	cl->txn.be->nrequests++;
+	cl->txn->bconn_req = bc->nreq;
+	cl->txn->be->nrequests++;
 	if (bc->nreq > 1)
-		cl->txn.be->nreused++;
-	cl->txn.bc = bc;
-	cl->txn.srv = bc->srv;
+		cl->txn->be->nreused++;
+	cl->txn->bc = bc;
+	cl->txn->srv = bc->srv;
 }
 
 static void bconn_connect_cb(uv_connect_t *req, int status)
@@ -426,7 +426,7 @@ static void bconn_connect_cb(uv_connect_t *req, int status)
 		upstream_server_failed(bc->srv, why);
 		bconn_close(bc);
 		if (cl) {
-			cl->txn.bc = NULL;
+			cl->txn->bc = NULL;
 			ev->error(cl, REASON_BACKEND_REFUSED);
 		}
 		return;
@@ -607,7 +607,7 @@ static struct server *pick_server(struct client *cl, struct backend *be, struct 
 		uint32_t best_busy = UINT32_MAX;
 		for (unsigned i = 0; i < n; i++) {
 			struct server *srv = &be->servers[i];
-			if (!server_up(srv) || srv == cl->txn.avoid)
+			if (!server_up(srv) || srv == cl->txn->avoid)
 				continue;
 			*any_up = 1;
 			uint32_t busy = shm_get(srv->slot, SHM_BUSY);
@@ -634,7 +634,7 @@ static struct server *pick_server(struct client *cl, struct backend *be, struct 
 	uint32_t start = be->rr++;
 	for (unsigned k = 0; k < n; k++) {
 		struct server *srv = &be->servers[(start + k) % n];
-		if (!server_up(srv) || srv == cl->txn.avoid)
+		if (!server_up(srv) || srv == cl->txn->avoid)
 			continue;
 		*any_up = 1;
 		if ((*idle = server_find_idle(srv, cl)) != NULL)
@@ -650,7 +650,7 @@ static struct server *pick_server(struct client *cl, struct backend *be, struct 
  * connecting; 0: none available; -1: connect failed to start. */
 static int try_acquire(struct client *cl, int *any_up)
 {
-	struct backend *be = cl->txn.be;
+	struct backend *be = cl->txn->be;
 	struct bconn *idle;
 	struct server *srv = pick_server(cl, be, &idle, any_up);
 	if (srv == NULL)
@@ -658,10 +658,10 @@ static int try_acquire(struct client *cl, int *any_up)
 	if (idle) {
 		server_take_idle(idle);
 		bconn_attach(idle, cl);
-		cl->txn.t_connect_start = cl->txn.t_connected = now_us();
+		cl->txn->t_connect_start = cl->txn->t_connected = now_us();
 		return 1;
 	}
-	cl->txn.t_connect_start = now_us();
+	cl->txn->t_connect_start = now_us();
 	/* The reserve counted it in shm; bconn_close() uncounts it. */
 	struct bconn *bc = bconn_new(srv);
 	if (bc == NULL)
@@ -677,23 +677,23 @@ static int try_acquire(struct client *cl, int *any_up)
 
 static struct client *queue_head(struct backend *be)
 {
-	return list_empty(&be->queue) ? NULL : CONTAINER_OF(be->queue.next, struct client, txn.qlink);
+	return list_empty(&be->queue) ? NULL : CONTAINER_OF(be->queue.next, struct txn, qlink)->cl;
 }
 
 static void queue_publish(struct backend *be)
 {
 	struct client *head = queue_head(be);
-	shm_head_publish(W->slot, be->slot, head ? head->txn.ticket : 0);
+	shm_head_publish(W->slot, be->slot, head ? head->txn->ticket : 0);
 }
 
 static void queue_remove(struct client *cl)
 {
-	struct backend *be = cl->txn.be;
-	if (!cl->txn.queued)
+	struct backend *be = cl->txn->be;
+	if (!cl->txn->queued)
 		return;
 	int was_head = queue_head(be) == cl;
-	list_del(&cl->txn.qlink);
-	cl->txn.queued = 0;
+	list_del(&cl->txn->qlink);
+	cl->txn->queued = 0;
 	be->nqueued--;
 	stats_gauge_add(be->st, GAUGE_QUEUED, -1);
 	shm_add(W->slot, be->slot, SHM_WAITING, -1);
@@ -736,15 +736,15 @@ static void queue_timer_cb(uv_timer_t *t)
 
 enum reason upstream_request(struct client *cl)
 {
-	struct backend *be = cl->txn.be;
+	struct backend *be = cl->txn->be;
 	int any_up;
-	cl->txn.t_queue = now_us();
+	cl->txn->t_queue = now_us();
 	/* FIFO: a newcomer may not overtake requests already waiting, here
 	 * or in another worker. */
 	if (be->nqueued == 0 && shm_get(be->slot, SHM_WAITING) == 0) {
 		int rc = try_acquire(cl, &any_up);
 		if (rc > 0) {
-			if (cl->txn.bc->state == BC_BUSY)
+			if (cl->txn->bc->state == BC_BUSY)
 				ev->ready(cl);
 			return REASON_OK;
 		}
@@ -755,9 +755,9 @@ enum reason upstream_request(struct client *cl)
 	}
 	if (be->nqueued >= be->cfg->queue_max)
 		return REASON_QUEUE_FULL;
-	cl->txn.ticket = shm_ticket_next(be->slot);
-	list_add_tail(&be->queue, &cl->txn.qlink);
-	cl->txn.queued = 1;
+	cl->txn->ticket = shm_ticket_next(be->slot);
+	list_add_tail(&be->queue, &cl->txn->qlink);
+	cl->txn->queued = 1;
 	be->nqueued++;
 	stats_gauge_add(be->st, GAUGE_QUEUED, 1);
 	shm_add(W->slot, be->slot, SHM_WAITING, 1);
@@ -774,12 +774,12 @@ enum reason upstream_request(struct client *cl)
 void upstream_cancel(struct client *cl)
 {
 	queue_remove(cl);
-	struct bconn *bc = cl->txn.bc;
+	struct bconn *bc = cl->txn->bc;
 	if (bc && bc->state == BC_CONNECTING) {
 		/* Let the connection finish and join the pool: the backend is
 		 * already accepting it, and the next request can use it. */
 		bc->cl = NULL;
-		cl->txn.bc = NULL;
+		cl->txn->bc = NULL;
 	}
 }
 
@@ -789,7 +789,7 @@ static void backend_dispatch(struct backend *be)
 	struct client *cl;
 	while ((cl = queue_head(be)) != NULL) {
 		int any_up;
-		if (others_first(be, cl->txn.ticket))
+		if (others_first(be, cl->txn->ticket))
 			return;
 		int rc = try_acquire(cl, &any_up);
 		if (rc == 0 && any_up)
@@ -799,7 +799,7 @@ static void backend_dispatch(struct backend *be)
 			ev->error(cl, REASON_NO_SERVER);
 		else if (rc < 0)
 			ev->error(cl, REASON_BACKEND_REFUSED);
-		else if (cl->txn.bc->state == BC_BUSY)
+		else if (cl->txn->bc->state == BC_BUSY)
 			ev->ready(cl);
 	}
 }
@@ -815,7 +815,7 @@ void upstream_on_kick(void)
 		/* Others wait, and our idle connections are of no use to us now:
 		 * give their slots up. */
 		if (shm_get(be->slot, SHM_WAITING) > be->nqueued &&
-		    (be->nqueued == 0 || others_first(be, queue_head(be)->txn.ticket)))
+		    (be->nqueued == 0 || others_first(be, queue_head(be)->txn->ticket)))
 			retire_idle(be);
 	}
 }
@@ -826,7 +826,7 @@ void upstream_release(struct bconn *bc, int reusable)
 	struct backend *be = srv->be;
 	struct client *owner = bc->cl;
 	if (bc->cl)
-		bc->cl->txn.bc = NULL;
+		bc->cl->txn->bc = NULL;
 	bc->cl = NULL;
 	if (!reusable || bconn_queued(bc) || bconn_wire(bc)->writing) {
 		bconn_close(bc);
@@ -839,7 +839,7 @@ void upstream_release(struct bconn *bc, int reusable)
 	/* Hand over directly to the head of our own queue (no slot changes),
 	 * unless another worker's waiter is older: then the slot moves there. */
 	struct client *cl = queue_head(be);
-	if (cl && others_first(be, cl->txn.ticket)) {
+	if (cl && others_first(be, cl->txn->ticket)) {
 		bconn_retire(bc);
 		return;
 	}
@@ -849,7 +849,7 @@ void upstream_release(struct bconn *bc, int reusable)
 	}
 	if (cl) {
 		queue_remove(cl);
-		cl->txn.t_connect_start = cl->txn.t_connected = now_us();
+		cl->txn->t_connect_start = cl->txn->t_connected = now_us();
 		bconn_attach(bc, cl);
 		bconn_read_pause(bc, 0);
 		ev->ready(cl);
@@ -882,7 +882,7 @@ void upstream_client_gone(struct client *cl)
 void upstream_abort(struct bconn *bc)
 {
 	if (bc->cl)
-		bc->cl->txn.bc = NULL;
+		bc->cl->txn->bc = NULL;
 	bconn_close(bc);
 }
 
