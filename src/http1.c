@@ -278,6 +278,8 @@ static struct txn *txn_get(struct client *cl)
 	t->tobe = tobe;
 	t->insp = insp;
 	list_init(&t->qlink);
+	llhttp_init(&t->rx.parser, HTTP_REQUEST, &req_settings);
+	t->rx.parser.data = cl;
 	t->cl = cl;
 	cl->txn = t;
 	return t;
@@ -310,14 +312,6 @@ static void txn_put(struct client *cl)
 	txn_nfree++;
 }
 
-/* The connection's parser-side state for its next request. */
-static void client_next_request(struct client *cl)
-{
-	cl->parse_error = 0;
-	cl->head_scanned = 0;
-	memset(&cl->hscan, 0, sizeof(cl->hscan));
-}
-
 /* ---- output to the client ---- */
 
 static void client_out(struct client *cl, const void *data, size_t len)
@@ -326,15 +320,50 @@ static void client_out(struct client *cl, const void *data, size_t len)
 	cl->txn->bytes_out += len;
 }
 
+/* ---- the TLS side's pool ---- */
+
+static struct list ctls_free = { &ctls_free, &ctls_free };
+
+static void client_tls_get(struct client *cl)
+{
+	struct client_tls *tx;
+	if (!list_empty(&ctls_free)) {
+		tx = CONTAINER_OF(ctls_free.next, struct client_tls, hs_link);
+		list_del(&tx->hs_link);
+	} else {
+		tx = calloc(1, sizeof(*tx));
+		AN(tx);
+	}
+	tx->wire.pending.len = tx->wire.inflight.len = tx->hs_in.len = 0;
+	list_init(&tx->hs_link);
+	tx->cl = cl;
+	cl->tx = tx;
+}
+
+static void client_tls_put(struct client *cl)
+{
+	struct client_tls *tx = cl->tx;
+	if (tx == NULL)
+		return;
+	cl->tx = NULL;
+	AZ(tx->wire.writing);
+	tx->cl = NULL;
+	tx->wire.pending.len = tx->wire.inflight.len = tx->hs_in.len = 0;
+	buf_trim(&tx->wire.pending, BUF_KEEP);
+	buf_trim(&tx->wire.inflight, BUF_KEEP);
+	buf_trim(&tx->hs_in, BUF_KEEP);
+	list_add_head(&ctls_free, &tx->hs_link);
+}
+
 /* The queue whose bytes go to the socket: ciphertext under TLS. */
 static struct outq *client_wire(struct client *cl)
 {
-	return outq_wire(&cl->out, &cl->wire, cl->tls);
+	return cl->tls ? &cl->tx->wire : &cl->out;
 }
 
 static size_t client_queued(const struct client *cl)
 {
-	return outq_queued_via(&cl->out, &cl->wire, cl->tls);
+	return cl->tls ? outq_queued_via(&cl->out, &cl->tx->wire, cl->tls) : outq_queued(&cl->out);
 }
 
 /* Buffers keep their capacity across requests, so a busy keepalive
@@ -343,17 +372,20 @@ static size_t client_queued(const struct client *cl)
  * struct (bench memory). */
 static void client_trim(struct client *cl)
 {
-	if (cl->in.len || client_queued(cl) || cl->out.writing || cl->wire.writing)
+	struct client_tls *tx = cl->tx;
+	if (cl->in.len || client_queued(cl) || cl->out.writing || (tx && tx->wire.writing))
 		return;
 	/* Only a trim that freed something is worth a page purge. */
 	int held = cl->in.cap || cl->out.pending.cap || cl->out.inflight.cap ||
-		   cl->wire.pending.cap || cl->wire.inflight.cap || cl->hs_in.cap;
+		   (tx && (tx->wire.pending.cap || tx->wire.inflight.cap || tx->hs_in.cap));
 	buf_trim(&cl->in, 0);
 	buf_trim(&cl->out.pending, 0);
 	buf_trim(&cl->out.inflight, 0);
-	buf_trim(&cl->wire.pending, 0);
-	buf_trim(&cl->wire.inflight, 0);
-	buf_trim(&cl->hs_in, 0);
+	if (tx) {
+		buf_trim(&tx->wire.pending, 0);
+		buf_trim(&tx->wire.inflight, 0);
+		buf_trim(&tx->hs_in, 0);
+	}
 	if (held)
 		worker_memory_freed();
 }
@@ -375,10 +407,15 @@ static void client_keepalive_wait(struct client *cl)
 	cl->trim_pending = 1;
 }
 
+/* Half-close requests, only while one is under way (a connection at rest
+ * holds none); free ones are chained through their data field. */
+static uv_shutdown_t *sreq_free;
+
 static void client_shutdown_cb(uv_shutdown_t *req, int status)
 {
-	(void)req;
 	(void)status;  /* a failed half-close shows up as a read error */
+	req->data = sreq_free;
+	sreq_free = req;
 }
 
 /* After the last byte of a closing response: half-close, then read and
@@ -394,12 +431,20 @@ static void client_linger(struct client *cl)
 		return;
 	}
 	if (cl->tls && tls_conn_handshake_done(cl->tls)) {
-		tls_conn_shutdown(cl->tls, &cl->wire.pending);
+		tls_conn_shutdown(cl->tls, &cl->tx->wire.pending);
 		client_flush(cl);
 		if (cl->state == CL_CLOSING)
 			return;
 	}
-	if (uv_shutdown(&cl->sreq, (uv_stream_t *)&cl->tcp, client_shutdown_cb) < 0) {
+	uv_shutdown_t *req = sreq_free;
+	if (req != NULL) {
+		sreq_free = req->data;
+	} else {
+		req = malloc(sizeof(*req));
+		AN(req);
+	}
+	if (uv_shutdown(req, (uv_stream_t *)&cl->tcp, client_shutdown_cb) < 0) {
+		client_shutdown_cb(req, 0);
 		client_close(cl);
 		return;
 	}
@@ -462,7 +507,8 @@ static void client_flush(struct client *cl)
 {
 	if (cl->state == CL_CLOSING)
 		return;
-	int rc = outq_flush_via(&cl->out, &cl->wire, cl->tls, (uv_stream_t *)&cl->tcp, client_write_cb, cl);
+	int rc = outq_flush_via(&cl->out, cl->tls ? &cl->tx->wire : NULL, cl->tls, (uv_stream_t *)&cl->tcp,
+				client_write_cb, cl);
 	if (rc == OUTQ_ERR_TLS)
 		log_info("%s TLS write failed: %s", cl->peer, tls_conn_error(cl->tls));
 	if (rc < 0)
@@ -477,14 +523,10 @@ static void client_handle_closed(uv_handle_t *h)
 	if (--cl->closing_handles > 0)
 		return;
 	cl->in.len = cl->out.pending.len = cl->out.inflight.len = 0;
-	cl->hs_in.len = 0;
-	buf_trim(&cl->hs_in, BUF_KEEP);
 	txn_put(cl);
-	cl->wire.pending.len = cl->wire.inflight.len = 0;
 	tls_conn_free(cl->tls);
 	cl->tls = NULL;
-	buf_trim(&cl->wire.pending, BUF_KEEP);
-	buf_trim(&cl->wire.inflight, BUF_KEEP);
+	client_tls_put(cl);
 	buf_trim(&cl->in, BUF_KEEP);
 	buf_trim(&cl->out.pending, BUF_KEEP);
 	buf_trim(&cl->out.inflight, BUF_KEEP);
@@ -518,7 +560,8 @@ static void client_close(struct client *cl)
 	}
 	cl->state = CL_CLOSING;
 	list_del(&cl->link);
-	list_del(&cl->hs_link);
+	if (cl->tx)
+		list_del(&cl->tx->hs_link);
 	W->nclients--;
 	stats_gauge_add(cl->li->st, GAUGE_CLIENTS, -1);
 	cl->closing_handles = 2;
@@ -640,7 +683,7 @@ static void client_reply_pending(struct client *cl)
 
 static int req_fail(struct client *cl, enum reason r)
 {
-	cl->parse_error = 1;
+	cl->txn->rx.parse_error = 1;
 	cl->txn->reason = r;
 	return -1;
 }
@@ -686,11 +729,11 @@ static int on_req_field(llhttp_t *p, const char *at, size_t len)
 static int value_is_folded(struct client *cl, const char *at)
 {
 	if (cl->txn->req.in_value)
-		return !(at == cl->exec_start && cl->val_end == cl->prev_exec_end);
+		return !(at == cl->txn->rx.exec_start && cl->txn->rx.val_end == cl->txn->rx.prev_exec_end);
 	const char *q = at;
-	while (q > cl->exec_start && (q[-1] == ' ' || q[-1] == '\t'))
+	while (q > cl->txn->rx.exec_start && (q[-1] == ' ' || q[-1] == '\t'))
 		q--;
-	return q > cl->exec_start && q < at && q[-1] == '\n';
+	return q > cl->txn->rx.exec_start && q < at && q[-1] == '\n';
 }
 
 static int on_req_value(llhttp_t *p, const char *at, size_t len)
@@ -698,7 +741,7 @@ static int on_req_value(llhttp_t *p, const char *at, size_t len)
 	struct client *cl = p->data;
 	if (value_is_folded(cl, at))
 		return req_fail(cl, REASON_BAD_REQUEST);
-	cl->val_end = at + len;
+	cl->txn->rx.val_end = at + len;
 	if (msg_on_value(&cl->txn->req, at, len) < 0)
 		return req_fail(cl, REASON_BAD_REQUEST);
 	return check_head_size(cl);
@@ -814,7 +857,7 @@ static int on_req_done(llhttp_t *p)
 static int has_body(const struct client *cl)
 {
 	return cl->txn->req_chunked ||
-	       ((cl->parser.flags & F_CONTENT_LENGTH) && cl->parser.content_length > 0);
+	       ((cl->txn->rx.parser.flags & F_CONTENT_LENGTH) && cl->txn->rx.parser.content_length > 0);
 }
 
 /* Absolute-form target (RFC 9112 3.2.2): the backend would take the
@@ -888,7 +931,7 @@ static int upgrade_offers_h2c(const struct msg *m)
 static enum reason txn_check(struct client *cl)
 {
 	struct txn *t = cl->txn;
-	llhttp_t *p = &cl->parser;
+	llhttp_t *p = &cl->txn->rx.parser;
 	struct msg *m = &t->req;
 	t->method = llhttp_get_method(p);
 	t->http_minor = llhttp_get_http_minor(p);
@@ -1064,7 +1107,7 @@ static enum reason txn_dispatch(struct client *cl)
 		return txn_forward(cl);
 	const struct cfg_inspect *ic = &cl->li->cfg->inspect;
 	if (ic->body && has_body(cl)) {
-		uint64_t clen = (cl->parser.flags & F_CONTENT_LENGTH) ? cl->parser.content_length : 0;
+		uint64_t clen = (cl->txn->rx.parser.flags & F_CONTENT_LENGTH) ? cl->txn->rx.parser.content_length : 0;
 		if (ic->body_reject && clen > ic->body)
 			return REASON_INSPECT_BODY_TOO_LARGE;
 		/* Hold the request: the body collects, de-chunked, in tobe
@@ -1130,35 +1173,35 @@ static ssize_t client_exec(struct client *cl, const char *data, size_t len)
 			txn_get(cl);
 			client_timer(cl, timeouts()->client_header_ms);
 		}
-		if (!cl->head_scanned) {
-			int n = head_scan(&cl->hscan, data + off, len - off);
+		if (!cl->txn->rx.head_scanned) {
+			int n = head_scan(&cl->txn->rx.hscan, data + off, len - off);
 			if (n < 0) {
 				client_fail(cl, REASON_BAD_REQUEST);
 				return -1;
 			}
-			cl->head_scanned = n > 0;
+			cl->txn->rx.head_scanned = n > 0;
 		}
-		cl->prev_exec_end = cl->exec_end;
-		cl->exec_start = data + off;
-		cl->exec_end = data + len;
-		llhttp_errno_t e = llhttp_execute(&cl->parser, data + off, len - off);
+		cl->txn->rx.prev_exec_end = cl->txn->rx.exec_end;
+		cl->txn->rx.exec_start = data + off;
+		cl->txn->rx.exec_end = data + len;
+		llhttp_errno_t e = llhttp_execute(&cl->txn->rx.parser, data + off, len - off);
 		if (e == HPE_PAUSED_UPGRADE && !cl->txn->head_done &&
-		    llhttp_get_error_pos(&cl->parser) == data + off) {
+		    llhttp_get_error_pos(&cl->txn->rx.parser) == data + off) {
 			/* llhttp pauses for an upgrade after the request that
 			 * asked for it, so here, before the next one: that one was
 			 * finished as a plain request (h2c refused, HTTP/1.0). */
-			llhttp_resume_after_upgrade(&cl->parser);
-			e = llhttp_execute(&cl->parser, data + off, len - off);
+			llhttp_resume_after_upgrade(&cl->txn->rx.parser);
+			e = llhttp_execute(&cl->txn->rx.parser, data + off, len - off);
 		}
 		if (e == HPE_OK)
 			return (ssize_t)len;
 		if (e != HPE_PAUSED && e != HPE_PAUSED_UPGRADE) {
-			enum reason r = cl->parse_error ? cl->txn->reason : map_llhttp_error(e);
+			enum reason r = cl->txn->rx.parse_error ? cl->txn->reason : map_llhttp_error(e);
 			client_fail(cl, r);
 			return -1;
 		}
 		/* Paused at the end of a request: the rest is pipelined. */
-		off = (size_t)(llhttp_get_error_pos(&cl->parser) - data);
+		off = (size_t)(llhttp_get_error_pos(&cl->txn->rx.parser) - data);
 		return (ssize_t)off;
 	}
 	return (ssize_t)off;
@@ -1284,15 +1327,16 @@ static void hs_idle_cb(uv_idle_t *h)
 {
 	(void)h;
 	while (W->hs_budget > 0 && !list_empty(&W->hs_deferred)) {
-		struct client *cl = CONTAINER_OF(W->hs_deferred.next, struct client, hs_link);
-		list_del(&cl->hs_link);
-		struct buf in = cl->hs_in;
-		cl->hs_in = (struct buf){ 0 };
+		struct client_tls *tx = CONTAINER_OF(W->hs_deferred.next, struct client_tls, hs_link);
+		struct client *cl = tx->cl;
+		list_del(&tx->hs_link);
+		struct buf in = tx->hs_in;
+		tx->hs_in = (struct buf){ 0 };
 		client_read_pause(cl, 0);
 		client_on_tls(cl, in.data, in.len);
-		if (cl->hs_in.data == NULL) {  /* keep the capacity for next time */
+		if (tx->hs_in.data == NULL) {  /* keep the capacity for next time */
 			in.len = 0;
-			cl->hs_in = in;
+			tx->hs_in = in;
 		} else {
 			buf_free(&in);
 		}
@@ -1306,10 +1350,10 @@ static void hs_idle_cb(uv_idle_t *h)
  * connections get their turn first) continue. */
 static void client_defer_handshake(struct client *cl, const char *data, size_t len)
 {
-	buf_append(&cl->hs_in, data, len);
+	buf_append(&cl->tx->hs_in, data, len);
 	client_read_pause(cl, 1);
-	if (list_empty(&cl->hs_link))
-		list_add_tail(&W->hs_deferred, &cl->hs_link);
+	if (list_empty(&cl->tx->hs_link))
+		list_add_tail(&W->hs_deferred, &cl->tx->hs_link);
 	if (!uv_is_active((uv_handle_t *)&W->hs_idle))
 		uv_idle_start(&W->hs_idle, hs_idle_cb);
 }
@@ -1318,13 +1362,13 @@ static void client_on_tls(struct client *cl, const char *data, size_t len)
 {
 	int was_done = tls_conn_handshake_done(cl->tls);
 	if (!was_done) {
-		if (W->hs_budget == 0 || !list_empty(&cl->hs_link)) {
+		if (W->hs_budget == 0 || !list_empty(&cl->tx->hs_link)) {
 			client_defer_handshake(cl, data, len);
 			return;
 		}
 		W->hs_budget--;
 	}
-	if (!was_done && cl->wire.pending.len == 0 && !cl->wire.writing && looks_like_http(data, len) &&
+	if (!was_done && cl->tx->wire.pending.len == 0 && !cl->tx->wire.writing && looks_like_http(data, len) &&
 	    cl->nrequests == 0 && cl->txn == NULL) {
 		tls_conn_free(cl->tls);
 		cl->tls = NULL;
@@ -1333,7 +1377,7 @@ static void client_on_tls(struct client *cl, const char *data, size_t len)
 	}
 	struct buf *plain = &W->tls_plain;
 	plain->len = 0;
-	enum tls_status st = tls_conn_feed(cl->tls, data, len, plain, &cl->wire.pending);
+	enum tls_status st = tls_conn_feed(cl->tls, data, len, plain, &cl->tx->wire.pending);
 	if (st == TLS_ERROR) {
 		if (!was_done)
 			stats_add(cl->li->st, STAT_TLS_FAILED, 1);
@@ -1342,7 +1386,7 @@ static void client_on_tls(struct client *cl, const char *data, size_t len)
 		if (cl->txn)
 			cl->txn->reason = was_done ? REASON_TLS_ERROR : REASON_TLS_HANDSHAKE;
 		/* Send the alert we have, then close. */
-		outq_flush(&cl->wire, (uv_stream_t *)&cl->tcp, client_write_cb, cl);
+		outq_flush(&cl->tx->wire, (uv_stream_t *)&cl->tcp, client_write_cb, cl);
 		client_close(cl);
 		return;
 	}
@@ -1546,6 +1590,20 @@ more:
 		buf_append(&cl->in, data, len);
 }
 
+/* Connection structs come in slabs of CLIENT_SLAB, never go back to the
+ * allocator (a closed one waits in cl_free), and cost exactly their size:
+ * one by one, each would be rounded up to the allocator's next size class. */
+#define CLIENT_SLAB 64
+
+static struct client *client_slab_alloc(void)
+{
+	struct client *slab = calloc(CLIENT_SLAB, sizeof(*slab));
+	AN(slab);
+	for (unsigned i = 1; i < CLIENT_SLAB; i++)
+		list_add_tail(&cl_free, &slab[i].link);
+	return &slab[0];
+}
+
 void client_accept(struct worker_listener *li)
 {
 	struct client *cl;
@@ -1553,25 +1611,18 @@ void client_accept(struct worker_listener *li)
 		cl = CONTAINER_OF(cl_free.next, struct client, link);
 		list_del(&cl->link);
 		struct buf in = cl->in, op = cl->out.pending, oi = cl->out.inflight;
-		struct buf wp = cl->wire.pending, wi = cl->wire.inflight, hi = cl->hs_in;
 		memset(cl, 0, sizeof(*cl));
 		cl->in = in;
 		cl->out.pending = op;
 		cl->out.inflight = oi;
-		cl->wire.pending = wp;
-		cl->wire.inflight = wi;
-		cl->hs_in = hi;
 	} else {
-		cl = calloc(1, sizeof(*cl));
-		AN(cl);
+		cl = client_slab_alloc();
 	}
 	uv_tcp_init(&W->loop, &cl->tcp);
 	uv_timer_init(&W->loop, &cl->timer);
 	cl->tcp.data = cl->timer.data = cl;
 	cl->li = li;
-	list_init(&cl->hs_link);
 	list_init(&cl->parked);
-	cl->hs_in.len = 0;
 	list_add_tail(&W->clients, &cl->link);
 	W->nclients++;
 	stats_add(li->st, STAT_CONN_ACCEPTED, 1);
@@ -1595,10 +1646,10 @@ void client_accept(struct worker_listener *li)
 	uv_tcp_nodelay(&cl->tcp, 1);
 	cl->serial = ++W->conn_serial;
 	client_read_addrs(cl);
-	llhttp_init(&cl->parser, HTTP_REQUEST, &req_settings);
-	cl->parser.data = cl;
-	if (li->tls)
+	if (li->tls) {
 		cl->tls = tls_conn_new(li->tls);
+		client_tls_get(cl);
+	}
 	if (li->cfg->nproxy_from) {
 		cl->state = CL_PROXY;
 		cl->proxy_required = (uint8_t)cidr_list_match(li->cfg->proxy_from, li->cfg->nproxy_from, &cl->src);
@@ -1730,9 +1781,6 @@ static void txn_finish(struct client *cl, int reusable)
 	}
 	cl->nrequests++;
 	txn_put(cl);
-	client_next_request(cl);
-	if (llhttp_get_errno(&cl->parser) == HPE_PAUSED)
-		llhttp_resume(&cl->parser);
 	cl->state = CL_IDLE;
 	client_flush(cl);
 	if (client_queued(cl))

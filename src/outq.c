@@ -1,5 +1,35 @@
+#include <stdlib.h>
 #include "outq.h"
 #include "tls.h"
+#include "util.h"
+
+/* Write requests not in flight, chained through their data field. Each
+ * worker process has its own list; it holds as many as were ever in
+ * flight at once. */
+static uv_write_t *wreq_free;
+
+static uv_write_t *wreq_get(void)
+{
+	uv_write_t *r = wreq_free;
+	if (r != NULL) {
+		wreq_free = r->data;
+		return r;
+	}
+	r = malloc(sizeof(*r));
+	AN(r);
+	return r;
+}
+
+void outq_written(struct outq *q)
+{
+	q->writing = 0;
+	q->inflight.len = 0;
+	if (q->req != NULL) {
+		q->req->data = wreq_free;
+		wreq_free = q->req;
+		q->req = NULL;
+	}
+}
 
 int outq_flush_via(struct outq *plain, struct outq *wire, struct tls_conn *tls, uv_stream_t *s,
 		   uv_write_cb cb, void *data)
@@ -29,9 +59,10 @@ int outq_flush(struct outq *q, uv_stream_t *s, uv_write_cb cb, void *data)
 	/* The rest goes out asynchronously, from where the kernel stopped. */
 	buf_swap(&q->pending, &q->inflight);
 	uv_buf_t b = uv_buf_init(q->inflight.data + done, (unsigned)(q->inflight.len - done));
-	q->req.data = data;
+	q->req = wreq_get();
+	q->req->data = data;
 	q->writing = 1;
-	int rc = uv_write(&q->req, s, &b, 1, cb);
+	int rc = uv_write(q->req, s, &b, 1, cb);
 	if (rc < 0)
 		outq_written(q);
 	return rc;

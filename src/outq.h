@@ -10,7 +10,7 @@
 struct outq {
 	struct buf pending;
 	struct buf inflight;
-	uv_write_t req;
+	uv_write_t *req;           /* from the worker's pool while writing, else NULL */
 	unsigned char writing;
 };
 
@@ -19,12 +19,10 @@ struct outq {
  * uv_write whose callback CB gets req->data = DATA. Returns the uv_write
  * error when it failed synchronously (the queue is then empty). */
 int outq_flush(struct outq *q, uv_stream_t *s, uv_write_cb cb, void *data);
-/* First thing in the write callback. */
-static inline void outq_written(struct outq *q)
-{
-	q->writing = 0;
-	q->inflight.len = 0;
-}
+/* First thing in the write callback, once it has read req->data: the
+ * request goes back to the pool (a queue at rest holds none, so an idle
+ * connection does not pay for one). */
+void outq_written(struct outq *q);
 static inline size_t outq_queued(const struct outq *q)
 {
 	return q->pending.len + q->inflight.len;

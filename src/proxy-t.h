@@ -66,6 +66,18 @@ struct txn_insp {
 	uint8_t deny_body;         /* deny() was given a body (LOCAL holds it, maybe empty) */
 };
 
+/* HTTP/1.1 request parsing, per request (it comes and goes with the txn). */
+struct h1_rx {
+	llhttp_t parser;
+	struct head_scan hscan;
+	uint8_t head_scanned;      /* head_scan saw the end of this request's head */
+	uint8_t parse_error;       /* a parser callback reported txn->reason */
+	/* Bounds of the current and previous llhttp_execute input, and the end
+	 * of the last header value piece: only compared, never dereferenced
+	 * outside the current input (obs-fold detection). */
+	const char *exec_start, *exec_end, *prev_exec_end, *val_end;
+};
+
 /* The request a client connection is carrying now (responses are in order,
  * so one at a time; pipelined bytes wait unparsed in client->in). Taken
  * from the worker's pool when a request starts and given back when the
@@ -95,47 +107,46 @@ struct txn {
 	enum reason reason;
 	int status;
 	struct txn_insp insp;
+	struct h1_rx rx;
 };
 
 struct tls_conn;
 struct tls_server;
 struct tls_client;
 
+/* What only a TLS connection needs, so plain ones do not pay for it;
+ * pooled per worker, buffers warm. */
+struct client_tls {
+	struct client *cl;
+	struct outq wire;          /* ciphertext to the socket */
+	struct buf hs_in;          /* handshake bytes waiting for budget */
+	struct list hs_link;       /* in worker->hs_deferred while they wait; in the pool when free */
+};
+
 struct client {
 	uv_tcp_t tcp;
 	uv_timer_t timer;
-	uv_shutdown_t sreq;
 	struct worker_listener *li;
-	enum client_state state;
-	llhttp_t parser;
-	struct buf in;             /* unparsed input (pipelining, paused parser) */
-	struct outq out;           /* plaintext; on TLS connections only `pending` is used */
 	struct tls_conn *tls;      /* NULL for plain TCP */
-	struct outq wire;          /* TLS: ciphertext to the socket */
-	struct buf hs_in;          /* TLS: handshake bytes waiting for budget */
-	struct list hs_link;       /* in worker->hs_deferred while they wait */
+	struct client_tls *tx;     /* TLS listeners only: the TLS side's queues */
 	struct txn *txn;           /* NULL while idle (CL_PROXY, CL_IDLE) and once closed */
 	struct list link;          /* worker's client list */
+	struct list parked;        /* idle bconns keyed to this client's PROXY header */
+	struct buf in;             /* unparsed input (pipelining, paused parser) */
+	struct outq out;           /* plaintext; on TLS connections only `pending` is used */
+	uint64_t serial;           /* worker-unique connection number (PROXY UNIQUE_ID) */
+	uint64_t nrequests;
+	struct netaddr src;        /* the client: socket peer, or what a PROXY header said */
+	struct netaddr dst;        /* the address it connected to (likewise) */
+	char peer[56];             /* "ip:port" of SRC, for logs ("[v6]:port" fits) */
+	enum client_state state;
 	uint8_t keepalive;         /* this request allows another after it */
 	uint8_t read_stopped;      /* backpressure or pause */
 	uint8_t peer_eof;
 	uint8_t closing_handles;
-	uint8_t parse_error;       /* the parser callback reported txn.reason */
-	uint8_t head_scanned;      /* head_scan saw the end of this request's head */
 	uint8_t trim_pending;      /* idle keepalive: the timer first gives the buffers back */
-	struct head_scan hscan;
-	char peer[64];             /* "ip:port" of SRC, for logs */
-	struct netaddr src;        /* the client: socket peer, or what a PROXY header said */
-	struct netaddr dst;        /* the address it connected to (likewise) */
-	uint64_t serial;           /* worker-unique connection number (PROXY UNIQUE_ID) */
 	uint8_t proxy_required;    /* CL_PROXY: the peer is trusted and must send a header */
 	uint8_t trusted_fwd;       /* SRC may send identity headers (trusted_forwarders) */
-	struct list parked;        /* idle bconns keyed to this client's PROXY header */
-	/* Bounds of the current and previous llhttp_execute input, and the end
-	 * of the last header value piece: only compared, never dereferenced
-	 * outside the current input (obs-fold detection). */
-	const char *exec_start, *exec_end, *prev_exec_end, *val_end;
-	uint64_t nrequests;
 };
 
 enum bconn_state {
