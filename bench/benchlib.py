@@ -77,6 +77,14 @@ QUICK = os.environ.get("QUICK", "") not in ("", "0")      # QUICK=1: short runs,
 PIN = os.environ.get("PIN", "1") != "0"                   # PIN=0: no taskset
 RESULTS = os.path.abspath(os.environ.get("RESULTS", os.path.join(ROOT, "bench", "results")))
 BUILD = os.path.abspath(os.path.join(ROOT, os.environ.get("BUILD", "build") or "build"))
+# Which sluice binaries (bench/core.py, churn.py and memory.py): SLUICE=path
+# is the one measured as target "sluice" (default BUILD/sluice); BASELINE=path
+# adds target "sluice-base": the same config run by that other binary, in the
+# same rounds, for an old-vs-new comparison in one report. Relative paths are
+# taken from the repository root, as BUILD is.
+SLUICE_BIN = os.path.abspath(os.path.join(ROOT, os.environ.get("SLUICE") or os.path.join(BUILD, "sluice")))
+BASELINE = os.environ.get("BASELINE", "")
+BASELINE = os.path.abspath(os.path.join(ROOT, BASELINE)) if BASELINE else ""
 
 
 # ---------------------------------------------------------------- processes
@@ -795,6 +803,65 @@ def git_describe():
     commit = cmd_out(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"])
     dirty = cmd_out(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no", "src"])
     return f"git {commit}{', src/ modified' if dirty else ''}"
+
+
+def with_baseline(targets, prog, var):
+    """TARGETS (a list of names read from the environment variable VAR) with
+    "sluice-base" added right after "sluice" (or first) when BASELINE is set
+    and VAR did not name it; exits if VAR names it without BASELINE."""
+    if not BASELINE:
+        if "sluice-base" in targets:
+            sys.exit(f"{prog}: target sluice-base in {var} needs BASELINE=/path/to/another/sluice")
+        return list(targets)
+    if "sluice-base" in targets:
+        return list(targets)
+    out = list(targets)
+    out.insert(out.index("sluice") + 1 if "sluice" in out else 0, "sluice-base")
+    return out
+
+
+def kind_of(target):
+    """The proxy software behind a target name: sluice-base (and any
+    sluice-*) is a sluice, haproxy-* an HAProxy."""
+    for k in ("sluice", "haproxy", "nginx"):
+        if target == k or target.startswith(k + "-"):
+            return k
+    return target
+
+
+def need_sluice_bins(prog, targets):
+    """Exit unless the binaries of the sluice targets among TARGETS (sluice:
+    SLUICE_BIN, sluice-base: BASELINE) are executable."""
+    for t, path, how in (("sluice", SLUICE_BIN, "make, or set BUILD=dir or SLUICE=path"),
+                         ("sluice-base", BASELINE, "BASELINE=path")):
+        if t in targets and not os.access(path, os.X_OK):
+            sys.exit(f"{prog}: {path or '(unset)'} is not an executable sluice ({how})")
+
+
+def sluice_describe(path, detail=False):
+    """'sluice 0.1.0, git 969a7c8' from PATH -V (the commit it was built
+    from, '-dirty' when its tree had changes); git_describe() of this
+    checkout if the binary does not say. detail: its tls, jemalloc and
+    build lines too."""
+    lines = cmd_out([path, "-V"]).splitlines() or ["?"]
+    git = next((ln for ln in lines if ln.startswith("git ")), None)
+    more = [ln for ln in lines if detail and ln.split(" ")[0] in ("tls", "jemalloc", "build")]
+    return ", ".join([lines[0], git or git_describe()] + more)
+
+
+def baseline_ratio_line(what, a, b, extra=""):
+    """The report's headline comparison line of sluice against sluice-base:
+    A and B are (median, min, max) of the headline figure."""
+    if not a or not b or a[0] is None or b[0] is None or not b[0]:
+        return f"**sluice ÷ sluice-base, {what}: —** (no figure for one of them)"
+    return (f"**sluice ÷ sluice-base, {what}: {a[0] / b[0]:.3f}** ({a[0]:,.2f} vs {b[0]:,.2f}{extra}; "
+            f"below 1 = sluice needs less). {baseline_binaries()}")
+
+
+def baseline_binaries():
+    """Which binaries sluice and sluice-base are, for a report."""
+    return (f"sluice: `{SLUICE_BIN}` ({sluice_describe(SLUICE_BIN)}); "
+            f"sluice-base: `{BASELINE}` ({sluice_describe(BASELINE)}).")
 
 
 # ---------------------------------------------------------------- results/latest

@@ -30,6 +30,9 @@ verifies each handshake's signature) saturates before the proxy does.
 Scaling: the SCALE cases run again with 2 workers (sluice `workers: 2`,
 HAProxy `nbthread 2`, nginx `worker_processes 2`), the proxy then allowed on
 every CPU (taskset) while wrk and the backend stay where they were.
+With BASELINE=/path/to/another/sluice, target sluice-base runs sluice's
+config with that binary in the same rounds, and the report gives
+sluice/sluice-base of the proxy CPU µs per handshake for every case.
 
 Usage: sh bench/churn.sh  (or `make bench-churn`). Environment knobs:
   QUICK=1          1 s runs, no warm-up, cases ecdsa-1.3,rsa-1.3 (+ scaling)
@@ -41,11 +44,15 @@ Usage: sh bench/churn.sh  (or `make bench-churn`). Environment knobs:
   CASES=a,b        1-worker cases, CERT-VERSION with CERT ecdsa|rsa, VERSION 1.2|1.3
                    (ecdsa-1.2,ecdsa-1.3,rsa-1.2,rsa-1.3; QUICK ecdsa-1.3,rsa-1.3)
   SCALE=a,b        cases also run with 2 workers (ecdsa-1.3; empty: none)
-  TARGETS=a,b      subset/order of sluice,haproxy,nginx
+  TARGETS=a,b      subset/order of sluice,haproxy,nginx (and sluice-base)
+  SLUICE=path      the sluice binary measured as "sluice" (BUILD/sluice)
+  BASELINE=path    another sluice binary, measured as "sluice-base" with the
+                   same configs (added after sluice unless TARGETS names it)
   PIN=0            do not pin with taskset
   NOISE_PCT=N      others' CPU (% of one CPU) that makes a run noisy (25)
   QUIET_BUDGET=N   seconds in all for waiting for quiet / re-running (30; QUICK 0)
-  BUILD=dir        where sluice is (build: the default TLS library, BoringSSL)
+  BUILD=dir        where sluice is (build: the default TLS library, BoringSSL);
+                   relative BUILD, SLUICE, BASELINE: from the repository root
   RESULTS=dir      results root (bench/results)
   BENCH_TS=name    results directory name (default: UTC timestamp)
 
@@ -63,8 +70,9 @@ import sys
 import time
 
 import benchlib
-from benchlib import (BODY_SIZE, BUILD, CLK_TCK, PIN, QUICK, RESULTS, ROOT, STATIC_BODY, cmd_out, exit_status,
-                      fmt, fmt_mmm, free_port, fsize, git_describe, grouped_bars, haproxy_conf, launch_proxy,
+from benchlib import (BASELINE, BODY_SIZE, CLK_TCK, PIN, QUICK, RESULTS, ROOT, SLUICE_BIN, STATIC_BODY,
+                      baseline_binaries, cmd_out, exit_status, fmt, fmt_mmm, free_port, fsize, grouped_bars,
+                      haproxy_conf, kind_of, launch_proxy, need_sluice_bins, sluice_describe, with_baseline,
                       machine_facts, measure_wrk, need_tools, nginx_main, nginx_temp_paths, noise_note, paired,
                       parse_wrk, peer_versions, pinning, proxy_errlog, Quiet, read_tail, refresh_latest,
                       report_end, report_list, results_dirs, run_main, run_wrk, runs_of, show_report,
@@ -89,7 +97,8 @@ POOL = 64                      # backend connections each proxy may open
 ALL_CASES = ["ecdsa-1.2", "ecdsa-1.3", "rsa-1.2", "rsa-1.3"]
 CASE_KEYS = env_names("CASES", ALL_CASES, "ecdsa-1.3,rsa-1.3" if QUICK else None, "case")
 SCALE_KEYS = env_names("SCALE", ALL_CASES, "ecdsa-1.3", "case")
-TARGETS = env_names("TARGETS", ["sluice", "haproxy", "nginx"], what="target")
+TARGETS = with_baseline(env_names("TARGETS", ["sluice", "sluice-base", "haproxy", "nginx"],
+                                  "sluice,haproxy,nginx", what="target"), PROG, "TARGETS")
 if not TARGETS or not (CASE_KEYS or SCALE_KEYS):
     sys.exit(f"{PROG}: nothing to measure")
 if WRK_THREADS > CONNECTIONS:
@@ -121,6 +130,18 @@ def case_name(c, workers=True):
 
 
 SLUICE = {}                   # path, TLS line, where it was copied from
+BASE = {}                     # the same for sluice-base (BASELINE)
+
+
+def shown(path):
+    """PATH relative to the repository when it is inside it."""
+    rel = os.path.relpath(path, ROOT)
+    return path if rel.startswith("..") else rel
+
+
+def sluice_of(tgt):
+    """The SLUICE or BASE dict of a sluice target."""
+    return BASE if tgt == "sluice-base" else SLUICE
 
 
 # ---------------------------------------------------------------- configs
@@ -145,9 +166,9 @@ def conf_origin(d, pp_port, plain_port):
 """)
 
 
-def conf_sluice(d, port, pp_port, c, certs):
-    return sluice_conf(d, f"sluice, {c['workers']} worker(s); full handshakes only; PROXY v2 to the server",
-                       port, pp_port, POOL, listener="https", workers=c["workers"],
+def conf_sluice(d, port, pp_port, c, certs, name="sluice"):
+    return sluice_conf(d, f"{name}, {c['workers']} worker(s); full handshakes only; PROXY v2 to the server",
+                       port, pp_port, POOL, listener="https", workers=c["workers"], name=name,
                        tls=sluice_tls(certs, c["cert"], c["ver"], True),
                        server_extra="        proxy_protocol: v2\n")
 
@@ -188,12 +209,14 @@ def start_proxy(tgt, d, ports, c, certs):
     """Returns (Popen or None, port, command line, config path)."""
     port = free_port()
     os.makedirs(os.path.join(d, "configs"), exist_ok=True)
-    make, ext = CONF[tgt]
+    kind = kind_of(tgt)
+    make, ext = CONF[kind]
     conf = write(os.path.join(d, "configs", f"{tgt}-{c['key']}.{ext}"),
-                 make(d, port, ports["plain" if tgt == "nginx" else "pp"], c, certs))
+                 make(d, port, ports["plain" if kind == "nginx" else "pp"], c, certs,
+                      **({"name": tgt} if kind == "sluice" else {})))
     # sluice and nginx: a master and one process per worker
-    p, cmd = launch_proxy(tgt, d, port, conf, PROXY_PIN2 if c["workers"] > 1 else PROXY_PIN,
-                          SLUICE.get("path"), workers=c["workers"])
+    p, cmd = launch_proxy(kind, d, port, conf, PROXY_PIN2 if c["workers"] > 1 else PROXY_PIN,
+                          sluice_of(tgt).get("path"), name=tgt, workers=c["workers"])
     return p, port, cmd, conf
 
 
@@ -272,7 +295,7 @@ def summarize(runs, tgt, key):
     return s
 
 
-COLORS = {"sluice": "#2b7bba", "haproxy": "#e07b39", "nginx": "#3a9e4f"}
+COLORS = {"sluice": "#2b7bba", "sluice-base": "#8cc0e8", "haproxy": "#e07b39", "nginx": "#3a9e4f"}
 
 
 def chart(path, summ, targets):
@@ -327,15 +350,18 @@ def write_report(outdir, d, runs, targets, idents, facts, commands, confs, cert_
         chart_line = "![churn chart](churn.png)" if drawn else "(no chart: no figures)"
     except Exception as e:  # noqa: BLE001 — a missing chart must not lose the tables
         chart_line = f"(chart not drawn: {e!r})"
-    peers = [p for p in ("haproxy", "nginx") if p in targets]
+    peers = [p for p in ("sluice-base", "haproxy", "nginx") if p in targets]
     L = ["# churn — connection churn with TLS offload (a full handshake per request, PROXY v2 to the backend)", ""]
     L.append(f"Run {started_at} UTC, {elapsed:.0f} s in all. {'QUICK mode. ' if QUICK else ''}"
              f"{ROUNDS} round(s) × {DURATION} s measured wrk runs (after {WARMUP} s of unmeasured "
              f"warm-up each), `wrk -t{WRK_THREADS} -c{CONNECTIONS} -H \"Connection: close\"` over "
              f"https: every request is a new TCP connection and a full TLS handshake (tickets and "
              f"session caches off on every server). {BODY_SIZE}-byte responses from one nginx "
-             f"origin. sluice: `{os.path.relpath(SLUICE['src'], ROOT)}`, TLS library "
-             f"**{SLUICE['tls']}** (the default build). Pinning: {PIN_TEXT}; with 2 workers the "
+             f"origin. sluice: `{shown(SLUICE['src'])}`, TLS library "
+             f"**{SLUICE['tls']}** (the default build)"
+             + (f"; sluice-base (BASELINE): `{BASE['src']}`, TLS **{BASE['tls']}**, same configs"
+                if "sluice-base" in targets else "")
+             + f". Pinning: {PIN_TEXT}; with 2 workers the "
              f"proxy may use every CPU ({ALL_CPUS}) while wrk and the origin stay where they are.")
     L.append("")
     L.append(f"Reference (OCI Flexible Load Balancer, Locust): {OCI['cps']:,} CPS per load balancer "
@@ -346,6 +372,18 @@ def write_report(outdir, d, runs, targets, idents, facts, commands, confs, cert_
     L.append("")
     L.append("## Results")
     L.append("")
+    if "sluice" in targets and "sluice-base" in targets:
+        cells = []
+        for c in CASES:
+            a, b = summ.get(("sluice", c["key"])), summ.get(("sluice-base", c["key"]))
+            if a and b and a["cpu_us"][0] and b["cpu_us"][0]:
+                cells.append(f"{case_name(c)} **{a['cpu_us'][0] / b['cpu_us'][0]:.3f}** "
+                             f"({a['cpu_us'][0]:.1f} vs {b['cpu_us'][0]:.1f} µs/hs; per round "
+                             f"{fmt_mmm(paired(runs, 'sluice', 'sluice-base', c['key'], 'cpu_us'), 3)})")
+        L.append("**sluice ÷ sluice-base, proxy CPU µs per handshake** (medians; below 1 = sluice needs "
+                 "less): " + ("; ".join(cells) or "— (no figure for one of them)") + ". "
+                 + baseline_binaries())
+        L.append("")
     L.append("CPS = connections per second = handshakes/s = requests/s. **Proxy CPU µs/hs** = "
              "utime+stime of the proxy's processes ÷ handshakes (the headline: lower = more "
              "handshakes per core); *at 100% CPU* = 10⁶ ÷ that, the CPS one worker would reach "
@@ -527,9 +565,9 @@ def write_report(outdir, d, runs, targets, idents, facts, commands, confs, cert_
 
 
 def facts_software():
-    return [("sluice", f"{os.path.relpath(SLUICE['src'], ROOT)} (run as a copy in churn/bin/): "
-                       f"{cmd_out([SLUICE['path'], '-V']).splitlines()[0]}, TLS {SLUICE['tls']} "
-                       f"({git_describe()}; -O2, jemalloc)")] + peer_versions(haproxy_ssl=True) + [
+    return [(t, f"{shown(x['src'])} (run as a copy in churn/bin/): "
+                f"{sluice_describe(x['path'] or x['src'])}, TLS {x['tls']}")
+            for t, x in (("sluice", SLUICE), ("sluice-base", BASE)) if x] + peer_versions(haproxy_ssl=True) + [
             ("openssl", cmd_out(["openssl", "version"])),
             ("python3 ssl", f"{sys.version.split()[0]}, {ssl.OPENSSL_VERSION}")]
 
@@ -539,9 +577,8 @@ def facts_software():
 def main():
     need_tools(PROG, ("wrk", "haproxy", "nginx", "openssl") + (("taskset",) if PROXY_PIN else ()),
                "bench/churn.sh")
-    src = os.path.join(BUILD, "sluice")
-    if "sluice" in TARGETS and not os.access(src, os.X_OK):
-        sys.exit(f"{PROG}: {src} missing: make BUILD={os.path.relpath(BUILD, ROOT)} all")
+    need_sluice_bins(PROG, TARGETS)
+    src = SLUICE_BIN
     started, outdir, d = results_dirs("churn")
     t_start = time.monotonic()
     if "sluice" in TARGETS:
@@ -549,6 +586,9 @@ def main():
         SLUICE.update(path=dst, src=src, tls=tls_line or "?", lib=lib)
     else:
         SLUICE.update(path="", src=src, tls="(not run)", lib=None)
+    if "sluice-base" in TARGETS:
+        dst, lib, tls_line = copy_sluice(BASELINE, d, "sluice-base")
+        BASE.update(path=dst, src=BASELINE, tls=tls_line or "?", lib=lib)
     log(f"results in {outdir}")
     per = DURATION + WARMUP + 0.8
     log(f"{ROUNDS} rounds x {len(CASES)} cases x {len(TARGETS)} targets x ~{per:.1f} s = about "
@@ -565,7 +605,7 @@ def main():
     origin_err = os.path.join(d, "origin.error.log")
 
     def one_run(tgt, c, rnd):
-        errlog = proxy_errlog(tgt, d)
+        errlog = proxy_errlog(kind_of(tgt), d, name=tgt)
         pos, opos = fsize(errlog), fsize(origin_err)
         proxy, port, cmd, conf = start_proxy(tgt, d, ports, c, certs)
         commands.setdefault(f"{tgt}, {c['workers']} worker(s)", cmd.replace(conf, "CONFIG"))
@@ -584,7 +624,7 @@ def main():
         r = quiet.run_if_budget(lambda: measure(tgt, c, rnd, d, port, proxy, origin),
                                 f"round {rnd + 1}, {c['key']}, {tgt}", DURATION, notes,
                                 lambda x: f"{fmt(x['rps'])} CPS, {fmt(x['cpu_us'], 1)} µs/hs")
-        bad = stop_tls_proxy(tgt, proxy, errlog, pos, r)
+        bad = stop_tls_proxy(kind_of(tgt), proxy, errlog, pos, r)
         obad = [ln for ln in read_tail(origin_err, opos).splitlines() if ln.strip()]
         if any("broken header" in ln for ln in obad):
             r["problems"].append("the origin logged connections without a valid PROXY header")

@@ -13,6 +13,7 @@ cd "$(dirname "$0")/.."
 . bench/deps.sh
 EXTRA_TOOLS="openssl:openssl" bench_install_deps bench/churn.sh
 
-bench_build sluice
+BUILD=${BUILD:-build}; export BUILD
+[ -n "${SLUICE:-}" ] || bench_build sluice   # SLUICE=path: that binary, nothing to build
 
 exec "$(py)" bench/churn.py "$@"

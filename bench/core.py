@@ -4,6 +4,10 @@
 sluice (workers: 1) vs HAProxy (nbthread 1, http-reuse always) vs nginx
 (worker_processes 1, upstream keepalive), in front of the same backend, driven
 by the same wrk command, alternating proxy by proxy, round after round.
+With BASELINE=/path/to/another/sluice, a fourth proxy, sluice-base, runs
+sluice's config with that binary in the same rounds, and the report's
+ratios start with sluice/sluice-base of CPU µs per request (old vs new
+build side by side, under the same load and noise).
 
 For every run we record wrk's requests/s, p50 and p99 latency, its error
 lines, and the proxy's own CPU time (utime+stime from /proc/PID/stat, summed
@@ -20,10 +24,14 @@ Usage: sh bench/core.sh  (or `make bench-core`). Environment knobs:
   ROUNDS=N         rounds; each round runs every proxy once (3)
   BACKEND=nginx|demo  the origin: nginx static 128-byte body (default, the
                    faster one) or build/demo_backend --threads 64
-  PROXIES=a,b,c    subset/order of sluice,haproxy,nginx
+  PROXIES=a,b,c    subset/order of sluice,haproxy,nginx (and sluice-base)
+  SLUICE=path      the sluice binary measured as "sluice" (BUILD/sluice)
+  BASELINE=path    another sluice binary, measured as "sluice-base" with the
+                   same config (added after sluice unless PROXIES names it)
   DIRECT=0         skip the wrk -> backend baseline run of each round
   PIN=0            do not pin with taskset
-  BUILD=dir        where sluice and demo_backend are (build)
+  BUILD=dir        where sluice and demo_backend are (build); relative
+                   paths in BUILD, SLUICE, BASELINE: from the repository root
   RESULTS=dir      results root (bench/results)
 
 Output: RESULTS/<UTC timestamp>/core.md, core.png, core/ (configs, raw wrk
@@ -39,12 +47,13 @@ import sys
 import time
 
 import benchlib
-from benchlib import (BODY_SIZE, BUILD, CLK_TCK, PIN, QUICK, RESULTS, cmd_out, fmt, free_port, fsize,
-                      git_describe, haproxy_conf, launch_proxy, log_lines_above_info, machine_facts as
+from benchlib import (BASELINE, BODY_SIZE, BUILD, CLK_TCK, PIN, QUICK, RESULTS, SLUICE_BIN,
+                      baseline_ratio_line, fmt, free_port, fsize, haproxy_conf, kind_of, launch_proxy, log_lines_above_info, machine_facts as
                       base_facts, measure_wrk, need_tools, nginx_main, nginx_temp_paths, nginx_upstream,
                       peer_versions, pinning, proxy_errlog, Quiet, read_tail, refresh_latest as
                       base_refresh_latest, report_end, report_list, run_main, run_wrk, show_report, sluice_conf,
-                      start_backend_nginx, start_demo_backend, stop, stop_proxy, write)
+                      need_sluice_bins, sluice_describe, start_backend_nginx, start_demo_backend, stop, stop_proxy, with_baseline,
+                      write)
 
 env_int = functools.partial(benchlib.env_int, prog="bench/core.py")
 
@@ -58,7 +67,8 @@ ROUNDS = env_int("ROUNDS", 3, 1)
 # origin CPU vs ~122k req/s at 4.3 us/req for demo_backend), so it leaves more
 # of the load CPU to wrk and hides less of the proxies' differences.
 BACKEND = os.environ.get("BACKEND", "nginx") or "nginx"
-PROXIES = [p for p in os.environ.get("PROXIES", "sluice,haproxy,nginx").split(",") if p]
+PROXIES = with_baseline([p for p in os.environ.get("PROXIES", "sluice,haproxy,nginx").split(",") if p],
+                        "bench/core.py", "PROXIES")
 DIRECT = os.environ.get("DIRECT", "1") != "0"
 
 NOISE_PCT = env_int("NOISE_PCT", 25)          # others' CPU (% of one CPU) that makes a run noisy
@@ -73,7 +83,7 @@ POOL = 64                     # backend connections each proxy may keep / open
 if BACKEND not in ("demo", "nginx"):
     sys.exit("bench/core.py: BACKEND must be demo or nginx")
 for p in PROXIES:
-    if p not in ("sluice", "haproxy", "nginx"):
+    if p not in ("sluice", "sluice-base", "haproxy", "nginx"):
         sys.exit(f"bench/core.py: unknown proxy {p!r} in PROXIES")
 if WRK_THREADS > CONNECTIONS:
     sys.exit("bench/core.py: WRK_THREADS must not exceed CONNECTIONS")
@@ -106,10 +116,15 @@ PROXY_PIN, LOAD_PIN, PIN_TEXT = pinning(PIN)
 
 # ---------------------------------------------------------------- configs
 
-def conf_sluice(d, port, bport, admin_port=None):
+def conf_sluice(d, port, bport, admin_port=None, name="sluice"):
     admin = f"admin:\n  address: 127.0.0.1:{admin_port}\n" if admin_port else ""
-    return sluice_conf(d, "sluice, one worker, one listener -> one backend with one server", port, bport, POOL,
-                       listener="http", admin=admin)
+    return sluice_conf(d, f"{name}, one worker, one listener -> one backend with one server", port, bport, POOL,
+                       listener="http", admin=admin, name=name)
+
+
+def conf_sluice_base(d, port, bport):
+    """sluice's config for the BASELINE binary (its own error log)."""
+    return conf_sluice(d, port, bport, name="sluice-base")
 
 
 def conf_haproxy(d, port, bport):
@@ -146,8 +161,9 @@ def start_backend(d):
 
 # ---------------------------------------------------------------- proxies
 
-CONF = {"sluice": (conf_sluice, "sluice.yaml"), "haproxy": (conf_haproxy, "haproxy.cfg"),
-        "nginx": (conf_nginx, "nginx.conf")}
+CONF = {"sluice": (conf_sluice, "sluice.yaml"), "sluice-base": (conf_sluice_base, "sluice-base.yaml"),
+        "haproxy": (conf_haproxy, "haproxy.cfg"), "nginx": (conf_nginx, "nginx.conf")}
+BINARY = {"sluice": SLUICE_BIN, "sluice-base": BASELINE}
 
 
 def start_proxy(name, d, bport):
@@ -155,7 +171,7 @@ def start_proxy(name, d, bport):
     port = free_port()
     make, fname = CONF[name]
     conf = write(os.path.join(d, fname), make(d, port, bport))
-    p, cmd = launch_proxy(name, d, port, conf, PROXY_PIN, os.path.join(BUILD, "sluice"))
+    p, cmd = launch_proxy(kind_of(name), d, port, conf, PROXY_PIN, BINARY.get(name), name=name)
     return p, port, cmd, conf
 
 
@@ -194,8 +210,9 @@ def measure_quiet(label, rnd, d, port, proxy, backend, notes):
 # ---------------------------------------------------------------- report
 
 def machine_facts():
-    return base_facts([("sluice", f"{cmd_out([os.path.join(BUILD, 'sluice'), '-V']).splitlines()[0]} "
-                                  f"({git_describe()}; -O2, jemalloc)")] + peer_versions())
+    sl = [(x, f"{BINARY[x]}: {sluice_describe(BINARY[x], detail=True)}")
+          for x in ("sluice", "sluice-base") if x in PROXIES]
+    return base_facts(sl + peer_versions())
 
 
 def summarize(runs, label):
@@ -221,12 +238,24 @@ def summarize(runs, label):
     }
 
 
+def per_round_ratios(runs, a, b, key):
+    """(median, min, max) over rounds of A's KEY ÷ B's in the same round
+    (rounds where both runs were clean; all rounds if none was)."""
+    def ratios(clean):
+        va = {r["round"]: r[key] for r in runs if r["label"] == a and r[key] and not (clean and r["noisy"])}
+        vb = {r["round"]: r[key] for r in runs if r["label"] == b and r[key] and not (clean and r["noisy"])}
+        return [va[k] / vb[k] for k in va if k in vb]
+    v = ratios(True) or ratios(False)
+    return (statistics.median(v), min(v), max(v)) if v else (None, None, None)
+
+
 def chart(path, labels, summ):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    colors = {"sluice": "#2b7bba", "haproxy": "#e07b39", "nginx": "#3a9e4f", "direct": "#999999"}
+    colors = {"sluice": "#2b7bba", "sluice-base": "#8cc0e8", "haproxy": "#e07b39", "nginx": "#3a9e4f",
+              "direct": "#999999"}
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4.2))
     for ax, key, title, lab in (
             (a1, "rps", "Requests/s (median, bars: min–max)", labels),
@@ -291,13 +320,21 @@ def write_report(outdir, d, runs, labels, facts, commands, confs, backend_cmd, n
     if "sluice" in summ:
         L.append("## Ratios")
         L.append("")
+        if "sluice-base" in summ:
+            pr = per_round_ratios(runs, "sluice", "sluice-base", "cpu_us")
+            L.append(baseline_ratio_line(
+                "proxy CPU µs per request (medians)", summ["sluice"]["cpu_us"], summ["sluice-base"]["cpu_us"],
+                f"; best runs {summ['sluice']['cpu_us'][1] / summ['sluice-base']['cpu_us'][1]:.3f}"
+                + (f", per-round ratios median {pr[0]:.3f} ({pr[1]:.3f}–{pr[2]:.3f})" if pr[0] else "")
+                + f"; req/s {summ['sluice']['rps'][0] / summ['sluice-base']['rps'][0]:.3f}"))
+            L.append("")
         L.append("Medians, and the best runs (max req/s, min µs/req; noise only ever makes a run "
                  "slower, so the best run is the least disturbed one).")
         L.append("")
         L.append("| | req/s median (>1: sluice faster) | req/s best | proxy CPU µs/req median "
                  "(<1: sluice cheaper) | µs/req best | p99 median (<1: sluice lower) |")
         L.append("|---|---:|---:|---:|---:|---:|")
-        for peer in ("haproxy", "nginx"):
+        for peer in ("sluice-base", "haproxy", "nginx"):
             if peer in summ:
                 a, b = summ["sluice"], summ[peer]
                 L.append(f"| sluice / {peer} | {a['rps'][0] / b['rps'][0]:.3f} | "
@@ -336,6 +373,11 @@ def write_report(outdir, d, runs, labels, facts, commands, confs, backend_cmd, n
              "is started fresh for its run, checked with one `GET /` (must be 200 with a "
              f"{BODY_SIZE}-byte body), warmed up with an unmeasured wrk run, measured, then "
              "stopped (SIGTERM). The backend stays up for the whole benchmark.")
+    if "sluice-base" in labels:
+        L.append("- sluice-base (BASELINE): sluice's config, run by another sluice binary "
+                 f"(`{BASELINE}`, {sluice_describe(BASELINE)}; sluice is `{SLUICE_BIN}`, "
+                 f"{sluice_describe(SLUICE_BIN)}). Its per-round ratio compares two runs seconds apart, "
+                 "under the same load and the same noise.")
     L.append("- Proxy CPU: utime+stime from `/proc/PID/stat` of the proxy's whole process tree "
              "(sluice: master + its one worker; nginx: master + its one worker; HAProxy: its "
              "single process), read just before and just after the measured wrk run, divided by "
@@ -384,9 +426,9 @@ def refresh_latest(outdir):
 def main():
     need_tools("bench/core.py", ("wrk", "haproxy", "nginx") + (("taskset",) if PROXY_PIN else ()),
                "bench/core.sh")
-    for b in ("sluice", "demo_backend"):
-        if not os.access(os.path.join(BUILD, b), os.X_OK):
-            sys.exit(f"bench/core.py: {BUILD}/{b} missing: make build/sluice build/demo_backend")
+    need_sluice_bins("bench/core.py", PROXIES)
+    if BACKEND == "demo" and not os.access(os.path.join(BUILD, "demo_backend"), os.X_OK):
+        sys.exit(f"bench/core.py: {BUILD}/demo_backend missing: make {BUILD}/demo_backend")
 
     started = datetime.datetime.now(datetime.timezone.utc)
     ts = started.strftime("%Y%m%dT%H%M%SZ")
@@ -417,7 +459,7 @@ def main():
                 runs.append(r)
                 log(f"round {rnd + 1} direct : {r['rps']:>10,.0f} req/s  p99 {fmt(r['p99'], 3)} ms")
                 continue
-            errlog = proxy_errlog(label, d)
+            errlog = proxy_errlog(kind_of(label), d, name=label)
             pos = fsize(errlog)
             proxy, port, cmd, conf = start_proxy(label, d, bport)
             commands[label] = cmd

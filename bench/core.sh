@@ -1,6 +1,7 @@
 #!/bin/sh
 # Core benchmark: plain HTTP/1.1 keepalive through ONE proxy worker,
-# sluice vs HAProxy vs nginx, same backend, same wrk settings, alternating.
+# sluice vs HAProxy vs nginx, same backend, same wrk settings, alternating
+# (BASELINE=/path/to/another/sluice adds that binary as sluice-base).
 # Run by `make bench-core`. Knobs (environment): see bench/core.py or
 # docs/benchmarking.md, section "core".
 #
@@ -14,7 +15,10 @@ cd "$(dirname "$0")/.."
 bench_install_deps bench/core.sh
 
 BUILD=${BUILD:-build}
-if [ ! -x "$BUILD/sluice" ] || [ ! -x "$BUILD/demo_backend" ]; then
+if [ -n "${SLUICE:-}" ]; then
+	# SLUICE=path names the binary to measure: only the demo backend is built here
+	[ -x "$BUILD/demo_backend" ] || make "$BUILD/demo_backend"
+elif [ ! -x "$BUILD/sluice" ] || [ ! -x "$BUILD/demo_backend" ]; then
 	make "$BUILD/sluice" "$BUILD/demo_backend"
 fi
 

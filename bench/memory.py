@@ -20,7 +20,9 @@ bench/connhold.c (one epoll process, pinned away from the proxy):
               ACTIVE_INTERVAL_MS (1 s): N connections = N/interval req/s
 Each (round, proxy, kind) is a fresh proxy, measured at every step of STEPS
 after the step settled; bytes per connection = least-squares slope of RSS
-(and of PSS) over the steps.
+(and of PSS) over the steps. With BASELINE=/path/to/another/sluice, target
+sluice-base runs sluice's config with that binary in the same rounds, and
+the report gives sluice/sluice-base of bytes per connection for every kind.
 
 Part "waf": sluice with lua/waf.lua (the inspection hook on) vs sluice with
 no hook (no rules loaded: the reference's "without rules"), optionally
@@ -39,7 +41,12 @@ Usage: sh bench/memory.sh (or `make bench-memory`). Environment knobs:
   ROUNDS=N            rounds, proxies alternating (order rotates) (3, QUICK too)
   STEPS=a,b,...       connection counts (0,1000,2500,5000,10000; QUICK 0,1000)
   KINDS=a,b           subset of idle-plain,idle-tls,active
-  TARGETS=a,b         subset/order of sluice,haproxy,nginx (conns part)
+  TARGETS=a,b         subset/order of sluice,haproxy,nginx (conns part; and
+                      sluice-base)
+  SLUICE=path         the sluice binary measured as "sluice" (BUILD/sluice)
+  BASELINE=path       another sluice binary, measured as "sluice-base" in the
+                      conns part with sluice's config (added after sluice
+                      unless TARGETS names it)
   ACTIVE_INTERVAL_MS  ms between two requests of one active connection (1000; QUICK 200)
   SETTLE=S            most seconds to wait for RSS to settle at a step (3; QUICK 1)
   PARTS=a,b           subset of conns,waf
@@ -53,7 +60,8 @@ Usage: sh bench/memory.sh (or `make bench-memory`). Environment knobs:
                       `http-request lua.sluice_waf`): enables target haproxy-waf;
                       HAPROXY_WAF= (empty) drops it
   PIN=0               do not pin with taskset
-  BUILD=dir           where sluice and connhold are (build)
+  BUILD=dir           where sluice and connhold are (build); relative BUILD,
+                      SLUICE, BASELINE: from the repository root
   RESULTS=dir         results root (bench/results); BENCH_TS=name: use it as
                       the timestamp directory (the whole-suite runner sets it)
   FORTIO=path         fortio binary (bench/memory.sh finds or installs it)
@@ -79,8 +87,9 @@ import sys
 import time
 
 import benchlib
-from benchlib import (BODY_SIZE, BUILD, CLK_TCK, PIN, QUICK, RESULTS, ROOT, STARTED, cmd_out, fmt, free_port,
-                      fsize, git_describe, machine_facts, mmm, nginx_main, nginx_temp_paths, nginx_upstream,
+from benchlib import (BASELINE, BODY_SIZE, BUILD, CLK_TCK, PIN, QUICK, RESULTS, ROOT, SLUICE_BIN, STARTED,
+                      baseline_binaries, cmd_out, fmt, free_port, fsize, machine_facts, mmm, need_sluice_bins,
+                      sluice_describe, with_baseline, nginx_main, nginx_temp_paths, nginx_upstream,
                       pinning, read_tail, refresh_latest, report_end, results_dirs, run_main, show_report,
                       start, start_backend_nginx, stop, tree_rss_kb, tree_ticks, wait_children, wait_port, write)
 
@@ -94,8 +103,8 @@ ROUNDS = env_int("ROUNDS", 3, 1)
 STEPS = sorted(set(env_list("STEPS", "0,1000" if QUICK else "0,1000,2500,5000,10000", int)))
 ALL_KINDS = ["idle-plain", "idle-tls", "active"]
 KINDS = env_list("KINDS", ",".join(ALL_KINDS))
-ALL_TARGETS = ["sluice", "haproxy", "nginx"]
-TARGETS = env_list("TARGETS", ",".join(ALL_TARGETS))
+ALL_TARGETS = ["sluice", "sluice-base", "haproxy", "nginx"]
+TARGETS = with_baseline(env_list("TARGETS", "sluice,haproxy,nginx"), PROG, "TARGETS")
 ACTIVE_INTERVAL_MS = env_int("ACTIVE_INTERVAL_MS", 200 if QUICK else 1000, 1)
 SETTLE = env_float("SETTLE", 1 if QUICK else 3)
 IDLE_MIN_S = 1.0   # seconds idle connections sit before the first reading of a step
@@ -126,7 +135,7 @@ if HAPROXY_WAF and not os.path.isfile(HAPROXY_WAF):
 PROXY_PIN, LOAD_PIN, PIN_TEXT = pinning(PIN)
 PIN_TEXT = PIN_TEXT.replace("wrk and the backend", "connhold, fortio and the origin")
 KIND_TEXT = {"idle-plain": "idle plain", "idle-tls": "idle TLS", "active": "active"}
-COLORS = {"sluice": "#2b7bba", "haproxy": "#e07b39", "nginx": "#3a9e4f",
+COLORS = {"sluice": "#2b7bba", "sluice-base": "#8cc0e8", "haproxy": "#e07b39", "nginx": "#3a9e4f",
           "sluice-waf": "#17467a", "sluice-nohook": "#7fb8e6", "sluice-off": "#5a8fc0",
           "haproxy-waf": "#a04d12"}
 
@@ -782,6 +791,17 @@ def write_report(outdir, ramps, wruns, targets, wtargets, facts, commands, confs
                          f"{fmt_mmm(step_mmm(ramps, t, kind, STEPS[0], 'rss'), 1, 1 / 1024)} |")
         L.append("")
         peers = [p for p in targets if p != "sluice"]
+        if "sluice" in targets and "sluice-base" in targets:
+            cells = []
+            for kind in KINDS:
+                a, b = (mmm([r["slope_rss"] for r in ramps if r["target"] == t and r["kind"] == kind
+                             and r.get("slope_rss")])[0] for t in ("sluice", "sluice-base"))
+                if a is not None and b:
+                    cells.append(f"{KIND_TEXT[kind]} **{a / b:.3f}** ({a:,.0f} vs {b:,.0f} B/conn)")
+            L.append("**sluice ÷ sluice-base, bytes per connection (RSS slope, medians; below 1 = sluice "
+                     "holds less)**: " + ("; ".join(cells) or "— (no figure for one of them)")
+                     + ". Per-round ratios in the table below. " + baseline_binaries())
+            L.append("")
         if "sluice" in targets and peers:
             L.append("Ratios sluice ÷ peer of bytes per connection (RSS slope), median (min–max) of "
                      "the per-round ratios (below 1 = sluice holds less per connection):")
@@ -943,12 +963,16 @@ def write_report(outdir, ramps, wruns, targets, wtargets, facts, commands, confs
     return files
 
 
-def facts_software(sluice_src, sluice_bin):
-    built = datetime.datetime.fromtimestamp(os.path.getmtime(sluice_src), datetime.timezone.utc)
-    return [("sluice", f"{os.path.relpath(sluice_src, ROOT)} (built {built:%Y-%m-%d %H:%M:%S} UTC, run as a "
-             f"copy in memory/bin/): {cmd_out([sluice_bin, '-V']).splitlines()[0]}, "
-             f"{next((ln for ln in cmd_out([sluice_bin, '-V']).splitlines() if ln.startswith('TLS ')), '')} "
-             f"({git_describe()})"),
+def facts_software(bins):
+    """bins: [(target, the binary it was copied from, the copy run)]."""
+    out = []
+    for tgt, src, copy in bins:
+        built = datetime.datetime.fromtimestamp(os.path.getmtime(src), datetime.timezone.utc)
+        rel = os.path.relpath(src, ROOT)
+        out.append((tgt, f"{src if rel.startswith('..') else rel} (built {built:%Y-%m-%d %H:%M:%S} UTC, run "
+                         f"as a copy in memory/bin/): {sluice_describe(copy)}, "
+                         f"{next((ln for ln in cmd_out([copy, '-V']).splitlines() if ln[:4].lower() == 'tls '), '')}"))
+    return out + [
             ("haproxy", cmd_out(["haproxy", "-v"]).splitlines()[0]),
             ("nginx", cmd_out(["nginx", "-v"]).replace("nginx version: ", "")),
             ("fortio", cmd_out([FORTIO, "version"]).splitlines()[0] if os.path.exists(FORTIO) else "—"),
@@ -964,10 +988,10 @@ def main():
     for tool in ("haproxy", "nginx", "openssl") + (("taskset",) if PROXY_PIN else ()):
         if not shutil.which(tool):
             sys.exit(f"{PROG}: {tool} not found (bench/memory.sh installs it)")
-    sluice_src = os.path.join(BUILD, "sluice")
-    for f in (sluice_src, os.path.join(BUILD, "connhold")):
-        if not os.access(f, os.X_OK):
-            sys.exit(f"{PROG}: {f} missing (bench/memory.sh builds it)")
+    sluice_src = SLUICE_BIN
+    need_sluice_bins(PROG, ["sluice"] + TARGETS)
+    if not os.access(os.path.join(BUILD, "connhold"), os.X_OK):
+        sys.exit(f"{PROG}: {BUILD}/connhold missing (bench/memory.sh builds it)")
     if "waf" in PARTS and not os.access(FORTIO, os.X_OK):
         sys.exit(f"{PROG}: fortio not found at {FORTIO} (bench/memory.sh installs it; or set FORTIO)")
     # Room for >= 10,000 connections in the client and in every proxy (root
@@ -986,8 +1010,12 @@ def main():
     started, outdir, d = results_dirs("memory")
     os.makedirs(os.path.join(d, "bin"), exist_ok=True)
     sluice_bin = shutil.copy2(sluice_src, os.path.join(d, "bin", "sluice"))  # others may rebuild BUILD/
+    bins = [("sluice", sluice_src, sluice_bin)]
+    if "sluice-base" in TARGETS:
+        bins.append(("sluice-base", BASELINE, shutil.copy2(BASELINE, os.path.join(d, "bin", "sluice-base"))))
+    bin_of = {t: copy for t, _, copy in bins}
     log(f"results in {outdir}; {PIN_TEXT}")
-    facts = machine_facts(facts_software(sluice_src, sluice_bin))
+    facts = machine_facts(facts_software(bins))
     certs, cert_cmd = make_cert(d)
     backend, bport, backend_cmd = start_backend_nginx(d, LOAD_PIN, prog=PROG)
     notes, commands, confs = [], {}, {}
@@ -1001,7 +1029,7 @@ def main():
             order = TARGETS[k:] + TARGETS[:k]
             for kind in KINDS:
                 for tgt in order:
-                    r = ramp(tgt, kind, rnd, d, bport, certs, sluice_bin, commands, confs)
+                    r = ramp(tgt, kind, rnd, d, bport, certs, bin_of.get(tgt, sluice_bin), commands, confs)
                     for pr in r["problems"]:
                         notes.append(f"round {rnd + 1}, {KIND_TEXT[kind]}, {tgt}: {pr}")
                         log(notes[-1])

@@ -18,7 +18,8 @@ if [ ! -f /usr/include/openssl/ssl.h ]; then
 	DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y libssl-dev || true
 fi
 
-bench_build sluice
+BUILD=${BUILD:-build}; export BUILD
+[ -n "${SLUICE:-}" ] || bench_build sluice   # SLUICE=path: that binary, nothing to build
 bench_cc connhold
 
 case ",${PARTS:-conns,waf}," in

@@ -163,7 +163,7 @@ def probe(port, ver, tries=3, size=None, path="/"):
 def sluice_lib(path):
     """('openssl' | 'boringssl' | None, the TLS line of `sluice -V`)."""
     v = cmd_out([path, "-V"])
-    tls_line = next((ln for ln in v.splitlines() if ln.startswith("TLS ")), "")
+    tls_line = next((ln for ln in v.splitlines() if ln[:4].lower() == "tls "), "")   # -V says "tls ..."
     lib = "boringssl" if "BoringSSL" in tls_line else "openssl" if "OpenSSL" in tls_line else None
     return lib, tls_line[4:]
 
