@@ -1590,16 +1590,18 @@ more:
 		buf_append(&cl->in, data, len);
 }
 
-/* Connection structs come in slabs of CLIENT_SLAB, never go back to the
- * allocator (a closed one waits in cl_free), and cost exactly their size:
- * one by one, each would be rounded up to the allocator's next size class. */
-#define CLIENT_SLAB 64
+/* Connection structs come in 64 KiB slabs, never go back to the allocator
+ * (a closed one waits in cl_free), and cost their size: one by one, each
+ * would be rounded up to the allocator's next size class, and a slab of an
+ * odd size up to its next large class. */
+#define CLIENT_SLAB_BYTES (64 * 1024)
+#define CLIENT_SLAB (CLIENT_SLAB_BYTES / sizeof(struct client))
 
 static struct client *client_slab_alloc(void)
 {
 	struct client *slab = calloc(CLIENT_SLAB, sizeof(*slab));
 	AN(slab);
-	for (unsigned i = 1; i < CLIENT_SLAB; i++)
+	for (size_t i = 1; i < CLIENT_SLAB; i++)
 		list_add_tail(&cl_free, &slab[i].link);
 	return &slab[0];
 }
