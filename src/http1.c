@@ -12,6 +12,7 @@
 #include <netinet/in.h>
 #include <arpa/inet.h>
 #include "http1.h"
+#include "deadline.h"
 #include "forward.h"
 #include "inspect.h"
 #include "inspect_api.h"
@@ -38,7 +39,10 @@ static void client_fail(struct client *cl, enum reason r);
 static void client_flush(struct client *cl);
 static void client_run_input(struct client *cl);
 static void client_read_pause(struct client *cl, int pause);
-static void client_timer_cb(uv_timer_t *t);
+static void client_timer_fired(struct deadline *d);
+/* Every client's timeout, on one libuv timer (a uv_timer_t per connection
+ * would cost each idle one 152 bytes). */
+static struct deadline_heap client_deadlines;
 static void client_backend_ready(struct client *cl);
 static void client_backend_error(struct client *cl, enum reason r);
 static void client_backend_eof(struct client *cl, enum reason r);
@@ -78,10 +82,7 @@ static const struct cfg_timeouts *timeouts(void) { return &W->cfg->timeouts; }
 static void client_timer(struct client *cl, uint64_t ms)
 {
 	cl->trim_pending = 0;
-	if (ms)
-		uv_timer_start(&cl->timer, client_timer_cb, ms, 0);
-	else
-		uv_timer_stop(&cl->timer);
+	deadline_set(&client_deadlines, &cl->dl, ms);
 }
 
 /* ---- statistics and the access log ---- */
@@ -564,9 +565,9 @@ static void client_close(struct client *cl)
 		list_del(&cl->tx->hs_link);
 	W->nclients--;
 	stats_gauge_add(cl->li->st, GAUGE_CLIENTS, -1);
-	cl->closing_handles = 2;
+	deadline_set(&client_deadlines, &cl->dl, 0);
+	cl->closing_handles = 1;
 	uv_close((uv_handle_t *)&cl->tcp, client_handle_closed);
-	uv_close((uv_handle_t *)&cl->timer, client_handle_closed);
 }
 
 static void client_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
@@ -1445,9 +1446,9 @@ static void client_on_plain(struct client *cl, const char *data, size_t len)
 	client_after_input(cl);
 }
 
-static void client_timer_cb(uv_timer_t *timer)
+static void client_timer_fired(struct deadline *d)
 {
-	struct client *cl = timer->data;
+	struct client *cl = CONTAINER_OF(d, struct client, dl);
 	switch (cl->state) {
 	case CL_PROXY:
 		log_info("%s closed: no %s within client_header", cl->peer,
@@ -1621,8 +1622,7 @@ void client_accept(struct worker_listener *li)
 		cl = client_slab_alloc();
 	}
 	uv_tcp_init(&W->loop, &cl->tcp);
-	uv_timer_init(&W->loop, &cl->timer);
-	cl->tcp.data = cl->timer.data = cl;
+	cl->tcp.data = cl;
 	cl->li = li;
 	list_init(&cl->parked);
 	list_add_tail(&W->clients, &cl->link);
@@ -2176,6 +2176,7 @@ static const struct upstream_events backend_events = {
 void http1_settings_init(void)
 {
 	upstream_events_set(&backend_events);
+	deadline_heap_init(&client_deadlines, &W->loop, client_timer_fired);
 	llhttp_settings_init(&req_settings);
 	req_settings.on_message_begin = on_req_begin;
 	req_settings.on_url = on_req_url;

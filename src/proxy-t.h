@@ -9,6 +9,7 @@
 #include "acceptor.h"
 #include "buf.h"
 #include "cfg-t.h"
+#include "deadline.h"
 #include "httpmsg.h"
 #include "netaddr.h"
 #include "outq.h"
@@ -125,7 +126,7 @@ struct client_tls {
 
 struct client {
 	uv_tcp_t tcp;
-	uv_timer_t timer;
+	struct deadline dl;        /* its one timeout (see client_timer) */
 	struct worker_listener *li;
 	struct tls_conn *tls;      /* NULL for plain TCP */
 	struct client_tls *tx;     /* TLS listeners only: the TLS side's queues */

@@ -1,0 +1,109 @@
+#include <stdlib.h>
+#include "deadline.h"
+#include "util.h"
+
+static void place(struct deadline_heap *h, uint32_t i, struct deadline *d)
+{
+	h->v[i] = d;
+	d->idx = i;
+}
+
+static void sift_up(struct deadline_heap *h, uint32_t i)
+{
+	struct deadline *d = h->v[i];
+	while (i > 1 && h->v[i / 2]->due > d->due) {
+		place(h, i, h->v[i / 2]);
+		i /= 2;
+	}
+	place(h, i, d);
+}
+
+static void sift_down(struct deadline_heap *h, uint32_t i)
+{
+	struct deadline *d = h->v[i];
+	for (;;) {
+		uint32_t c = i * 2;
+		if (c > h->n)
+			break;
+		if (c + 1 <= h->n && h->v[c + 1]->due < h->v[c]->due)
+			c++;
+		if (h->v[c]->due >= d->due)
+			break;
+		place(h, i, h->v[c]);
+		i = c;
+	}
+	place(h, i, d);
+}
+
+static void heap_remove(struct deadline_heap *h, struct deadline *d)
+{
+	uint32_t i = d->idx;
+	struct deadline *last = h->v[h->n--];
+	d->idx = 0;
+	if (last == d)
+		return;
+	place(h, i, last);
+	if (i > 1 && h->v[i / 2]->due > last->due)
+		sift_up(h, i);
+	else
+		sift_down(h, i);
+}
+
+static void timer_cb(uv_timer_t *t);
+
+/* The libuv timer follows the earliest deadline. */
+static void rearm(struct deadline_heap *h)
+{
+	if (h->n == 0) {
+		uv_timer_stop(&h->timer);
+		return;
+	}
+	uint64_t now = uv_now(h->loop), due = h->v[1]->due;
+	uv_timer_start(&h->timer, timer_cb, due > now ? due - now : 0, 0);
+}
+
+static void timer_cb(uv_timer_t *t)
+{
+	struct deadline_heap *h = t->data;
+	uint64_t now = uv_now(h->loop);
+	while (h->n > 0 && h->v[1]->due <= now) {
+		struct deadline *d = h->v[1];
+		heap_remove(h, d);
+		h->fire(d);
+	}
+	rearm(h);
+}
+
+void deadline_heap_init(struct deadline_heap *h, uv_loop_t *loop, void (*fire)(struct deadline *d))
+{
+	h->v = NULL;
+	h->n = h->cap = 0;
+	h->loop = loop;
+	h->fire = fire;
+	uv_timer_init(loop, &h->timer);
+	h->timer.data = h;
+}
+
+void deadline_set(struct deadline_heap *h, struct deadline *d, uint64_t ms)
+{
+	int was_first = d->idx == 1;
+	if (d->idx)
+		heap_remove(h, d);
+	if (ms == 0) {
+		if (was_first)
+			rearm(h);
+		return;
+	}
+	if (h->n + 1 >= h->cap) {
+		uint32_t cap = h->cap ? h->cap * 2 : 1024;
+		struct deadline **v = realloc(h->v, cap * sizeof(*v));
+		AN(v);
+		h->v = v;
+		h->cap = cap;
+	}
+	d->due = uv_now(h->loop) + ms;
+	place(h, ++h->n, d);
+	sift_up(h, h->n);
+	if (d->idx == 1 || was_first)
+		rearm(h);
+}
