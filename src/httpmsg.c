@@ -1,5 +1,6 @@
 #include <string.h>
 #include <strings.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include "httpmsg.h"
 #include "util.h"
@@ -396,4 +397,17 @@ int head_scan(struct head_scan *hs, const char *p, size_t n)
 		}
 	}
 	return 0;
+}
+
+void msg_canonical_length(struct msg *m, uint64_t clen)
+{
+	char num[24];
+	int n = snprintf(num, sizeof(num), "%llu", (unsigned long long)clen);
+	for (uint32_t i = 0; i < m->nhdrs; i++) {
+		struct hdr *h = &m->hdrs[i];
+		if (h->kind != HDR_CONTENT_LENGTH)
+			continue;
+		if (h->val_len != (uint32_t)n || memcmp(msg_str(m, h->val_off), num, (size_t)n) != 0)
+			msg_set_value(m, h, num, (size_t)n);
+	}
 }

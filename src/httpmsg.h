@@ -88,6 +88,15 @@ void msg_write_headers(const struct msg *m, struct buf *out);
 
 /* Point H's value at a copy of V (the old bytes stay unused in the arena). */
 void msg_set_value(struct msg *m, struct hdr *h, const char *v, size_t len);
+
+/* The largest Content-Length sluice accepts, either way: what a signed
+ * 64-bit length holds, as nginx (off_t) and Go. Beyond it a peer would
+ * wrap, saturate or refuse: the two sides of us would disagree. */
+#define CONTENT_LENGTH_MAX ((uint64_t)INT64_MAX)
+/* Every Content-Length of M becomes CLEN in decimal, as sluice parsed it:
+ * "010" or "005" mean 10 and 5 here, and the next hop must not get the
+ * chance to read them another way (octal, or refusing what we accepted). */
+void msg_canonical_length(struct msg *m, uint64_t clen);
 /* Append a header (classified like a received one), past max_hdrs if need
  * be: sluice's own additions are not the client's to limit. */
 struct hdr *msg_add(struct msg *m, const char *name, const char *value, size_t vlen);

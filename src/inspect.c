@@ -524,8 +524,9 @@ int inspect_active(const struct client *cl)
 
 /* At most ERRLOG_PER_SEC lines a second: a script failing on every request
  * must not turn the error log into the bottleneck. */
-static void error_log(const struct client *cl, const char *phase, const char *why)
+static void error_log(const struct stream *t, const char *phase, const char *why)
 {
+	const struct client *cl = t->cl;
 	uint64_t sec = now_us() / 1000000u;
 	if (sec != errlog.second) {
 		if (errlog.dropped)
@@ -537,7 +538,6 @@ static void error_log(const struct client *cl, const char *phase, const char *wh
 		errlog.dropped++;
 		return;
 	}
-	const struct txn *t = cl->txn;
 	/* Lua's messages start with "script:line:"; give the others the script. */
 	const char *colon = strchr(why, ':');
 	int positioned = colon && colon[1] >= '0' && colon[1] <= '9';
@@ -549,7 +549,7 @@ static void error_log(const struct client *cl, const char *phase, const char *wh
 /* One call into a phase, set up inside the protected call so that making
  * the objects may fail (memory cap) like anything else the script does. */
 struct phase_call {
-	struct client *cl;
+	struct stream *s;
 	int fn;
 	int phase;
 	int with_resp;
@@ -560,26 +560,26 @@ struct phase_call {
 static int phase_entry(lua_State *L)
 {
 	const struct phase_call *pc = lua_touserdata(L, 1);
-	const struct cfg_inspect *ic = &pc->cl->li->cfg->inspect;
+	const struct cfg_inspect *ic = &pc->s->cl->li->cfg->inspect;
 	lua_rawgeti(L, LUA_REGISTRYINDEX, pc->fn);
 	if (pc->with_resp) {
 		resp_ref = inspect_api_new(L, 1);
-		resp_ref->cl = pc->cl;
+		resp_ref->s = pc->s;
 		resp_ref->ic = ic;
 		resp_ref->phase = (uint8_t)pc->phase;
 	}
 	req_ref = inspect_api_new(L, 0);
-	req_ref->cl = pc->cl;
+	req_ref->s = pc->s;
 	req_ref->ic = ic;
 	req_ref->phase = (uint8_t)pc->phase;
 	lua_call(L, pc->with_resp ? 2 : 1, 0);
 	return 0;
 }
 
-static const char *phase_call(struct client *cl, int fn, int phase, int with_resp)
+static const char *phase_call(struct stream *s, int fn, int phase, int with_resp)
 {
-	const struct cfg_inspect *ic = &cl->li->cfg->inspect;
-	struct phase_call pc = { cl, fn, phase, with_resp };
+	const struct cfg_inspect *ic = &s->cl->li->cfg->inspect;
+	struct phase_call pc = { s, fn, phase, with_resp };
 	req_ref = resp_ref = NULL;
 	lua_pushcfunction(G.L, phase_entry);   /* a light C function: no allocation */
 	lua_pushlightuserdata(G.L, &pc);
@@ -587,11 +587,11 @@ static const char *phase_call(struct client *cl, int fn, int phase, int with_res
 	/* Nothing has allocated since the call ended, so the objects are
 	 * still there even if nothing references them any more. */
 	if (req_ref) {
-		req_ref->cl = NULL;
+		req_ref->s = NULL;
 		req_ref->phase = INSPECT_PH_NONE;
 	}
 	if (resp_ref) {
-		resp_ref->cl = NULL;
+		resp_ref->s = NULL;
 		resp_ref->phase = INSPECT_PH_NONE;
 	}
 	req_ref = resp_ref = NULL;
@@ -602,9 +602,9 @@ static const char *phase_call(struct client *cl, int fn, int phase, int with_res
 	return why;
 }
 
-enum reason inspect_request(struct client *cl)
+enum reason inspect_request(struct stream *t)
 {
-	struct txn *t = cl->txn;
+	struct client *cl = t->cl;
 	struct txn_insp *in = &t->insp;
 	const struct cfg_inspect *ic = &cl->li->cfg->inspect;
 	struct inspect_script *sc = cl->li->insp;
@@ -612,12 +612,12 @@ enum reason inspect_request(struct client *cl)
 	in->ran = 1;
 	in->decision = INSPECT_ALLOW;
 	const char *why = sc->broken ? "the script did not load (see the error log at worker start)"
-				     : phase_call(cl, sc->fn_inspect, INSPECT_PH_INSPECT, 0);
+				     : phase_call(t, sc->fn_inspect, INSPECT_PH_INSPECT, 0);
 	in->us = now_us() - t0;
 	struct stats_block *st = cl->li->st;
 	stats_observe_us(st, HIST_INSPECT, in->us);
 	if (why) {
-		error_log(cl, "inspect", why);
+		error_log(t, "inspect", why);
 		in->decision = INSPECT_ERROR;
 		in->req_hdrs.len = in->req_del.len = 0;  /* half-made edits are not applied */
 		t->be = cl->li->be;
@@ -649,30 +649,32 @@ enum reason inspect_request(struct client *cl)
 	}
 }
 
-void inspect_response(struct client *cl)
+void inspect_response(struct stream *s)
 {
+	struct client *cl = s->cl;
 	struct inspect_script *sc = cl->li->insp;
-	struct txn_insp *in = &cl->txn->insp;
+	struct txn_insp *in = &s->insp;
 	if (!in->ran || sc == NULL || sc->broken || sc->fn_response == LUA_NOREF)
 		return;
-	const char *why = phase_call(cl, sc->fn_response, INSPECT_PH_RESPONSE, 1);
+	const char *why = phase_call(s, sc->fn_response, INSPECT_PH_RESPONSE, 1);
 	if (why) {
-		error_log(cl, "inspect_response", why);
+		error_log(s, "inspect_response", why);
 		in->resp_hdrs.len = in->resp_del.len = 0;
 		stats_add(cl->li->st, STAT_INSPECT_ERROR, 1);
 	}
 }
 
-void inspect_finish(struct client *cl)
+void inspect_finish(struct stream *s)
 {
+	struct client *cl = s->cl;
 	struct inspect_script *sc = cl->li->insp;
-	struct txn_insp *in = &cl->txn->insp;
+	struct txn_insp *in = &s->insp;
 	if (!in->ran || sc == NULL)
 		return;
 	if (!sc->broken && sc->fn_log != LUA_NOREF) {
-		const char *why = phase_call(cl, sc->fn_log, INSPECT_PH_LOG, 0);
+		const char *why = phase_call(s, sc->fn_log, INSPECT_PH_LOG, 0);
 		if (why) {
-			error_log(cl, "log", why);
+			error_log(s, "log", why);
 			stats_add(cl->li->st, STAT_INSPECT_ERROR, 1);
 		}
 	}

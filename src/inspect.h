@@ -38,11 +38,11 @@ int inspect_active(const struct client *cl);
  * txn.insp. Returns REASON_OK to forward the request, or the reason of the
  * local answer: REASON_INSPECT_DENIED (deny or redirect; status and body
  * in txn.insp) or REASON_INSPECT_ERROR (on_error: deny). */
-enum reason inspect_request(struct client *cl);
+enum reason inspect_request(struct stream *s);
 /* inspect_response(resp, req), when the script has one and inspect ran. */
-void inspect_response(struct client *cl);
+void inspect_response(struct stream *s);
 /* log(req), when the script has one and inspect ran; then the per-tag counters. */
-void inspect_finish(struct client *cl);
+void inspect_finish(struct stream *s);
 
 /* Apply the hook's header edits of one direction while writing a head:
  * HDRS' dropped-by-hook headers are marked, and the added lines appended. */

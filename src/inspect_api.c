@@ -1,6 +1,6 @@
 /* req and resp methods (docs/lua-api.md). Reads come from the parsed head
  * (struct msg) without copying until a Lua string is made; edits are
- * validated here and recorded in txn.insp, and only applied when the head
+ * validated here and recorded in the stream's insp, and only applied when the head
  * is written, so a script that fails halfway leaves no trace. */
 #include <string.h>
 #include <strings.h>
@@ -33,12 +33,12 @@ static struct buf scratch;  /* decoding args: one copy, then one Lua string */
 static struct inspect_ref *check(lua_State *L, int is_resp)
 {
 	struct inspect_ref *r = luaL_checkudata(L, 1, is_resp ? RESP_MT : REQ_MT);
-	if (r->cl == NULL || r->phase == INSPECT_PH_NONE)
+	if (r->s == NULL || r->phase == INSPECT_PH_NONE)
 		luaL_error(L, "%s used outside the call it was passed to", is_resp ? "resp" : "req");
 	return r;
 }
 
-static struct txn *req_txn(lua_State *L) { return check(L, 0)->cl->txn; }
+static struct stream *req_stream(lua_State *L) { return check(L, 0)->s; }
 
 static struct inspect_ref *acting(lua_State *L, const char *what)
 {
@@ -58,7 +58,7 @@ static void push_or_nil(lua_State *L, const char *s, size_t n)
 
 /* ---- the head ---- */
 
-static const char *target(const struct txn *t, size_t *len)
+static const char *target(const struct stream *t, size_t *len)
 {
 	*len = t->req.url_len;
 	return msg_str(&t->req, t->req.url_off);
@@ -66,20 +66,20 @@ static const char *target(const struct txn *t, size_t *len)
 
 static int req_method(lua_State *L)
 {
-	lua_pushstring(L, llhttp_method_name((llhttp_method_t)req_txn(L)->method));
+	lua_pushstring(L, llhttp_method_name((llhttp_method_t)req_stream(L)->method));
 	return 1;
 }
 
 static int req_version(lua_State *L)
 {
-	lua_pushstring(L, req_txn(L)->http_minor ? "1.1" : "1.0");
+	lua_pushstring(L, req_stream(L)->http_minor ? "1.1" : "1.0");
 	return 1;
 }
 
 static int req_uri(lua_State *L)
 {
 	size_t n;
-	const char *u = target(req_txn(L), &n);
+	const char *u = target(req_stream(L), &n);
 	lua_pushlstring(L, u, n);
 	return 1;
 }
@@ -87,13 +87,13 @@ static int req_uri(lua_State *L)
 static int req_path(lua_State *L)
 {
 	size_t n;
-	const char *u = target(req_txn(L), &n);
+	const char *u = target(req_stream(L), &n);
 	const char *q = memchr(u, '?', n);
 	lua_pushlstring(L, u, q ? (size_t)(q - u) : n);
 	return 1;
 }
 
-static const char *query(const struct txn *t, size_t *len)
+static const char *query(const struct stream *t, size_t *len)
 {
 	size_t n;
 	const char *u = target(t, &n);
@@ -109,7 +109,7 @@ static const char *query(const struct txn *t, size_t *len)
 static int req_query(lua_State *L)
 {
 	size_t n;
-	const char *q = query(req_txn(L), &n);
+	const char *q = query(req_stream(L), &n);
 	lua_pushlstring(L, q, n);
 	return 1;
 }
@@ -146,7 +146,7 @@ static int next_pair(const char *q, size_t qlen, size_t *pos, const char **name,
 
 static int req_arg(lua_State *L)
 {
-	struct txn *t = req_txn(L);
+	struct stream *t = req_stream(L);
 	size_t want_len;
 	const char *want = luaL_checklstring(L, 2, &want_len);
 	size_t qlen, pos = 0, nl, vl;
@@ -167,7 +167,7 @@ static int req_arg(lua_State *L)
 
 static int args_iter(lua_State *L)
 {
-	struct txn *t = req_txn(L);
+	struct stream *t = req_stream(L);
 	size_t pos = (size_t)lua_tointeger(L, lua_upvalueindex(1));
 	size_t qlen, nl, vl;
 	const char *q = query(t, &qlen), *n, *v;
@@ -200,7 +200,7 @@ static int req_args(lua_State *L)
 static struct msg *msg_of(lua_State *L, int is_resp)
 {
 	struct inspect_ref *r = check(L, is_resp);
-	return is_resp ? &r->cl->txn->resp : &r->cl->txn->req;
+	return is_resp ? &r->s->resp : &r->s->req;
 }
 
 static int hdr_get(lua_State *L, int is_resp)
@@ -293,7 +293,7 @@ static struct inspect_ref *editor(lua_State *L, int is_resp, struct buf **add, s
 	} else {
 		r = acting(L, "set_header");
 	}
-	struct txn_insp *in = &r->cl->txn->insp;
+	struct txn_insp *in = &r->s->insp;
 	*add = is_resp ? &in->resp_hdrs : &in->req_hdrs;
 	*del = is_resp ? &in->resp_del : &in->req_del;
 	return r;
@@ -352,7 +352,7 @@ static int resp_remove_header(lua_State *L) { return hdr_edit(L, 1, 1, 0); }
 static int resp_status(lua_State *L)
 {
 	struct inspect_ref *r = check(L, 1);
-	lua_pushinteger(L, r->cl->txn->status);
+	lua_pushinteger(L, r->s->status);
 	return 1;
 }
 
@@ -395,7 +395,7 @@ static int next_cookie(const struct msg *m, uint32_t *hi, size_t *off, const cha
 
 static int req_cookie(lua_State *L)
 {
-	struct txn *t = req_txn(L);
+	struct stream *t = req_stream(L);
 	size_t wl;
 	const char *want = luaL_checklstring(L, 2, &wl);
 	uint32_t hi = 0;
@@ -412,7 +412,7 @@ static int req_cookie(lua_State *L)
 
 static int cookies_iter(lua_State *L)
 {
-	struct txn *t = req_txn(L);
+	struct stream *t = req_stream(L);
 	uint32_t hi = (uint32_t)lua_tointeger(L, lua_upvalueindex(1));
 	size_t off = (size_t)lua_tointeger(L, lua_upvalueindex(2)), nl, vl;
 	const char *n, *v;
@@ -442,7 +442,7 @@ static int req_cookies(lua_State *L)
 static int req_body(lua_State *L)
 {
 	struct inspect_ref *r = check(L, 0);
-	struct txn *t = r->cl->txn;
+	struct stream *t = r->s;
 	if (r->ic->body == 0 || r->phase != INSPECT_PH_INSPECT) {
 		lua_pushnil(L);
 		return 1;
@@ -455,13 +455,13 @@ static int req_body(lua_State *L)
 
 static int req_body_truncated(lua_State *L)
 {
-	lua_pushboolean(L, req_txn(L)->insp.body_truncated);
+	lua_pushboolean(L, req_stream(L)->insp.body_truncated);
 	return 1;
 }
 
 static int req_client_ip(lua_State *L)
 {
-	struct client *cl = check(L, 0)->cl;
+	struct client *cl = check(L, 0)->s->cl;
 	char ip[NETADDR_IP_MAX];
 	size_t n = netaddr_ip_text(&cl->src, ip, sizeof(ip));
 	lua_pushlstring(L, ip, n);
@@ -470,31 +470,31 @@ static int req_client_ip(lua_State *L)
 
 static int req_client_port(lua_State *L)
 {
-	lua_pushinteger(L, netaddr_port(&check(L, 0)->cl->src));
+	lua_pushinteger(L, netaddr_port(&check(L, 0)->s->cl->src));
 	return 1;
 }
 
 static int req_listener(lua_State *L)
 {
-	lua_pushstring(L, check(L, 0)->cl->li->cfg->name);
+	lua_pushstring(L, check(L, 0)->s->cl->li->cfg->name);
 	return 1;
 }
 
 static int req_backend(lua_State *L)
 {
-	lua_pushstring(L, req_txn(L)->be->cfg->name);
+	lua_pushstring(L, req_stream(L)->be->cfg->name);
 	return 1;
 }
 
 static int req_tls(lua_State *L)
 {
-	lua_pushboolean(L, check(L, 0)->cl->tls != NULL);
+	lua_pushboolean(L, check(L, 0)->s->cl->tls != NULL);
 	return 1;
 }
 
 static int tls_fact(lua_State *L, int which)
 {
-	struct client *cl = check(L, 0)->cl;
+	struct client *cl = check(L, 0)->s->cl;
 	if (cl->tls == NULL) {
 		lua_pushnil(L);
 		return 1;
@@ -519,7 +519,7 @@ static int req_client_cert_subject(lua_State *L) { return tls_fact(L, 3); }
 
 static int req_id(lua_State *L)
 {
-	struct client *cl = check(L, 0)->cl;
+	struct client *cl = check(L, 0)->s->cl;
 	lua_pushfstring(L, "w%d-c%I-r%I", W->index, (lua_Integer)cl->serial, (lua_Integer)cl->nrequests + 1);
 	return 1;
 }
@@ -535,7 +535,7 @@ static int decided(const struct txn_insp *in)
 static int req_deny(lua_State *L)
 {
 	struct inspect_ref *r = acting(L, "deny");
-	struct txn_insp *in = &r->cl->txn->insp;
+	struct txn_insp *in = &r->s->insp;
 	lua_Integer status = luaL_optinteger(L, 2, 403);
 	size_t bl = 0;
 	const char *body = luaL_optlstring(L, 3, NULL, &bl);
@@ -555,7 +555,7 @@ static int req_deny(lua_State *L)
 static int req_redirect(lua_State *L)
 {
 	struct inspect_ref *r = acting(L, "redirect");
-	struct txn_insp *in = &r->cl->txn->insp;
+	struct txn_insp *in = &r->s->insp;
 	size_t ll;
 	const char *loc = luaL_checklstring(L, 2, &ll);
 	lua_Integer status = luaL_optinteger(L, 3, 302);
@@ -580,14 +580,14 @@ static int req_set_backend(lua_State *L)
 	if (be == NULL)
 		return luaL_error(L, "req:set_backend(): no backend named \"%s\"", name);
 	if (!r->ic->shadow)
-		r->cl->txn->be = be;
+		r->s->be = be;
 	return 0;
 }
 
 static int req_tag(lua_State *L)
 {
 	struct inspect_ref *r = acting(L, "tag");
-	struct txn_insp *in = &r->cl->txn->insp;
+	struct txn_insp *in = &r->s->insp;
 	size_t tl;
 	const char *tag = luaL_checklstring(L, 2, &tl);
 	if (tl == 0 || tl > 64)
@@ -617,7 +617,7 @@ static struct inspect_ref *logging(lua_State *L, const char *what)
 
 static int req_status(lua_State *L)
 {
-	struct txn *t = logging(L, "status")->cl->txn;
+	struct stream *t = logging(L, "status")->s;
 	if (t->resp_head_sent)
 		lua_pushinteger(L, t->status);
 	else
@@ -627,20 +627,20 @@ static int req_status(lua_State *L)
 
 static int req_decision(lua_State *L)
 {
-	lua_pushstring(L, inspect_decision_name(logging(L, "decision")->cl->txn->insp.decision));
+	lua_pushstring(L, inspect_decision_name(logging(L, "decision")->s->insp.decision));
 	return 1;
 }
 
 static int req_tags(lua_State *L)
 {
-	struct txn_insp *in = &check(L, 0)->cl->txn->insp;
+	struct txn_insp *in = &check(L, 0)->s->insp;
 	lua_pushlstring(L, in->tags.data ? in->tags.data : "", in->tags.len);
 	return 1;
 }
 
 static int req_inspect_us(lua_State *L)
 {
-	struct txn_insp *in = &logging(L, "inspect_us")->cl->txn->insp;
+	struct txn_insp *in = &logging(L, "inspect_us")->s->insp;
 	if (in->ran)
 		lua_pushinteger(L, (lua_Integer)in->us);
 	else
@@ -650,7 +650,7 @@ static int req_inspect_us(lua_State *L)
 
 static int req_total_us(lua_State *L)
 {
-	struct txn *t = logging(L, "total_us")->cl->txn;
+	struct stream *t = logging(L, "total_us")->s;
 	lua_pushinteger(L, t->t_start ? (lua_Integer)(now_us() - t->t_start) : 0);
 	return 1;
 }

@@ -16,7 +16,7 @@ enum inspect_phase {
 };
 
 struct inspect_ref {
-	struct client *cl;
+	struct stream *s;
 	const struct cfg_inspect *ic;
 	uint8_t phase;          /* enum inspect_phase */
 	uint8_t is_resp;        /* the resp object */

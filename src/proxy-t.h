@@ -1,5 +1,5 @@
-/* Runtime objects of a worker's data path: client connections, the request
- * they carry (txn), backend connections, servers and backends. Structs only. */
+/* Runtime objects of a worker's data path: client connections, the streams
+ * they carry, backend connections, servers and backends. Structs only. */
 #ifndef SLUICE_PROXY_T_H
 #define SLUICE_PROXY_T_H
 
@@ -17,15 +17,21 @@
 #include "util.h"
 
 
+/* The connection's own state. What a request is doing is its stream's
+ * (enum stream_state); a connection between requests holds none. */
 enum client_state {
 	CL_PROXY,     /* first bytes: a PROXY header (trusted peer) or proof there is none */
-	CL_IDLE,      /* keepalive: no byte of the next request yet */
-	CL_HEAD,      /* receiving a request head */
-	CL_WAIT,      /* head accepted; queued for, or connecting to, a backend */
-	CL_EXCHANGE,  /* a backend connection carries the request/response */
-	CL_ERROR,     /* sending sluice's own error response, then close */
-	CL_TUNNEL,    /* after 101: raw bytes both ways */
+	CL_OPEN,      /* its codec has it: requests come and go */
+	CL_LINGER,    /* its last response goes out, then half-close, read and discard */
 	CL_CLOSING,   /* handles closing; freed in the last close callback */
+};
+
+/* One request/response exchange, whatever the protocol it came in. */
+enum stream_state {
+	ST_HEAD,      /* receiving a request head */
+	ST_WAIT,      /* head accepted; held for inspection, queued for, or connecting to, a backend */
+	ST_EXCHANGE,  /* a backend connection carries the request/response */
+	ST_TUNNEL,    /* after 101: raw bytes both ways */
 };
 
 /* What the inspection hook decided about a request (access log, counters,
@@ -67,25 +73,14 @@ struct txn_insp {
 	uint8_t deny_body;         /* deny() was given a body (LOCAL holds it, maybe empty) */
 };
 
-/* HTTP/1.1 request parsing, per request (it comes and goes with the txn). */
-struct h1_rx {
-	llhttp_t parser;
-	struct head_scan hscan;
-	uint8_t head_scanned;      /* head_scan saw the end of this request's head */
-	uint8_t parse_error;       /* a parser callback reported txn->reason */
-	/* Bounds of the current and previous llhttp_execute input, and the end
-	 * of the last header value piece: only compared, never dereferenced
-	 * outside the current input (obs-fold detection). */
-	const char *exec_start, *exec_end, *prev_exec_end, *val_end;
-};
-
-/* The request a client connection is carrying now (responses are in order,
- * so one at a time; pipelined bytes wait unparsed in client->in). Taken
- * from the worker's pool when a request starts and given back when the
- * connection goes idle, so an idle keepalive connection holds none; its
- * buffers keep their capacity in the pool. */
-struct txn {
-	struct client *cl;         /* the connection it came on */
+/* A stream: one request and its response, protocol-neutral. Taken from the
+ * worker's pool when a request starts and given back when it ends, so an
+ * idle connection holds none; its buffers keep their capacity in the pool.
+ * Its codec finds it (a connection never names it): HTTP/1.1 carries one
+ * at a time, HTTP/2 many. */
+struct stream {
+	struct client *cl;         /* the connection it came on: its identity (addresses, listener, TLS) */
+	void *codec_ctx;           /* the codec's own state for this stream */
 	struct msg req;            /* request head as received */
 	struct msg resp;           /* response head from the backend */
 	struct buf head;           /* request head rewritten for the backend; kept for a retry */
@@ -94,23 +89,32 @@ struct txn {
 	struct backend *be;
 	struct server *srv;        /* server of bc, kept for the log after release */
 	struct server *avoid;      /* a connect to it just failed: pick another */
-	struct list qlink;         /* in backend->queue while CL_WAIT without bc; in the pool when free */
+	struct list qlink;         /* in backend->queue while waiting without bc; in the pool when free */
 	uint64_t t_start, t_queue, t_connect_start, t_connected, t_sent, t_first_byte;
 	uint64_t req_body, resp_body_in, bytes_out;
+	uint64_t req_clen;         /* the request's declared body length (0: none) */
 	uint64_t ticket;           /* instance-wide queue order while queued */
 	uint32_t bconn_req;        /* this request's ordinal on its backend connection */
+	enum stream_state state;
 	uint8_t method;            /* llhttp_method_t */
-	uint8_t http_minor;        /* client's HTTP/1.x minor version */
-	uint8_t req_chunked, req_done, head_done, queued;
-	uint8_t resp_started, resp_head_sent, resp_done, resp_chunked_out, resp_close_delimited;
+	uint8_t http_minor;        /* the client's HTTP/1.x minor version (1 for later protocols) */
+	uint8_t req_chunked;       /* the body's length is unknown: chunked to the backend */
+	uint8_t req_done, head_done, queued;
+	uint8_t resp_started, resp_head_sent, resp_done;
 	uint8_t is_head, upgrade, idempotent, retried, expect_continue, continue_sent;
 	uint8_t redispatches;      /* other servers tried after failed connects */
 	enum reason reason;
 	int status;
 	struct txn_insp insp;
-	struct h1_rx rx;
 };
 
+/* How the backend framed a response (upstream_h1 -> stream -> codec). */
+#define RESP_BODYLESS 1u  /* no body whatever the headers say (HEAD, 204, 304) */
+#define RESP_CHUNKED  2u  /* the backend sent it chunked */
+#define RESP_LENGTH   4u  /* the backend sent a Content-Length */
+#define RESP_UPGRADE  8u  /* a 101: the connection becomes a tunnel */
+
+struct codec_ops;
 struct tls_conn;
 struct tls_server;
 struct tls_client;
@@ -130,7 +134,8 @@ struct client {
 	struct worker_listener *li;
 	struct tls_conn *tls;      /* NULL for plain TCP */
 	struct client_tls *tx;     /* TLS listeners only: the TLS side's queues */
-	struct txn *txn;           /* NULL while idle (CL_PROXY, CL_IDLE) and once closed */
+	const struct codec_ops *codec; /* the protocol spoken on it */
+	void *codec_ctx;           /* the codec's state; HTTP/1.1: the current stream's, NULL between requests */
 	struct list link;          /* worker's client list */
 	struct list parked;        /* idle bconns keyed to this client's PROXY header */
 	struct buf in;             /* unparsed input (pipelining, paused parser) */
@@ -141,7 +146,6 @@ struct client {
 	struct netaddr dst;        /* the address it connected to (likewise) */
 	char peer[56];             /* "ip:port" of SRC, for logs ("[v6]:port" fits) */
 	enum client_state state;
-	uint8_t keepalive;         /* this request allows another after it */
 	uint8_t read_stopped;      /* backpressure or pause */
 	uint8_t peer_eof;
 	uint8_t closing_handles;
@@ -164,9 +168,9 @@ struct bconn {
 	uv_connect_t creq;
 	uv_shutdown_t sreq;
 	struct server *srv;
-	struct client *cl;         /* owner while BC_BUSY/CONNECTING, else NULL */
+	struct stream *strm;       /* owner while BC_BUSY/CONNECTING, else NULL */
 	enum bconn_state state;
-	llhttp_t parser;
+	llhttp_t parser;           /* the response (upstream_h1.c) */
 	struct outq out;           /* plaintext; under TLS only `pending` is used */
 	struct tls_conn *tls;      /* NULL for plain TCP */
 	struct outq wire;          /* TLS: ciphertext to the server */
@@ -205,7 +209,7 @@ struct backend {
 	int slot;                  /* shm slot (waiting counter, rr cursor) */
 	struct stats_block *st;
 	struct tls_client *tls;    /* TLS to the servers, or NULL */
-	struct list queue;         /* txns waiting for a connection, FIFO */
+	struct list queue;         /* streams waiting for a connection, FIFO */
 	uint32_t rr;               /* round-robin cursor, per worker */
 	uint64_t nrequests;        /* requests sent by this worker */
 	uint64_t nreused;          /* ... of which on a connection that had carried one before */

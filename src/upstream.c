@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "upstream.h"
+#include "upstream_h1.h"
 #include "forward.h"
 #include "log.h"
 #include "shm.h"
@@ -27,6 +28,7 @@ static const struct upstream_events *ev;
 void upstream_events_set(const struct upstream_events *events)
 {
 	ev = events;
+	upstream_h1_init(events);
 }
 
 static void bconn_close(struct bconn *bc);
@@ -157,7 +159,7 @@ static void bconn_close(struct bconn *bc)
 	list_del(&bc->link);
 	list_del(&bc->park_link);
 	bc->state = BC_CLOSING;
-	bc->cl = NULL;
+	bc->strm = NULL;
 	bc->closing_handles = 2;
 	uv_close((uv_handle_t *)&bc->tcp, bconn_handle_closed);
 	uv_close((uv_handle_t *)&bc->timer, bconn_handle_closed);
@@ -209,7 +211,7 @@ static void bconn_retire(struct bconn *bc)
 	list_del(&bc->park_link);
 	list_add_tail(&W->bconns, &bc->link);
 	bc->state = BC_RETIRING;
-	bc->cl = NULL;
+	bc->strm = NULL;
 	bc->sreq.data = bc;
 	if (uv_shutdown(&bc->sreq, (uv_stream_t *)&bc->tcp, bconn_shutdown_cb) < 0) {
 		bconn_close(bc);
@@ -240,30 +242,30 @@ static void bconn_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 /* The TCP connection is up and, under TLS, the handshake done. */
 static void bconn_established(struct bconn *bc)
 {
-	struct client *cl = bc->cl;
+	struct stream *s = bc->strm;
 	uv_timer_stop(&bc->timer);
 	bc->state = BC_BUSY;
 	busy_add(bc->srv, 1);
-	if (cl == NULL) {  /* its client left while we connected: pool it */
+	if (s == NULL) {  /* its client left while we connected: pool it */
 		upstream_release(bc, 1);
 		return;
 	}
-	cl->txn->t_connected = now_us();
-	ev->ready(cl);
+	s->t_connected = now_us();
+	ev->ready(s);
 }
 
 static void bconn_tls_failed(struct bconn *bc)
 {
-	struct client *cl = bc->cl;
+	struct stream *s = bc->strm;
 	log_warn("backend %s server %s (%s): TLS %s: %s", bc->srv->be->cfg->name, bc->srv->cfg->name,
 		 bc->srv->cfg->addr.text, tls_conn_handshake_done(bc->tls) ? "error" : "handshake failed",
 		 tls_conn_error(bc->tls));
 	if (bc->state == BC_CONNECTING) {
 		upstream_server_failed(bc->srv, "TLS handshake failed");
 		bconn_close(bc);
-		if (cl) {
-			cl->txn->bc = NULL;
-			ev->error(cl, REASON_BACKEND_TLS);
+		if (s) {
+			s->bc = NULL;
+			ev->error(s, REASON_BACKEND_TLS);
 		}
 		return;
 	}
@@ -304,15 +306,15 @@ static void bconn_on_bytes(struct bconn *bc, ssize_t nread, const char *data)
 			bconn_close(bc);
 		return;
 	}
-	if (bc->state != BC_BUSY || bc->cl == NULL)
+	if (bc->state != BC_BUSY || bc->strm == NULL)
 		return;
 	if (nread < 0) {
 		/* Only a clean EOF may end a close-delimited body. */
-		ev->eof(bc->cl, nread == UV_EOF ? REASON_BACKEND_CLOSED : REASON_BACKEND_RESET);
+		ev->eof(bc->strm, nread == UV_EOF ? REASON_BACKEND_CLOSED : REASON_BACKEND_RESET);
 		return;
 	}
 	bc->got_bytes = 1;
-	ev->data(bc->cl, data, (size_t)nread);
+	ev->data(bc->strm, data, (size_t)nread);
 }
 
 static void bconn_timer_cb(uv_timer_t *t)
@@ -320,21 +322,21 @@ static void bconn_timer_cb(uv_timer_t *t)
 	struct bconn *bc = t->data;
 	switch (bc->state) {
 	case BC_CONNECTING: {
-		struct client *cl = bc->cl;
+		struct stream *s = bc->strm;
 		upstream_server_failed(bc->srv, "connect timeout");
 		bconn_close(bc);
-		if (cl) {
-			cl->txn->bc = NULL;
-			ev->error(cl, REASON_CONNECT_TIMEOUT);
+		if (s) {
+			s->bc = NULL;
+			ev->error(s, REASON_CONNECT_TIMEOUT);
 		}
 		break;
 	}
 	case BC_BUSY: {
-		struct client *cl = bc->cl;
+		struct stream *s = bc->strm;
 		bconn_close(bc);
-		if (cl) {
-			cl->txn->bc = NULL;
-			ev->eof(cl, REASON_BACKEND_TIMEOUT);
+		if (s) {
+			s->bc = NULL;
+			ev->eof(s, REASON_BACKEND_TIMEOUT);
 		}
 		break;
 	}
@@ -401,17 +403,17 @@ static struct bconn *bconn_new(struct server *srv)
 	return bc;
 }
 
-static void bconn_attach(struct bconn *bc, struct client *cl)
+static void bconn_attach(struct bconn *bc, struct stream *s)
 {
-	bc->cl = cl;
+	bc->strm = s;
 	bc->got_bytes = 0;
 	bc->nreq++;
-	cl->txn->bconn_req = bc->nreq;
-	cl->txn->be->nrequests++;
+	s->bconn_req = bc->nreq;
+	s->be->nrequests++;
 	if (bc->nreq > 1)
-		cl->txn->be->nreused++;
-	cl->txn->bc = bc;
-	cl->txn->srv = bc->srv;
+		s->be->nreused++;
+	s->bc = bc;
+	s->srv = bc->srv;
 }
 
 static void bconn_connect_cb(uv_connect_t *req, int status)
@@ -419,15 +421,15 @@ static void bconn_connect_cb(uv_connect_t *req, int status)
 	struct bconn *bc = req->data;
 	if (status == UV_ECANCELED || bc->state == BC_CLOSING)
 		return;
-	struct client *cl = bc->cl;
+	struct stream *s = bc->strm;
 	if (status < 0) {
 		char why[96];
 		snprintf(why, sizeof(why), "connect: %s", uv_strerror(status));
 		upstream_server_failed(bc->srv, why);
 		bconn_close(bc);
-		if (cl) {
-			cl->txn->bc = NULL;
-			ev->error(cl, REASON_BACKEND_REFUSED);
+		if (s) {
+			s->bc = NULL;
+			ev->error(s, REASON_BACKEND_REFUSED);
 		}
 		return;
 	}
@@ -464,15 +466,15 @@ static void bconn_write_cb(uv_write_t *req, int status)
 		return;
 	if (status < 0) {
 		/* The client side decides (retry, 502, abort) and closes bc. */
-		if (bc->cl && bc->state == BC_BUSY)
-			ev->eof(bc->cl, REASON_BACKEND_RESET);
+		if (bc->strm && bc->state == BC_BUSY)
+			ev->eof(bc->strm, REASON_BACKEND_RESET);
 		else
 			bconn_close(bc);
 		return;
 	}
 	bconn_flush(bc);
-	if (bc->cl && bconn_queued(bc) < OUT_LOW_WATER)
-		ev->writable(bc->cl);
+	if (bc->strm && bconn_queued(bc) < OUT_LOW_WATER)
+		ev->writable(bc->strm);
 }
 
 void bconn_flush(struct bconn *bc)
@@ -488,7 +490,10 @@ void bconn_flush(struct bconn *bc)
 
 void bconn_timeout(struct bconn *bc, uint64_t ms)
 {
-	uv_timer_start(&bc->timer, bconn_timer_cb, ms, 0);
+	if (ms == 0)
+		uv_timer_stop(&bc->timer);
+	else
+		uv_timer_start(&bc->timer, bconn_timer_cb, ms, 0);
 }
 
 void bconn_shutdown_write(struct bconn *bc)
@@ -533,9 +538,9 @@ void bconn_read_pause(struct bconn *bc, int pause)
  * addresses, TLS facts, its UNIQUE_ID), so only that client may reuse it:
  * such connections wait in the client's `parked` list, found without
  * building or comparing headers. Other servers share one pool. */
-static int usable_by(const struct bconn *bc, const struct client *cl)
+static int usable_by(const struct bconn *bc, const struct stream *s)
 {
-	return bc->pp.len == 0 || bc->owner == cl->serial;
+	return bc->pp.len == 0 || bc->owner == s->cl->serial;
 }
 
 /* Connections open beyond the cap (the operator lowered it); retiring ones
@@ -555,7 +560,7 @@ static void server_shrink_idle(struct server *srv)
 		bconn_retire(CONTAINER_OF(srv->idle.prev, struct bconn, link));
 }
 
-static struct bconn *server_find_idle(struct server *srv, struct client *cl)
+static struct bconn *server_find_idle(struct server *srv, struct stream *s)
 {
 	if (srv->nidle == 0)
 		return NULL;
@@ -565,7 +570,7 @@ static struct bconn *server_find_idle(struct server *srv, struct client *cl)
 	}
 	if (srv->cfg->proxy_protocol == CFG_PP_OFF)
 		return CONTAINER_OF(srv->idle.next, struct bconn, link);
-	for (struct list *pos = cl->parked.next; pos != &cl->parked; pos = pos->next) {
+	for (struct list *pos = s->cl->parked.next; pos != &s->cl->parked; pos = pos->next) {
 		struct bconn *bc = CONTAINER_OF(pos, struct bconn, park_link);
 		if (bc->srv == srv)
 			return bc;
@@ -596,7 +601,7 @@ static void server_evict_idle(struct server *srv)
 /* A server this request may use now: one with a usable idle connection
  * here (*IDLE set), or one below its instance-wide cap (the slot is
  * reserved on success). */
-static struct server *pick_server(struct client *cl, struct backend *be, struct bconn **idle, int *any_up)
+static struct server *pick_server(struct stream *s, struct backend *be, struct bconn **idle, int *any_up)
 {
 	unsigned n = be->nservers;
 	*idle = NULL;
@@ -607,13 +612,13 @@ static struct server *pick_server(struct client *cl, struct backend *be, struct 
 		uint32_t best_busy = UINT32_MAX;
 		for (unsigned i = 0; i < n; i++) {
 			struct server *srv = &be->servers[i];
-			if (!server_up(srv) || srv == cl->txn->avoid)
+			if (!server_up(srv) || srv == s->avoid)
 				continue;
 			*any_up = 1;
 			uint32_t busy = shm_get(srv->slot, SHM_BUSY);
 			if (busy >= best_busy)
 				continue;
-			struct bconn *bc = server_find_idle(srv, cl);
+			struct bconn *bc = server_find_idle(srv, s);
 			if (bc == NULL && shm_get(srv->slot, SHM_CONNS) >= upstream_server_max_conns(srv)) {
 				server_evict_idle(srv);
 				continue;
@@ -634,10 +639,10 @@ static struct server *pick_server(struct client *cl, struct backend *be, struct 
 	uint32_t start = be->rr++;
 	for (unsigned k = 0; k < n; k++) {
 		struct server *srv = &be->servers[(start + k) % n];
-		if (!server_up(srv) || srv == cl->txn->avoid)
+		if (!server_up(srv) || srv == s->avoid)
 			continue;
 		*any_up = 1;
-		if ((*idle = server_find_idle(srv, cl)) != NULL)
+		if ((*idle = server_find_idle(srv, s)) != NULL)
 			return srv;
 		if (shm_conns_reserve(W->slot, srv->slot, upstream_server_max_conns(srv)))
 			return srv;
@@ -648,52 +653,52 @@ static struct server *pick_server(struct client *cl, struct backend *be, struct 
 
 /* Attach a connection to CL if one can be had now. 1: attached or
  * connecting; 0: none available; -1: connect failed to start. */
-static int try_acquire(struct client *cl, int *any_up)
+static int try_acquire(struct stream *s, int *any_up)
 {
-	struct backend *be = cl->txn->be;
+	struct backend *be = s->be;
 	struct bconn *idle;
-	struct server *srv = pick_server(cl, be, &idle, any_up);
+	struct server *srv = pick_server(s, be, &idle, any_up);
 	if (srv == NULL)
 		return 0;
 	if (idle) {
 		server_take_idle(idle);
-		bconn_attach(idle, cl);
-		cl->txn->t_connect_start = cl->txn->t_connected = now_us();
+		bconn_attach(idle, s);
+		s->t_connect_start = s->t_connected = now_us();
 		return 1;
 	}
-	cl->txn->t_connect_start = now_us();
+	s->t_connect_start = now_us();
 	/* The reserve counted it in shm; bconn_close() uncounts it. */
 	struct bconn *bc = bconn_new(srv);
 	if (bc == NULL)
 		return -1;
-	forward_proxy_header(cl, srv->cfg, &bc->pp);
-	bc->owner = cl->serial;
+	forward_proxy_header(s->cl, srv->cfg, &bc->pp);
+	bc->owner = s->cl->serial;
 	be->nconnects++;
-	bconn_attach(bc, cl);
+	bconn_attach(bc, s);
 	return 1;
 }
 
 /* ---- the queue: FIFO per worker, ordered by ticket across workers ---- */
 
-static struct client *queue_head(struct backend *be)
+static struct stream *queue_head(struct backend *be)
 {
-	return list_empty(&be->queue) ? NULL : CONTAINER_OF(be->queue.next, struct txn, qlink)->cl;
+	return list_empty(&be->queue) ? NULL : CONTAINER_OF(be->queue.next, struct stream, qlink);
 }
 
 static void queue_publish(struct backend *be)
 {
-	struct client *head = queue_head(be);
-	shm_head_publish(W->slot, be->slot, head ? head->txn->ticket : 0);
+	struct stream *head = queue_head(be);
+	shm_head_publish(W->slot, be->slot, head ? head->ticket : 0);
 }
 
-static void queue_remove(struct client *cl)
+static void queue_remove(struct stream *s)
 {
-	struct backend *be = cl->txn->be;
-	if (!cl->txn->queued)
+	struct backend *be = s->be;
+	if (!s->queued)
 		return;
-	int was_head = queue_head(be) == cl;
-	list_del(&cl->txn->qlink);
-	cl->txn->queued = 0;
+	int was_head = queue_head(be) == s;
+	list_del(&s->qlink);
+	s->queued = 0;
 	be->nqueued--;
 	stats_gauge_add(be->st, GAUGE_QUEUED, -1);
 	shm_add(W->slot, be->slot, SHM_WAITING, -1);
@@ -734,18 +739,18 @@ static void queue_timer_cb(uv_timer_t *t)
 		uv_timer_stop(&W->queue_timer);
 }
 
-enum reason upstream_request(struct client *cl)
+enum reason upstream_request(struct stream *s)
 {
-	struct backend *be = cl->txn->be;
+	struct backend *be = s->be;
 	int any_up;
-	cl->txn->t_queue = now_us();
+	s->t_queue = now_us();
 	/* FIFO: a newcomer may not overtake requests already waiting, here
 	 * or in another worker. */
 	if (be->nqueued == 0 && shm_get(be->slot, SHM_WAITING) == 0) {
-		int rc = try_acquire(cl, &any_up);
+		int rc = try_acquire(s, &any_up);
 		if (rc > 0) {
-			if (cl->txn->bc->state == BC_BUSY)
-				ev->ready(cl);
+			if (s->bc->state == BC_BUSY)
+				ev->ready(s);
 			return REASON_OK;
 		}
 		if (rc < 0)
@@ -755,9 +760,9 @@ enum reason upstream_request(struct client *cl)
 	}
 	if (be->nqueued >= be->cfg->queue_max)
 		return REASON_QUEUE_FULL;
-	cl->txn->ticket = shm_ticket_next(be->slot);
-	list_add_tail(&be->queue, &cl->txn->qlink);
-	cl->txn->queued = 1;
+	s->ticket = shm_ticket_next(be->slot);
+	list_add_tail(&be->queue, &s->qlink);
+	s->queued = 1;
 	be->nqueued++;
 	stats_gauge_add(be->st, GAUGE_QUEUED, 1);
 	shm_add(W->slot, be->slot, SHM_WAITING, 1);
@@ -771,36 +776,36 @@ enum reason upstream_request(struct client *cl)
 	return REASON_OK;
 }
 
-void upstream_cancel(struct client *cl)
+void upstream_cancel(struct stream *s)
 {
-	queue_remove(cl);
-	struct bconn *bc = cl->txn->bc;
+	queue_remove(s);
+	struct bconn *bc = s->bc;
 	if (bc && bc->state == BC_CONNECTING) {
 		/* Let the connection finish and join the pool: the backend is
 		 * already accepting it, and the next request can use it. */
-		bc->cl = NULL;
-		cl->txn->bc = NULL;
+		bc->strm = NULL;
+		s->bc = NULL;
 	}
 }
 
 /* Hand waiting requests whatever connections are available now. */
 static void backend_dispatch(struct backend *be)
 {
-	struct client *cl;
-	while ((cl = queue_head(be)) != NULL) {
+	struct stream *s;
+	while ((s = queue_head(be)) != NULL) {
 		int any_up;
-		if (others_first(be, cl->txn->ticket))
+		if (others_first(be, s->ticket))
 			return;
-		int rc = try_acquire(cl, &any_up);
+		int rc = try_acquire(s, &any_up);
 		if (rc == 0 && any_up)
 			return;  /* still nothing */
-		queue_remove(cl);
+		queue_remove(s);
 		if (rc == 0)
-			ev->error(cl, REASON_NO_SERVER);
+			ev->error(s, REASON_NO_SERVER);
 		else if (rc < 0)
-			ev->error(cl, REASON_BACKEND_REFUSED);
-		else if (cl->txn->bc->state == BC_BUSY)
-			ev->ready(cl);
+			ev->error(s, REASON_BACKEND_REFUSED);
+		else if (s->bc->state == BC_BUSY)
+			ev->ready(s);
 	}
 }
 
@@ -815,7 +820,7 @@ void upstream_on_kick(void)
 		/* Others wait, and our idle connections are of no use to us now:
 		 * give their slots up. */
 		if (shm_get(be->slot, SHM_WAITING) > be->nqueued &&
-		    (be->nqueued == 0 || others_first(be, queue_head(be)->txn->ticket)))
+		    (be->nqueued == 0 || others_first(be, queue_head(be)->ticket)))
 			retire_idle(be);
 	}
 }
@@ -824,10 +829,10 @@ void upstream_release(struct bconn *bc, int reusable)
 {
 	struct server *srv = bc->srv;
 	struct backend *be = srv->be;
-	struct client *owner = bc->cl;
-	if (bc->cl)
-		bc->cl->txn->bc = NULL;
-	bc->cl = NULL;
+	struct client *owner = bc->strm ? bc->strm->cl : NULL;
+	if (bc->strm)
+		bc->strm->bc = NULL;
+	bc->strm = NULL;
 	if (!reusable || bconn_queued(bc) || bconn_wire(bc)->writing) {
 		bconn_close(bc);
 		return;
@@ -838,21 +843,21 @@ void upstream_release(struct bconn *bc, int reusable)
 	}
 	/* Hand over directly to the head of our own queue (no slot changes),
 	 * unless another worker's waiter is older: then the slot moves there. */
-	struct client *cl = queue_head(be);
-	if (cl && others_first(be, cl->txn->ticket)) {
+	struct stream *s = queue_head(be);
+	if (s && others_first(be, s->ticket)) {
 		bconn_retire(bc);
 		return;
 	}
-	if (cl && !usable_by(bc, cl)) {
+	if (s && !usable_by(bc, s)) {
 		bconn_retire(bc);  /* speaks for another client: its slot goes instead */
 		return;
 	}
-	if (cl) {
-		queue_remove(cl);
-		cl->txn->t_connect_start = cl->txn->t_connected = now_us();
-		bconn_attach(bc, cl);
+	if (s) {
+		queue_remove(s);
+		s->t_connect_start = s->t_connected = now_us();
+		bconn_attach(bc, s);
 		bconn_read_pause(bc, 0);
-		ev->ready(cl);
+		ev->ready(s);
 		return;
 	}
 	if (shm_get(be->slot, SHM_WAITING) > 0 || srv->nidle >= be->cfg->idle_max || over_cap(srv)) {
@@ -881,8 +886,8 @@ void upstream_client_gone(struct client *cl)
 
 void upstream_abort(struct bconn *bc)
 {
-	if (bc->cl)
-		bc->cl->txn->bc = NULL;
+	if (bc->strm)
+		bc->strm->bc = NULL;
 	bconn_close(bc);
 }
 

@@ -8,23 +8,10 @@
 #define SLUICE_UPSTREAM_H
 
 #include "proxy-t.h"
+#include "upstream-t.h"
 
 struct worker;
 
-/* How upstream reports to the request it serves. The stream layer
- * registers these once; upstream calls up only through them. */
-struct upstream_events {
-	/* A connection is attached (txn.bc) and established: send the request. */
-	void (*ready)(struct client *cl);
-	/* No connection could be had (txn.bc is NULL): answer with R. */
-	void (*error)(struct client *cl, enum reason r);
-	/* Response bytes from the attached connection. */
-	void (*data)(struct client *cl, const char *data, size_t len);
-	/* The attached connection ended (EOF, reset, response timeout). */
-	void (*eof)(struct client *cl, enum reason r);
-	/* The attached connection's output fell below the low-water mark. */
-	void (*writable)(struct client *cl);
-};
 void upstream_events_set(const struct upstream_events *ev);
 
 struct tls_set;
@@ -32,12 +19,12 @@ int upstream_init(struct worker *w, struct tls_set *tls);
 void upstream_destroy(void);
 struct backend *upstream_backend(const char *name);
 
-/* Ask for a connection for CL's txn (txn.be set). Returns REASON_OK when the
- * request is attached (txn.bc set; the ready event follows, possibly before
+/* Ask for a connection for stream S (s->be set). Returns REASON_OK when the
+ * request is attached (s->bc set; the ready event follows, possibly before
  * this returns) or queued; otherwise the reason to answer with. */
-enum reason upstream_request(struct client *cl);
-/* The client gives up (timeout, close) while queued or connecting. */
-void upstream_cancel(struct client *cl);
+enum reason upstream_request(struct stream *s);
+/* The stream gives up (timeout, close) while queued or connecting. */
+void upstream_cancel(struct stream *s);
 /* The exchange on BC ended cleanly; REUSABLE says the connection may carry
  * another request. Hands it to a queued request, pools it or closes it. */
 void upstream_release(struct bconn *bc, int reusable);
@@ -52,7 +39,7 @@ size_t bconn_queued(const struct bconn *bc);
 void bconn_read_pause(struct bconn *bc, int pause);
 /* Tunnel half-close: send our FIN once queued bytes are out; keep reading. */
 void bconn_shutdown_write(struct bconn *bc);
-/* (Re)arm the response timeout of a busy connection. */
+/* (Re)arm the response timeout of a busy connection; 0 stops it. */
 void bconn_timeout(struct bconn *bc, uint64_t ms);
 
 /* Another worker kicked us, or the retry timer fired. */

@@ -12,7 +12,9 @@
 #include "admin.h"
 #include "alloc.h"
 #include "health.h"
-#include "http1.h"
+#include "conn.h"
+#include "h1.h"
+#include "stream.h"
 #include "inspect.h"
 #include "log.h"
 #include "logpass.h"
@@ -28,7 +30,7 @@ static void on_connection(uv_stream_t *server, int status)
 {
 	struct worker_listener *li = server->data;
 	if (acceptor_ready(&li->acc, status))
-		client_accept(li);
+		conn_accept(li);
 }
 
 void worker_read_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
@@ -129,7 +131,7 @@ static void worker_drain(void)
 		acceptor_stop(&W->listeners[i].acc, listener_closed);
 	health_stop();
 	admin_stop();
-	client_drain_all();
+	conn_drain_all();
 	upstream_close_idle();
 	uv_timer_start(&W->drain_timer, drain_timeout_cb, W->cfg->timeouts.drain_ms, 0);
 	/* Closing handles finish in callbacks; the loop exits from there. */
@@ -172,7 +174,10 @@ void worker_start(struct cfg *cfg, int index, int slot, const struct worker_fd *
 	prctl(PR_SET_PDEATHSIG, SIGTERM);
 	signal(SIGPIPE, SIG_IGN);
 	AZ(uv_loop_init(&w.loop));
-	http1_settings_init();
+	conn_init();
+	h1_init();
+	codec_default_set(&h1_codec);
+	stream_init();
 	upstream_init(&w, tls);
 
 	w.nlisteners = nfds;
