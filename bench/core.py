@@ -28,6 +28,8 @@ Usage: sh bench/core.sh  (or `make bench-core`). Environment knobs:
   SLUICE=path      the sluice binary measured as "sluice" (BUILD/sluice)
   BASELINE=path    another sluice binary, measured as "sluice-base" with the
                    same config (added after sluice unless PROXIES names it)
+  REQUEST=browser  every request carries a browser's headers (about 516 bytes
+                   in all, as a Firefox page load) instead of wrk's bare GET
   DIRECT=0         skip the wrk -> backend baseline run of each round
   PIN=0            do not pin with taskset
   BUILD=dir        where sluice and demo_backend are (build); relative
@@ -42,6 +44,7 @@ import datetime
 import functools
 import http.client
 import os
+import shlex
 import statistics
 import sys
 import time
@@ -70,6 +73,24 @@ BACKEND = os.environ.get("BACKEND", "nginx") or "nginx"
 PROXIES = with_baseline([p for p in os.environ.get("PROXIES", "sluice,haproxy,nginx").split(",") if p],
                         "bench/core.py", "PROXIES")
 DIRECT = os.environ.get("DIRECT", "1") != "0"
+REQUEST = os.environ.get("REQUEST", "minimal") or "minimal"
+if REQUEST not in ("minimal", "browser"):
+    sys.exit("bench/core.py: REQUEST must be minimal or browser")
+# A Firefox page load's headers: with wrk's request line and Host, 516 bytes.
+BROWSER_HEADERS = (
+    "User-Agent: Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0",
+    "Accept: text/html,application/xhtml+xml,application/xml;q=0.9,image/avif,image/webp,*/*;q=0.8",
+    "Accept-Language: en-US,en;q=0.5",
+    "Accept-Encoding: gzip, deflate, br, zstd",
+    "Cookie: session=3f9a1c77e2b04d6c; theme=dark; lang=en",
+    "Referer: http://127.0.0.1/home.html",
+    "Upgrade-Insecure-Requests: 1",
+    "Sec-Fetch-Dest: document",
+    "Sec-Fetch-Mode: navigate",
+    "Sec-Fetch-Site: same-origin",
+    "Priority: u=0, i",
+)
+REQUEST_EXTRA = [a for h in BROWSER_HEADERS for a in ("-H", h)] if REQUEST == "browser" else []
 
 NOISE_PCT = env_int("NOISE_PCT", 25)          # others' CPU (% of one CPU) that makes a run noisy
 QUIET_BUDGET = env_int("QUIET_BUDGET", 75)    # seconds in all for waiting/re-running when noisy
@@ -178,7 +199,8 @@ def start_proxy(name, d, bport):
 # ---------------------------------------------------------------- wrk
 
 def wrk_cmd(port, seconds, extra=()):
-    return benchlib.wrk_cmd(LOAD_PIN, WRK_THREADS, CONNECTIONS, seconds, f"http://127.0.0.1:{port}/", extra)
+    return benchlib.wrk_cmd(LOAD_PIN, WRK_THREADS, CONNECTIONS, seconds, f"http://127.0.0.1:{port}/",
+                            [*REQUEST_EXTRA, *extra])
 
 
 # ---------------------------------------------------------------- one run
@@ -395,6 +417,9 @@ def write_report(outdir, d, runs, labels, facts, commands, confs, backend_cmd, n
              f"re-runs a noisy run up to {ATTEMPTS - 1} times, within {QUIET_BUDGET} s in all; medians use "
              "the clean runs only; noisy runs still kept "
              "are marked ⚠ and listed under Problems seen.")
+    L.append("- Request: " + ("a browser's (REQUEST=browser): wrk's GET / and Host plus "
+                              f"{len(BROWSER_HEADERS)} headers of a Firefox page load, 516 bytes"
+                              if REQUEST == "browser" else "wrk's bare `GET /` with Host (REQUEST=minimal)") + ".")
     L.append(f"- Pinning: {PIN_TEXT}. On a 2-CPU machine wrk and the backend share one CPU, so "
              "req/s is capped by the load side for every proxy and differences in req/s are "
              "compressed; proxy CPU µs/req is the fair comparison.")
@@ -406,7 +431,7 @@ def write_report(outdir, d, runs, labels, facts, commands, confs, backend_cmd, n
     for k, v in commands.items():
         L.append(f"# {k}\n{v}")
     L.append(f"# load (per run; warm-up uses -d{WARMUP}s, raw output has no warm-up)")
-    L.append(" ".join(wrk_cmd("PORT", DURATION)))
+    L.append(shlex.join(wrk_cmd("PORT", DURATION)))
     L.append("```")
     L.append("")
     L.append("Ports are picked free at run time (bind to port 0). Configs as used (also in "

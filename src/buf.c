@@ -26,6 +26,26 @@ void buf_append(struct buf *b, const void *data, size_t len)
 	b->len += len;
 }
 
+void buf_append_u64(struct buf *b, uint64_t v)
+{
+	char tmp[20], *e = tmp + sizeof(tmp), *q = e;
+	do {
+		*--q = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	buf_append(b, q, (size_t)(e - q));
+}
+
+void buf_append_hex(struct buf *b, uint64_t v)
+{
+	char tmp[16], *e = tmp + sizeof(tmp), *q = e;
+	do {
+		*--q = "0123456789abcdef"[v & 15];
+		v >>= 4;
+	} while (v);
+	buf_append(b, q, (size_t)(e - q));
+}
+
 void buf_appendf(struct buf *b, const char *fmt, ...)
 {
 	va_list ap;

@@ -5,6 +5,7 @@
 #define SLUICE_BUF_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <string.h>
 
 struct buf {
@@ -18,6 +19,9 @@ struct buf {
 void buf_reserve(struct buf *b, size_t extra);
 void buf_append(struct buf *b, const void *data, size_t len);
 void buf_appendf(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Append V in decimal, and in lower-case hexadecimal (chunk sizes). */
+void buf_append_u64(struct buf *b, uint64_t v);
+void buf_append_hex(struct buf *b, uint64_t v);
 /* Append DATA base64-encoded (RFC 4648, padded, no line breaks). */
 void buf_append_base64(struct buf *b, const void *data, size_t len);
 /* Append S (LEN bytes) as a JSON string literal, quotes included. */

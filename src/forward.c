@@ -105,7 +105,7 @@ void forward_write(const struct client *cl, const struct msg *m, const struct cf
 	char ip[NETADDR_IP_MAX];
 	struct netaddr src;
 	netaddr_unmap(&src, &cl->src);
-	netaddr_ip_text(&src, ip, sizeof(ip));
+	size_t iplen = netaddr_ip_text(&src, ip, sizeof(ip));
 	const char *proto = cl->tls ? "https" : "http";
 	const struct hdr *host = msg_find(m, HDR_HOST);
 	int keep_single[ARRAY_SIZE(single_names)] = { 0 };
@@ -117,7 +117,7 @@ void forward_write(const struct client *cl, const struct msg *m, const struct cf
 		buf_append_str(out, "X-Forwarded-For: ");
 		if (f->x_forwarded_for == CFG_XFF_APPEND)
 			append_chain(cl, m, HDR_X_FORWARDED_FOR, out);
-		buf_append_str(out, ip);
+		buf_append(out, ip, iplen);
 		buf_append(out, "\r\n", 2);
 	}
 	if (f->forwarded) {
@@ -137,23 +137,38 @@ void forward_write(const struct client *cl, const struct msg *m, const struct cf
 		}
 		buf_append(out, "\r\n", 2);
 	}
-	if (f->x_forwarded_proto && !keep_single[0])
-		buf_appendf(out, "X-Forwarded-Proto: %s\r\n", proto);
+	if (f->x_forwarded_proto && !keep_single[0]) {
+		buf_append_str(out, "X-Forwarded-Proto: ");
+		buf_append_str(out, proto);
+		buf_append(out, "\r\n", 2);
+	}
 	if (f->x_forwarded_host && !keep_single[1] && host && host->val_len) {
 		buf_append_str(out, "X-Forwarded-Host: ");
 		buf_append(out, msg_str(m, host->val_off), host->val_len);
 		buf_append(out, "\r\n", 2);
 	}
-	if (f->x_forwarded_port && !keep_single[2])
-		buf_appendf(out, "X-Forwarded-Port: %u\r\n", netaddr_port(&cl->dst));
-	if (f->x_real_ip && !keep_single[3])
-		buf_appendf(out, "X-Real-IP: %s\r\n", ip);
+	if (f->x_forwarded_port && !keep_single[2]) {
+		buf_append_str(out, "X-Forwarded-Port: ");
+		buf_append_u64(out, netaddr_port(&cl->dst));
+		buf_append(out, "\r\n", 2);
+	}
+	if (f->x_real_ip && !keep_single[3]) {
+		buf_append_str(out, "X-Real-IP: ");
+		buf_append(out, ip, iplen);
+		buf_append(out, "\r\n", 2);
+	}
 	if (f->wl_proxy_ssl && !keep_single[4])
-		buf_appendf(out, "WL-Proxy-SSL: %s\r\n", cl->tls ? "true" : "false");
-	if (f->wl_proxy_client_ip && !keep_single[5])
-		buf_appendf(out, "WL-Proxy-Client-IP: %s\r\n", ip);
-	if (f->wl_proxy_client_port && !keep_single[6])
-		buf_appendf(out, "WL-Proxy-Client-Port: %u\r\n", netaddr_port(&cl->src));
+		buf_append_str(out, cl->tls ? "WL-Proxy-SSL: true\r\n" : "WL-Proxy-SSL: false\r\n");
+	if (f->wl_proxy_client_ip && !keep_single[5]) {
+		buf_append_str(out, "WL-Proxy-Client-IP: ");
+		buf_append(out, ip, iplen);
+		buf_append(out, "\r\n", 2);
+	}
+	if (f->wl_proxy_client_port && !keep_single[6]) {
+		buf_append_str(out, "WL-Proxy-Client-Port: ");
+		buf_append_u64(out, netaddr_port(&cl->src));
+		buf_append(out, "\r\n", 2);
+	}
 	if (f->wl_proxy_client_cert && !keep_single[7] && cl->tls && client_cert_verified(cl)) {
 		struct buf *der = &W->scratch;
 		der->len = 0;

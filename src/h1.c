@@ -606,7 +606,11 @@ static void write_status_line(struct stream *s, int status)
 {
 	struct msg *m = &s->resp;
 	struct buf *out = &s->cl->out.pending;
-	buf_appendf(out, "HTTP/1.1 %03d ", status);
+	char line[13] = "HTTP/1.1 000 ";  /* status is 100..599 (upstream_h1.c) */
+	line[9] = (char)('0' + status / 100);
+	line[10] = (char)('0' + status / 10 % 10);
+	line[11] = (char)('0' + status % 10);
+	buf_append(out, line, sizeof(line));
 	buf_append(out, msg_str(m, m->url_off), m->url_len);
 	buf_append(out, "\r\n", 2);
 }
@@ -667,11 +671,13 @@ static void h1_send_head(struct stream *s, int status, unsigned flags)
 static void h1_send_data(struct stream *s, const char *data, size_t len)
 {
 	if (of(s)->chunked_out) {
-		char sz[24];
-		int n = snprintf(sz, sizeof(sz), "%zx\r\n", len);
-		h1_out(s, sz, (size_t)n);
-		h1_out(s, data, len);
-		h1_out(s, "\r\n", 2);
+		struct buf *out = &s->cl->out.pending;
+		size_t before = out->len;
+		buf_append_hex(out, len);
+		buf_append(out, "\r\n", 2);
+		buf_append(out, data, len);
+		buf_append(out, "\r\n", 2);
+		s->bytes_out += out->len - before;
 	} else {
 		h1_out(s, data, len);
 	}

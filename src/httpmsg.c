@@ -5,30 +5,37 @@
 #include "httpmsg.h"
 #include "util.h"
 
-static const struct { const char *name; enum hdr_kind kind; uint8_t hop; } known[] = {
-	{ "host",              HDR_HOST,              0 },
-	{ "content-length",    HDR_CONTENT_LENGTH,    0 },
-	{ "transfer-encoding", HDR_TRANSFER_ENCODING, 1 },
-	{ "connection",        HDR_CONNECTION,        1 },
-	{ "keep-alive",        HDR_KEEP_ALIVE,        1 },
-	{ "proxy-connection",  HDR_PROXY_CONNECTION,  1 },
-	{ "te",                HDR_TE,                1 },
-	{ "trailer",           HDR_TRAILER,           1 },
-	{ "upgrade",           HDR_UPGRADE,           1 },
-	{ "expect",            HDR_EXPECT,            1 },
-	{ "x-forwarded-for",   HDR_X_FORWARDED_FOR,   0 },
-	{ "forwarded",         HDR_FORWARDED,         0 },
-	{ "x-real-ip",         HDR_IDENTITY,          0 },
-	{ "proxy-client-ip",   HDR_IDENTITY,          0 },
+/* Lengths kept with the names: classifying is on every header line of
+ * every message, and most names are none of these. */
+#define KNOWN(name, kind, hop) { name, sizeof(name) - 1, kind, hop }
+static const struct { const char *name; uint8_t len; enum hdr_kind kind; uint8_t hop; } known[] = {
+	KNOWN("host",              HDR_HOST,              0),
+	KNOWN("content-length",    HDR_CONTENT_LENGTH,    0),
+	KNOWN("transfer-encoding", HDR_TRANSFER_ENCODING, 1),
+	KNOWN("connection",        HDR_CONNECTION,        1),
+	KNOWN("keep-alive",        HDR_KEEP_ALIVE,        1),
+	KNOWN("proxy-connection",  HDR_PROXY_CONNECTION,  1),
+	KNOWN("te",                HDR_TE,                1),
+	KNOWN("trailer",           HDR_TRAILER,           1),
+	KNOWN("upgrade",           HDR_UPGRADE,           1),
+	KNOWN("expect",            HDR_EXPECT,            1),
+	KNOWN("x-forwarded-for",   HDR_X_FORWARDED_FOR,   0),
+	KNOWN("forwarded",         HDR_FORWARDED,         0),
+	KNOWN("x-real-ip",         HDR_IDENTITY,          0),
+	KNOWN("proxy-client-ip",   HDR_IDENTITY,          0),
 };
 
 /* Families of headers an app server reads the client's identity from. */
-static const char *const identity_prefixes[] = { "x-forwarded-", "wl-proxy-", "x-weblogic-" };
+#define PREFIX(p) { p, sizeof(p) - 1 }
+static const struct { const char *text; uint8_t len; } identity_prefixes[] = {
+	PREFIX("x-forwarded-"), PREFIX("wl-proxy-"), PREFIX("x-weblogic-"),
+};
 
-static int has_prefix(const char *s, size_t n, const char *prefix)
+/* NAME (LEN bytes) equals the lower-case LIT of the same length, case
+ * aside; the first byte is compared inline, since it rules most out. */
+static int name_is(const char *name, const char *lit, size_t len)
 {
-	size_t pl = strlen(prefix);
-	return n > pl && strncasecmp(s, prefix, pl) == 0;
+	return (name[0] | 0x20) == lit[0] && strncasecmp(name, lit, len) == 0;
 }
 
 void msg_reset(struct msg *m, uint32_t max_hdrs)
@@ -145,40 +152,57 @@ static int identity_alias(const char *name, size_t len)
 	for (size_t i = 0; i < ARRAY_SIZE(known); i++) {
 		enum hdr_kind k = known[i].kind;
 		if ((k == HDR_IDENTITY || k == HDR_X_FORWARDED_FOR || k == HDR_FORWARDED) &&
-		    strlen(known[i].name) == len && loose_eq(name, known[i].name, len))
+		    known[i].len == len && loose_eq(name, known[i].name, len))
 			return 1;
 	}
 	for (size_t i = 0; i < ARRAY_SIZE(identity_prefixes); i++) {
-		size_t pl = strlen(identity_prefixes[i]);
-		if (len > pl && loose_eq(name, identity_prefixes[i], pl))
+		size_t pl = identity_prefixes[i].len;
+		if (len > pl && loose_eq(name, identity_prefixes[i].text, pl))
 			return 1;
 	}
 	return 0;
 }
 
+/* known[] by name length: at most KNOWN_SAME_LEN names share one. */
+#define KNOWN_MAX_LEN 17
+#define KNOWN_SAME_LEN 2
+static uint8_t known_by_len[KNOWN_MAX_LEN + 1][KNOWN_SAME_LEN + 1];  /* index + 1; 0 ends */
+
+static void known_index(void) __attribute__((constructor));
+static void known_index(void)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(known); i++) {
+		uint8_t *slot = known_by_len[known[i].len];
+		AN(known[i].len <= KNOWN_MAX_LEN);
+		while (*slot)
+			slot++;
+		AN(slot < known_by_len[known[i].len] + KNOWN_SAME_LEN);
+		*slot = (uint8_t)(i + 1);
+	}
+}
+
 enum hdr_kind hdr_classify(const char *name, size_t len, int *hop)
 {
 	*hop = 0;
-	for (size_t i = 0; i < ARRAY_SIZE(known); i++) {
-		if (tok_eq(name, len, known[i].name)) {
-			*hop = known[i].hop;
-			return known[i].kind;
+	if (len == 0)
+		return HDR_OTHER;
+	if (len <= KNOWN_MAX_LEN) {
+		for (const uint8_t *k = known_by_len[len]; *k; k++) {
+			if (name_is(name, known[*k - 1].name, len)) {
+				*hop = known[*k - 1].hop;
+				return known[*k - 1].kind;
+			}
 		}
 	}
 	for (size_t i = 0; i < ARRAY_SIZE(identity_prefixes); i++)
-		if (has_prefix(name, len, identity_prefixes[i]))
+		if (len > identity_prefixes[i].len &&
+		    name_is(name, identity_prefixes[i].text, identity_prefixes[i].len))
 			return HDR_IDENTITY;
 	/* Not HDR_X_FORWARDED_FOR for X_Forwarded_For: a trusted
 	 * forwarder's copy is passed on as sent, never merged. */
 	if (memchr(name, '_', len) && identity_alias(name, len))
 		return HDR_IDENTITY;
 	return HDR_OTHER;
-}
-
-int tok_eq(const char *a, size_t alen, const char *lit)
-{
-	size_t n = strlen(lit);
-	return alen == n && strncasecmp(a, lit, n) == 0;
 }
 
 int list_next(const char **p, const char *end, const char **tok, size_t *toklen)
@@ -371,10 +395,35 @@ int msg_count(const struct msg *m, enum hdr_kind kind)
 	return n;
 }
 
+/* Length of the run of bytes above '\r' at P (at most N): every such byte
+ * is head text. Eight at a time: a word has a byte below 14 exactly when
+ * (x - 0x0e..0e) & ~x & 0x80..80 is not zero. */
+static size_t text_run(const unsigned char *p, size_t n)
+{
+	const uint64_t below = 0x0e0e0e0e0e0e0e0eull, highs = 0x8080808080808080ull;
+	size_t i = 0;
+	for (; i + 8 <= n; i += 8) {
+		uint64_t x;
+		memcpy(&x, p + i, 8);
+		if ((x - below) & ~x & highs)
+			break;
+	}
+	while (i < n && p[i] > '\r')
+		i++;
+	return i;
+}
+
 int head_scan(struct head_scan *hs, const char *p, size_t n)
 {
+	const unsigned char *u = (const unsigned char *)p;
 	for (size_t i = 0; i < n; i++) {
-		unsigned char c = (unsigned char)p[i];
+		unsigned char c = u[i];
+		if (c > '\r' && hs->state != HS_CR && hs->state != HS_CRLF_CR) {
+			hs->state = HS_TEXT;
+			hs->seen_text = 1;
+			i += text_run(u + i + 1, n - i - 1);
+			continue;
+		}
 		switch (hs->state) {
 		case HS_CR:      /* after CR: only LF may follow */
 		case HS_CRLF_CR:

@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <strings.h>
 #include "buf.h"
 
 /* Header roles sluice cares about; everything else is HDR_OTHER. */
@@ -70,7 +71,11 @@ static inline int tchar(unsigned char c)
 }
 
 /* Case-insensitive token comparison (RFC 9110 tokens are ASCII). */
-int tok_eq(const char *a, size_t alen, const char *lit);
+static inline int tok_eq(const char *a, size_t alen, const char *lit)
+{
+	size_t n = strlen(lit);  /* folded for a literal */
+	return alen == n && strncasecmp(a, lit, n) == 0;
+}
 
 /* Iterate over comma-separated list elements of a header value, trimming
  * OWS; empty elements are skipped. Returns 0 when done. */

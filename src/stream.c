@@ -529,8 +529,10 @@ static enum reason stream_body(struct stream *s, const char *at, size_t len)
 	}
 	/* The backend hears HTTP/1.1: a body of unknown length goes chunked. */
 	struct buf *out = req_sink(s);
-	if (s->req_chunked)
-		buf_appendf(out, "%zx\r\n", len);
+	if (s->req_chunked) {
+		buf_append_hex(out, len);
+		buf_append(out, "\r\n", 2);
+	}
 	buf_append(out, at, len);
 	if (s->req_chunked)
 		buf_append(out, "\r\n", 2);

@@ -326,9 +326,36 @@ static void test_base64(void)
 	buf_free(&b);
 }
 
+/* The hand-made text forms against libc's. */
+static void test_number_and_address_text(void)
+{
+	static const uint64_t nums[] = { 0, 7, 10, 99, 100, 65535, 1000000007, UINT64_MAX };
+	for (size_t i = 0; i < sizeof(nums) / sizeof(nums[0]); i++) {
+		char want[48];
+		struct buf b = { 0 };
+		buf_append_u64(&b, nums[i]);
+		snprintf(want, sizeof(want), "%llu", (unsigned long long)nums[i]);
+		CHECK(b.len == strlen(want) && memcmp(b.data, want, b.len) == 0);
+		b.len = 0;
+		buf_append_hex(&b, nums[i]);
+		snprintf(want, sizeof(want), "%llx", (unsigned long long)nums[i]);
+		CHECK(b.len == strlen(want) && memcmp(b.data, want, b.len) == 0);
+		buf_free(&b);
+	}
+	static const char *const v4[] = { "0.0.0.0", "1.2.3.4", "10.20.30.40", "100.200.255.9", "255.255.255.255" };
+	for (size_t i = 0; i < sizeof(v4) / sizeof(v4[0]); i++) {
+		struct netaddr a = { .family = AF_INET };
+		char got[NETADDR_IP_MAX];
+		inet_pton(AF_INET, v4[i], a.ip);
+		size_t n = netaddr_ip_text(&a, got, sizeof(got));
+		CHECK(n == strlen(v4[i]) && strcmp(got, v4[i]) == 0);
+	}
+}
+
 int main(void)
 {
 	W = &worker;
+	test_number_and_address_text();
 	test_untrusted_all_on();
 	test_untrusted_all_off();
 	test_connection_cannot_remove_ours();

@@ -114,6 +114,81 @@ static void test_head_scan(void)
 	CHECK(head_scan(&h2, "\nrest", 5) == 1);
 }
 
+/* The byte-at-a-time definition head_scan's word-at-a-time scan must agree
+ * with: same result for every input, whatever the split into calls. */
+static int head_scan_ref(struct head_scan *hs, const char *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)p[i];
+		if (hs->state == HS_CR || hs->state == HS_CRLF_CR) {
+			if (c != '\n')
+				return -1;
+			if (hs->state == HS_CRLF_CR && hs->seen_text)
+				return (int)(i + 1);
+			hs->state = HS_CRLF;
+			continue;
+		}
+		if (c == '\n' || c == 0)
+			return -1;
+		if (c == '\r') {
+			hs->state = hs->state == HS_CRLF ? HS_CRLF_CR : HS_CR;
+		} else {
+			hs->state = HS_TEXT;
+			hs->seen_text = 1;
+		}
+	}
+	return 0;
+}
+
+static void test_head_scan_matches_bytewise(void)
+{
+	static const char alphabet[] = "\r\n\r\n\r\nab: \t\x01\x0c\x0d\x0e\x80\xff";
+	unsigned seed = 12345, mismatches = 0;
+	char in[96];
+	for (int round = 0; round < 20000; round++) {
+		size_t n = 1 + (seed = seed * 1103515245u + 12345u) % sizeof(in);
+		for (size_t i = 0; i < n; i++) {
+			seed = seed * 1103515245u + 12345u;
+			/* mostly text, so long runs cross the 8-byte words */
+			in[i] = (seed >> 16) % 4 ? (char)('A' + (seed >> 8) % 26)
+						  : alphabet[(seed >> 20) % (sizeof(alphabet) - 1)];
+		}
+		size_t split = (seed >> 4) % (n + 1);
+		struct head_scan a = { 0 }, b = { 0 };
+		int ra = head_scan(&a, in, split), rb = head_scan_ref(&b, in, split);
+		if (ra == 0 && rb == 0) {
+			ra = head_scan(&a, in + split, n - split);
+			rb = head_scan_ref(&b, in + split, n - split);
+		}
+		if (ra != rb || (ra == 0 && (a.state != b.state || a.seen_text != b.seen_text)))
+			mismatches++;
+	}
+	CHECK(mismatches == 0);
+}
+
+static void test_classify(void)
+{
+	int hop;
+	CHECK(hdr_classify("Host", 4, &hop) == HDR_HOST && !hop);
+	CHECK(hdr_classify("TE", 2, &hop) == HDR_TE && hop);
+	CHECK(hdr_classify("Trailer", 7, &hop) == HDR_TRAILER && hop);
+	CHECK(hdr_classify("UPGRADE", 7, &hop) == HDR_UPGRADE && hop);
+	CHECK(hdr_classify("keep-alive", 10, &hop) == HDR_KEEP_ALIVE && hop);
+	CHECK(hdr_classify("Connection", 10, &hop) == HDR_CONNECTION && hop);
+	CHECK(hdr_classify("X-Real-IP", 9, &hop) == HDR_IDENTITY);
+	CHECK(hdr_classify("Forwarded", 9, &hop) == HDR_FORWARDED);
+	CHECK(hdr_classify("Proxy-Client-IP", 15, &hop) == HDR_IDENTITY);
+	CHECK(hdr_classify("X-Forwarded-For", 15, &hop) == HDR_X_FORWARDED_FOR);
+	CHECK(hdr_classify("x-forwarded-proto", 17, &hop) == HDR_IDENTITY);
+	CHECK(hdr_classify("Transfer-Encoding", 17, &hop) == HDR_TRANSFER_ENCODING && hop);
+	CHECK(hdr_classify("WL-Proxy-Client-IP", 18, &hop) == HDR_IDENTITY);
+	CHECK(hdr_classify("X_Real_IP", 9, &hop) == HDR_IDENTITY);
+	CHECK(hdr_classify("Hosts", 5, &hop) == HDR_OTHER);
+	CHECK(hdr_classify("Hast", 4, &hop) == HDR_OTHER);
+	CHECK(hdr_classify("wl-proxy-", 9, &hop) == HDR_OTHER);  /* a prefix alone names nothing */
+	CHECK(hdr_classify("", 0, &hop) == HDR_OTHER);
+}
+
 static void test_framing_alias(void)
 {
 	CHECK(hdr_framing_alias("Content_Length", 14) == 1);
@@ -212,6 +287,8 @@ int main(void)
 	test_limits_and_bad_headers();
 	test_list_next();
 	test_head_scan();
+	test_head_scan_matches_bytewise();
+	test_classify();
 	test_framing_alias();
 	test_absolute_form();
 	test_add_and_set_value();
