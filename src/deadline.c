@@ -51,14 +51,21 @@ static void heap_remove(struct deadline_heap *h, struct deadline *d)
 
 static void timer_cb(uv_timer_t *t);
 
-/* The libuv timer follows the earliest deadline. */
+/* The libuv timer fires no later than the earliest deadline. It is moved
+ * only when that deadline comes sooner than the timer: a deadline pushed
+ * back (every request pushes its connection's) leaves it alone, and at
+ * worst it fires early once, fires nothing and is set again. */
 static void rearm(struct deadline_heap *h)
 {
 	if (h->n == 0) {
 		uv_timer_stop(&h->timer);
+		h->timer_due = 0;
 		return;
 	}
 	uint64_t now = uv_now(h->loop), due = h->v[1]->due;
+	if (h->timer_due && h->timer_due <= due)
+		return;
+	h->timer_due = due;
 	uv_timer_start(&h->timer, timer_cb, due > now ? due - now : 0, 0);
 }
 
@@ -66,6 +73,7 @@ static void timer_cb(uv_timer_t *t)
 {
 	struct deadline_heap *h = t->data;
 	uint64_t now = uv_now(h->loop);
+	h->timer_due = 0;
 	while (h->n > 0 && h->v[1]->due <= now) {
 		struct deadline *d = h->v[1];
 		heap_remove(h, d);
@@ -80,6 +88,7 @@ void deadline_heap_init(struct deadline_heap *h, uv_loop_t *loop, void (*fire)(s
 	h->n = h->cap = 0;
 	h->loop = loop;
 	h->fire = fire;
+	h->timer_due = 0;
 	uv_timer_init(loop, &h->timer);
 	h->timer.data = h;
 }
@@ -90,8 +99,8 @@ void deadline_set(struct deadline_heap *h, struct deadline *d, uint64_t ms)
 	if (d->idx)
 		heap_remove(h, d);
 	if (ms == 0) {
-		if (was_first)
-			rearm(h);
+		if (was_first && h->n == 0)
+			rearm(h);  /* nothing left to wait for */
 		return;
 	}
 	if (h->n + 1 >= h->cap) {
@@ -104,6 +113,6 @@ void deadline_set(struct deadline_heap *h, struct deadline *d, uint64_t ms)
 	d->due = uv_now(h->loop) + ms;
 	place(h, ++h->n, d);
 	sift_up(h, h->n);
-	if (d->idx == 1 || was_first)
+	if (d->idx == 1)
 		rearm(h);
 }

@@ -18,6 +18,7 @@ struct deadline_heap {
 	struct deadline **v;    /* v[1..n] */
 	uint32_t n, cap;
 	uv_timer_t timer;
+	uint64_t timer_due;     /* when the timer fires (loop time); 0: not set */
 	uv_loop_t *loop;
 	void (*fire)(struct deadline *d);
 };

@@ -190,8 +190,7 @@ static int on_req_value_done(llhttp_t *p)
 		 * trailer "Content-Length" next to Transfer-Encoding, and the
 		 * hook would read trailers as headers. Its bytes still count
 		 * toward max_header_size. */
-		m->raw.len = hd->name_off;
-		m->nhdrs--;
+		msg_drop_last(m);
 	}
 	return 0;
 }

@@ -1,6 +1,5 @@
 #include <string.h>
 #include <strings.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include "httpmsg.h"
 #include "util.h"
@@ -46,6 +45,7 @@ void msg_reset(struct msg *m, uint32_t max_hdrs)
 	m->url_off = m->url_len = 0;
 	m->head_bytes = 0;
 	m->in_field = m->in_value = 0;
+	memset(m->nkind, 0, sizeof(m->nkind));
 }
 
 void msg_free(struct msg *m)
@@ -130,7 +130,16 @@ struct hdr *msg_finish_header(struct msg *m)
 	int hop;
 	h->kind = (uint8_t)hdr_classify(m->raw.data + h->name_off, h->name_len, &hop);
 	h->drop = (uint8_t)hop;
+	m->nkind[h->kind]++;
 	return h;
+}
+
+void msg_drop_last(struct msg *m)
+{
+	struct hdr *h = &m->hdrs[m->nhdrs - 1];
+	m->nkind[h->kind]--;
+	m->raw.len = h->name_off;
+	m->nhdrs--;
 }
 
 /* Compare NAME with the lower-case LIT for N bytes, case-insensitively and
@@ -301,6 +310,7 @@ struct hdr *msg_add(struct msg *m, const char *name, const char *value, size_t v
 	int hop;
 	h->kind = (uint8_t)hdr_classify(name, nl, &hop);
 	h->drop = (uint8_t)hop;
+	m->nkind[h->kind]++;
 	return h;
 }
 
@@ -381,6 +391,8 @@ int url_absolute_split(const char *u, size_t n, const char **auth, size_t *alen,
 
 const struct hdr *msg_find(const struct msg *m, enum hdr_kind kind)
 {
+	if (m->nkind[kind] == 0)
+		return NULL;
 	for (uint32_t i = 0; i < m->nhdrs; i++)
 		if (m->hdrs[i].kind == kind)
 			return &m->hdrs[i];
@@ -389,10 +401,7 @@ const struct hdr *msg_find(const struct msg *m, enum hdr_kind kind)
 
 int msg_count(const struct msg *m, enum hdr_kind kind)
 {
-	int n = 0;
-	for (uint32_t i = 0; i < m->nhdrs; i++)
-		n += m->hdrs[i].kind == kind;
-	return n;
+	return m->nkind[kind];
 }
 
 /* Length of the run of bytes above '\r' at P (at most N): every such byte
@@ -422,6 +431,10 @@ int head_scan(struct head_scan *hs, const char *p, size_t n)
 			hs->state = HS_TEXT;
 			hs->seen_text = 1;
 			i += text_run(u + i + 1, n - i - 1);
+			if (i + 2 < n && u[i + 1] == '\r' && u[i + 2] == '\n') {
+				hs->state = HS_CRLF;  /* the line's end, in one step */
+				i += 2;
+			}
 			continue;
 		}
 		switch (hs->state) {
@@ -450,13 +463,17 @@ int head_scan(struct head_scan *hs, const char *p, size_t n)
 
 void msg_canonical_length(struct msg *m, uint64_t clen)
 {
-	char num[24];
-	int n = snprintf(num, sizeof(num), "%llu", (unsigned long long)clen);
+	char tmp[20], *end = tmp + sizeof(tmp), *num = end;
+	do {
+		*--num = (char)('0' + clen % 10);
+		clen /= 10;
+	} while (clen);
+	size_t n = (size_t)(end - num);
 	for (uint32_t i = 0; i < m->nhdrs; i++) {
 		struct hdr *h = &m->hdrs[i];
 		if (h->kind != HDR_CONTENT_LENGTH)
 			continue;
-		if (h->val_len != (uint32_t)n || memcmp(msg_str(m, h->val_off), num, (size_t)n) != 0)
-			msg_set_value(m, h, num, (size_t)n);
+		if (h->val_len != n || memcmp(msg_str(m, h->val_off), num, n) != 0)
+			msg_set_value(m, h, num, n);
 	}
 }

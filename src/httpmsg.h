@@ -28,6 +28,7 @@ enum hdr_kind {
 	HDR_FORWARDED,
 	HDR_IDENTITY,   /* other client-identity headers: X-Forwarded-*, X-Real-IP,
 			 * Proxy-Client-IP, WL-Proxy-*, X-WebLogic-* */
+	HDR_KINDS
 };
 
 struct hdr {
@@ -46,6 +47,7 @@ struct msg {
 	uint32_t head_bytes;     /* approximate size of the head on the wire */
 	uint8_t in_field;        /* a field name is being received */
 	uint8_t in_value;        /* a value is being received */
+	uint16_t nkind[HDR_KINDS]; /* headers of each kind, dropped ones included (msg_count) */
 };
 
 void msg_reset(struct msg *m, uint32_t max_hdrs);
@@ -57,6 +59,9 @@ int msg_on_value(struct msg *m, const char *at, size_t len);
 /* Called on value complete: trims trailing whitespace, classifies. Returns
  * NULL when there is no valid header (no name, or an empty one). */
 struct hdr *msg_finish_header(struct msg *m);
+/* Forget the last header (a trailer field, checked, not kept), its bytes
+ * included. */
+void msg_drop_last(struct msg *m);
 
 static inline const char *msg_str(const struct msg *m, uint32_t off) { return m->raw.data + off; }
 
