@@ -34,10 +34,10 @@ void inspect_init(struct worker *w);
  * and switched on. */
 int inspect_active(const struct client *cl);
 
-/* Run inspect(req) for CL's request (head, and body if held). Fills
- * txn.insp. Returns REASON_OK to forward the request, or the reason of the
+/* Run inspect(req) for stream S's request (head, and body if held). Fills
+ * s->insp. Returns REASON_OK to forward the request, or the reason of the
  * local answer: REASON_INSPECT_DENIED (deny or redirect; status and body
- * in txn.insp) or REASON_INSPECT_ERROR (on_error: deny). */
+ * in s->insp) or REASON_INSPECT_ERROR (on_error: deny). */
 enum reason inspect_request(struct stream *s);
 /* inspect_response(resp, req), when the script has one and inspect ran. */
 void inspect_response(struct stream *s);
