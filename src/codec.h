@@ -55,8 +55,6 @@ struct codec_ops {
 	size_t (*queued)(const struct stream *s);
 	/* The backend side took what it was given: read the client again. */
 	void (*resume)(struct stream *s);
-	/* Pause or resume reading the client's bytes for this stream. */
-	void (*pause)(struct stream *s, int pause);
 	/* The request expects 100-continue and a body will be read. */
 	void (*send_continue)(struct stream *s);
 	/* An interim (1xx, not 101) response of the backend, in s->resp. */

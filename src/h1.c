@@ -577,11 +577,6 @@ static size_t h1_queued(const struct stream *s)
 	return conn_queued(s->cl);
 }
 
-static void h1_pause(struct stream *s, int pause)
-{
-	conn_read_pause(s->cl, pause);
-}
-
 static void h1_resume(struct stream *s)
 {
 	struct client *cl = s->cl;
@@ -836,7 +831,6 @@ const struct codec_ops h1_codec = {
 	.flush = h1_flush,
 	.queued = h1_queued,
 	.resume = h1_resume,
-	.pause = h1_pause,
 	.send_continue = h1_send_continue,
 	.send_interim = h1_send_interim,
 	.send_head = h1_send_head,
