@@ -7,6 +7,7 @@
 #include <llhttp.h>
 #include "acceptor.h"
 #include "admin.h"
+#include "lb.h"
 #include "version.h"
 #include "log.h"
 #include "shm.h"
@@ -138,6 +139,15 @@ void admin_metrics(struct buf *out)
 			const struct shm_slot *sl = &shm->slots[srv->slot];
 			buf_appendf(out, "sluice_server_up{backend=\"%s\",server=\"%s\"} %d\n", W->backends[b].cfg->name,
 				    srv->cfg->name, atomic_load(&sl->up) && atomic_load(&sl->admin) == SHM_ADMIN_ENABLED);
+		}
+	buf_append_str(out, "# HELP sluice_server_weight The weight balancing gives the server now (slow start included)\n"
+			    "# TYPE sluice_server_weight gauge\n");
+	for (unsigned b = 0; b < W->nbackends; b++)
+		for (unsigned s = 0; s < W->backends[b].nservers; s++) {
+			struct server *srv = &W->backends[b].servers[s];
+			buf_appendf(out, "sluice_server_weight{backend=\"%s\",server=\"%s\"} %.2f\n",
+				    W->backends[b].cfg->name, srv->cfg->name,
+				    upstream_server_eweight(srv) / (double)LB_SCALE);
 		}
 	for (int h = 0; h < HIST_N; h++) {
 		buf_appendf(out, "# HELP sluice_%s %s\n# TYPE sluice_%s histogram\n", stats_hist_names[h],
@@ -282,9 +292,12 @@ void admin_status(struct buf *out)
 			json_str(out, srv->cfg->name);
 			buf_append_str(out, ",\"address\":");
 			json_str(out, srv->cfg->addr.text);
-			buf_appendf(out, ",\"health\":\"%s\",\"admin\":\"%s\",\"max_connections\":%u,\"connections\":%u,"
+			buf_appendf(out, ",\"health\":\"%s\",\"admin\":\"%s\",\"backup\":%s,\"weight\":%u,"
+				    "\"effective_weight\":%.2f,\"max_connections\":%u,\"connections\":%u,"
 				    "\"busy\":%lld,\"idle\":%lld,\"connection_reuse\":%.4f,",
 				    atomic_load(&sl->up) ? "up" : "down", admin_state_name(atomic_load(&sl->admin)),
+				    srv->cfg->backup ? "true" : "false", upstream_server_weight(srv),
+				    upstream_server_eweight(srv) / (double)LB_SCALE,
 				    upstream_server_max_conns(srv), shm_get(srv->slot, SHM_CONNS),
 				    (long long)s->gauge[GAUGE_BCONN_BUSY], (long long)s->gauge[GAUGE_BCONN_IDLE],
 				    reqs ? (double)s->c[STAT_BCONN_REUSED] / (double)reqs : 0.0);
@@ -339,6 +352,21 @@ static int seg_is(const char *s, size_t n, const char *lit)
 }
 
 /* Returns the status; MSG gets the body's text. */
+/* A control's body: one decimal number, trailing newline or spaces allowed. */
+static int parse_body_number(const struct buf *body, unsigned long *v)
+{
+	char num[16];
+	size_t n = body->len;
+	while (n && (body->data[n - 1] == '\n' || body->data[n - 1] == '\r' || body->data[n - 1] == ' '))
+		n--;
+	if (n == 0 || n >= sizeof(num) || strspn(body->data, "0123456789") < n)
+		return -1;
+	memcpy(num, body->data, n);
+	num[n] = '\0';
+	*v = strtoul(num, NULL, 10);
+	return 0;
+}
+
 static int control(const char *path, size_t plen, const struct buf *body, char *msg, size_t cap)
 {
 	const char *seg[4];
@@ -380,6 +408,8 @@ static int control(const char *path, size_t plen, const struct buf *body, char *
 		else if (seg_is(seg[3], len[3], "drain"))
 			state = SHM_ADMIN_DRAIN;
 		if (state >= 0) {
+			if (state == SHM_ADMIN_ENABLED && atomic_load(&sl->admin) != SHM_ADMIN_ENABLED)
+				atomic_store(&sl->back_since_ms, now_us() / 1000);  /* slow start */
 			atomic_store(&sl->admin, state);
 			shm_kick_others(W->slot);
 			upstream_on_kick();
@@ -388,17 +418,11 @@ static int control(const char *path, size_t plen, const struct buf *body, char *
 			return 200;
 		}
 		if (seg_is(seg[3], len[3], "max_connections")) {
-			char num[16];
-			size_t n = body->len;
-			while (n && (body->data[n - 1] == '\n' || body->data[n - 1] == '\r' || body->data[n - 1] == ' '))
-				n--;
-			if (n == 0 || n >= sizeof(num) || strspn(body->data, "0123456789") < n) {
+			unsigned long v;
+			if (parse_body_number(body, &v) < 0) {
 				snprintf(msg, cap, "body must be the new max_connections, a number 1-1000000\n");
 				return 400;
 			}
-			memcpy(num, body->data, n);
-			num[n] = '\0';
-			unsigned long v = strtoul(num, NULL, 10);
 			if (v < 1 || v > 1000000) {
 				snprintf(msg, cap, "max_connections must be 1-1000000\n");
 				return 400;
@@ -410,11 +434,25 @@ static int control(const char *path, size_t plen, const struct buf *body, char *
 			snprintf(msg, cap, "%s/%s max_connections %lu\n", be, name, v);
 			return 200;
 		}
-		snprintf(msg, cap, "unknown action %.*s (enable, disable, drain, max_connections)\n", (int)len[3], seg[3]);
+		if (seg_is(seg[3], len[3], "weight")) {
+			unsigned long v;
+			if (parse_body_number(body, &v) < 0 || v > 256) {
+				snprintf(msg, cap, "body must be the new weight, a number 0-256\n");
+				return 400;
+			}
+			atomic_store(&sl->weight_op, (uint32_t)v + 1);
+			shm_kick_others(W->slot);
+			upstream_on_kick();
+			log_warn("admin: server %s/%s weight set to %lu", be, name, v);
+			snprintf(msg, cap, "%s/%s weight %lu\n", be, name, v);
+			return 200;
+		}
+		snprintf(msg, cap, "unknown action %.*s (enable, disable, drain, max_connections, weight)\n",
+			 (int)len[3], seg[3]);
 		return 404;
 	}
 	snprintf(msg, cap, "unknown control (POST /servers/<backend>/<server>/{enable,disable,drain,"
-		 "max_connections}, /inspect/{on,off}, /reload)\n");
+		 "max_connections,weight}, /inspect/{on,off}, /reload)\n");
 	return 404;
 }
 

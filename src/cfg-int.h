@@ -29,7 +29,7 @@ struct y_health {
 };
 
 struct y_server {
-	char *name, *address, *max_connections, *weight, *proxy_protocol;
+	char *name, *address, *max_connections, *weight, *backup, *proxy_protocol;
 	char **proxy_tlvs;
 	unsigned proxy_tlvs_count;
 };
@@ -42,7 +42,7 @@ struct y_forward {
 
 struct y_backend {
 	char *name, *balance, *queue_timeout, *queue_max, *queue_abort_on_close, *idle_max;
-	char *idle_timeout, *connect_timeout, *response_timeout;
+	char *idle_timeout, *connect_timeout, *response_timeout, *all_backups, *slow_start;
 	struct y_health *health_check;
 	struct y_backend_tls *tls;
 	struct y_forward *forward;

@@ -71,7 +71,8 @@ struct cfg_server {
 	char name[CFG_NAME_MAX];
 	struct cfg_addr addr;
 	uint32_t max_connections; /* instance-wide cap on open conns, default 32 */
-	uint32_t weight;          /* reserved for weighted balancing, default 1 */
+	uint32_t weight;          /* share of new requests, 0..256, default 1; 0 = none */
+	int backup;               /* only when no primary server can be used, default 0 */
 	enum cfg_proxy_protocol proxy_protocol; /* PROXY header on each new connection */
 	unsigned proxy_tlvs;      /* CFG_PP_TLV_* (v2 only), default none */
 };
@@ -109,6 +110,8 @@ struct cfg_backend {
 	uint32_t idle_timeout_ms;       /* default 30000 */
 	uint32_t connect_timeout_ms;    /* default 3000 */
 	uint32_t response_timeout_ms;   /* first byte and between reads, default 30000 */
+	int all_backups;                /* no primary usable: all backups share, else the first (default) */
+	uint32_t slow_start_ms;         /* ramp of a server that comes back, 0 = off (default) */
 	struct cfg_health health;
 	struct cfg_backend_tls tls;
 	struct cfg_forward forward;

@@ -138,7 +138,8 @@ static void conv_server(struct cfg_load *ld, const char *pre, unsigned idx,
 		cfg_err_at(ld, k, AT_VALUE, "cannot connect to a wildcard address");
 	cfg_conv_uint(ld, kp(k, pre, "max_connections"), y->max_connections, 1, UINT32_MAX,
 		      &s->max_connections);
-	cfg_conv_uint(ld, kp(k, pre, "weight"), y->weight, 1, 256, &s->weight);
+	cfg_conv_uint(ld, kp(k, pre, "weight"), y->weight, 0, 256, &s->weight);
+	cfg_conv_bool(ld, kp(k, pre, "backup"), y->backup, &s->backup);
 	conv_proxy_protocol(ld, pre, y, s);
 }
 
@@ -252,6 +253,8 @@ int cfg_conv_backend(struct cfg_load *ld, const char *pre, const struct y_backen
 			  &b->connect_timeout_ms);
 	cfg_conv_duration(ld, kp(k, pre, "response_timeout"), y->response_timeout, 1,
 			  &b->response_timeout_ms);
+	cfg_conv_bool(ld, kp(k, pre, "all_backups"), y->all_backups, &b->all_backups);
+	cfg_conv_duration(ld, kp(k, pre, "slow_start"), y->slow_start, 0, &b->slow_start_ms);
 	if (y->health_check != NULL)
 		conv_health(ld, kp(k, pre, "health_check"), y->health_check, &b->health);
 	if (y->tls != NULL)

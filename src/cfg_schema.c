@@ -40,6 +40,7 @@ static const cyaml_schema_field_t y_server_fields[] = {
 	F_STR("address", REQ, struct y_server, address),
 	F_STR("max_connections", OPT, struct y_server, max_connections),
 	F_STR("weight", OPT, struct y_server, weight),
+	F_STR("backup", OPT, struct y_server, backup),
 	F_STR("proxy_protocol", OPT, struct y_server, proxy_protocol),
 	F_STRS("proxy_tlvs", struct y_server, proxy_tlvs),
 	CYAML_FIELD_END
@@ -85,6 +86,8 @@ static const cyaml_schema_field_t y_backend_fields[] = {
 	F_STR("idle_timeout", OPT, struct y_backend, idle_timeout),
 	F_STR("connect_timeout", OPT, struct y_backend, connect_timeout),
 	F_STR("response_timeout", OPT, struct y_backend, response_timeout),
+	F_STR("all_backups", OPT, struct y_backend, all_backups),
+	F_STR("slow_start", OPT, struct y_backend, slow_start),
 	CYAML_FIELD_MAPPING_PTR("health_check", OPT, struct y_backend, health_check,
 				y_health_fields),
 	CYAML_FIELD_MAPPING_PTR("tls", OPT, struct y_backend, tls, y_backend_tls_fields),

@@ -56,6 +56,7 @@ static void check_done(struct hcheck *c, int ok, const char *why)
 	if (ok) {
 		srv->hc_fail = 0;
 		if (++srv->hc_ok >= (int)h->rise && !atomic_load(up)) {
+			atomic_store(&shm->slots[srv->slot].back_since_ms, now_us() / 1000);
 			atomic_store(up, 1);
 			log_warn("backend %s server %s is UP (health check passed %d times)",
 				 srv->be->cfg->name, srv->cfg->name, srv->hc_ok);

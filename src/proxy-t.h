@@ -210,7 +210,8 @@ struct backend {
 	struct stats_block *st;
 	struct tls_client *tls;    /* TLS to the servers, or NULL */
 	struct list queue;         /* streams waiting for a connection, FIFO */
-	uint32_t rr;               /* round-robin cursor, per worker */
+	int64_t *cw;               /* smooth weighted round-robin state, per server, per worker */
+	uint32_t *w;               /* scratch: each server's weight in the pick under way */
 	uint64_t nrequests;        /* requests sent by this worker */
 	uint64_t nreused;          /* ... of which on a connection that had carried one before */
 	uint64_t nconnects;        /* connections this worker opened */

@@ -31,6 +31,10 @@ struct shm_slot {
 	_Atomic int up;                 /* server health: 1 up, 0 down */
 	_Atomic int admin;              /* enum shm_admin: operator's state (server slot) */
 	_Atomic uint32_t max_conns;     /* operator's max_connections, 0 = the config's */
+	_Atomic uint32_t weight_op;     /* operator's weight + 1, 0 = the config's */
+	/* CLOCK_MONOTONIC ms when the server last came back into balancing
+	 * (health rise, enable): slow start ramps from there; 0 = never left. */
+	_Atomic uint64_t back_since_ms;
 	_Atomic uint64_t ticket;        /* last queue ticket issued (backend slot) */
 };
 

@@ -12,6 +12,7 @@
 #include "upstream.h"
 #include "upstream_h1.h"
 #include "forward.h"
+#include "lb.h"
 #include "log.h"
 #include "shm.h"
 #include "stats.h"
@@ -60,7 +61,9 @@ int upstream_init(struct worker *w, struct tls_set *tls)
 		be->st = stats_block(w->slot, be->slot);
 		be->nservers = be->cfg->nservers;
 		be->servers = calloc(be->nservers, sizeof(*be->servers));
-		AN(be->servers);
+		be->cw = calloc(be->nservers, sizeof(*be->cw));
+		be->w = calloc(be->nservers, sizeof(*be->w));
+		AN(be->servers && be->cw && be->w);
 		for (unsigned s = 0; s < be->nservers; s++) {
 			struct server *srv = &be->servers[s];
 			char name[SHM_NAME_MAX];
@@ -78,8 +81,11 @@ int upstream_init(struct worker *w, struct tls_set *tls)
 
 void upstream_destroy(void)
 {
-	for (unsigned b = 0; b < W->nbackends; b++)
+	for (unsigned b = 0; b < W->nbackends; b++) {
 		free(W->backends[b].servers);
+		free(W->backends[b].cw);
+		free(W->backends[b].w);
+	}
 	free(W->backends);
 	W->backends = NULL;
 	while (!list_empty(&bc_free)) {
@@ -110,10 +116,40 @@ static int server_up(const struct server *srv)
 	       atomic_load_explicit(&s->admin, memory_order_relaxed) == SHM_ADMIN_ENABLED;
 }
 
+/* Slow start: where SRV is on its ramp back, 0 = not ramping. */
+static uint64_t ramp_since(const struct server *srv, uint64_t *now_ms)
+{
+	uint32_t slow = srv->be->cfg->slow_start_ms;
+	if (slow == 0)
+		return 0;
+	uint64_t since = atomic_load_explicit(&shm->slots[srv->slot].back_since_ms, memory_order_relaxed);
+	if (since == 0)
+		return 0;
+	*now_ms = now_us() / 1000;
+	return *now_ms < since + slow ? since : 0;
+}
+
 uint32_t upstream_server_max_conns(const struct server *srv)
 {
 	uint32_t v = atomic_load_explicit(&shm->slots[srv->slot].max_conns, memory_order_relaxed);
-	return v ? v : srv->cfg->max_connections;
+	uint64_t now_ms, since = ramp_since(srv, &now_ms);
+	v = v ? v : srv->cfg->max_connections;
+	return since ? lb_ramp(v, since, now_ms, srv->be->cfg->slow_start_ms) : v;
+}
+
+uint32_t upstream_server_weight(const struct server *srv)
+{
+	uint32_t v = atomic_load_explicit(&shm->slots[srv->slot].weight_op, memory_order_relaxed);
+	return v ? v - 1 : srv->cfg->weight;
+}
+
+/* The weight balancing uses now, scaled by LB_SCALE: the operator's or the
+ * config's, on its slow-start ramp. */
+uint32_t upstream_server_eweight(const struct server *srv)
+{
+	uint32_t w = upstream_server_weight(srv) * LB_SCALE;
+	uint64_t now_ms, since = ramp_since(srv, &now_ms);
+	return since ? lb_ramp(w, since, now_ms, srv->be->cfg->slow_start_ms) : w;
 }
 
 /* Instance-wide count of connections carrying a request, which only
@@ -598,56 +634,87 @@ static void server_evict_idle(struct server *srv)
 		bconn_retire(CONTAINER_OF(srv->idle.prev, struct bconn, link));
 }
 
-/* A server this request may use now: one with a usable idle connection
- * here (*IDLE set), or one below its instance-wide cap (the slot is
- * reserved on success). */
+/* Fill BE->w with the weight each server is eligible with for S, 0 for
+ * the others: the usable primary servers; when there is none, the usable
+ * backups (all of them with all_backups, else the first in the config's
+ * order). Usable: healthy, enabled, weight above 0, and not the server S
+ * is retrying away from. Returns how many are eligible. */
+static unsigned eligible(struct stream *s, struct backend *be)
+{
+	unsigned n = be->nservers, count = 0;
+	for (int backups = 0; backups < 2 && count == 0; backups++) {
+		for (unsigned i = 0; i < n; i++) {
+			struct server *srv = &be->servers[i];
+			be->w[i] = 0;
+			if (srv->cfg->backup != backups || !server_up(srv) || srv == s->avoid)
+				continue;
+			if (backups && count && !be->cfg->all_backups)
+				continue;
+			be->w[i] = upstream_server_eweight(srv);
+			count += be->w[i] != 0;
+		}
+	}
+	return count;
+}
+
+/* SRV can take a request of S now: a usable idle connection here (*IDLE
+ * set), or room under its instance-wide cap (the slot is then reserved). */
+static int server_take(struct server *srv, struct stream *s, struct bconn **idle)
+{
+	if ((*idle = server_find_idle(srv, s)) != NULL)
+		return 1;
+	if (shm_conns_reserve(W->slot, srv->slot, upstream_server_max_conns(srv)))
+		return 1;
+	server_evict_idle(srv);
+	return 0;
+}
+
+/* A server this request may use now (see server_take), chosen among the
+ * eligible ones by the backend's algorithm. *ANY_UP: some server is
+ * eligible, so a request that gets none now may wait for one. */
 static struct server *pick_server(struct stream *s, struct backend *be, struct bconn **idle, int *any_up)
 {
 	unsigned n = be->nservers;
 	*idle = NULL;
-	*any_up = 0;
+	*any_up = eligible(s, be) != 0;
+	if (!*any_up)
+		return NULL;
 	if (be->cfg->balance == CFG_BALANCE_LEASTCONN) {
 		struct server *best = NULL;
-		struct bconn *best_idle = NULL;
-		uint32_t best_busy = UINT32_MAX;
+		uint32_t best_busy = 0, best_w = 0;
 		for (unsigned i = 0; i < n; i++) {
 			struct server *srv = &be->servers[i];
-			if (!server_up(srv) || srv == s->avoid)
+			if (be->w[i] == 0)
 				continue;
-			*any_up = 1;
 			uint32_t busy = shm_get(srv->slot, SHM_BUSY);
-			if (busy >= best_busy)
+			if (best && !lb_lc_better(busy, be->w[i], best_busy, best_w))
 				continue;
-			struct bconn *bc = server_find_idle(srv, s);
-			if (bc == NULL && shm_get(srv->slot, SHM_CONNS) >= upstream_server_max_conns(srv)) {
+			if (server_find_idle(srv, s) == NULL &&
+			    shm_get(srv->slot, SHM_CONNS) >= upstream_server_max_conns(srv)) {
 				server_evict_idle(srv);
 				continue;
 			}
 			best = srv;
-			best_idle = bc;
 			best_busy = busy;
+			best_w = be->w[i];
 		}
-		if (best && best_idle == NULL) {
-			if (!shm_conns_reserve(W->slot, best->slot, upstream_server_max_conns(best)))
-				return NULL;
-		}
-		*idle = best_idle;
+		if (best && !server_take(best, s, idle))
+			return NULL;
 		return best;
 	}
-	/* Each worker rotates on its own: the sum over workers is still even,
-	 * and no cache line bounces between cores per request. */
-	uint32_t start = be->rr++;
-	for (unsigned k = 0; k < n; k++) {
-		struct server *srv = &be->servers[(start + k) % n];
-		if (!server_up(srv) || srv == s->avoid)
-			continue;
-		*any_up = 1;
-		if ((*idle = server_find_idle(srv, s)) != NULL)
-			return srv;
-		if (shm_conns_reserve(W->slot, srv->slot, upstream_server_max_conns(srv)))
-			return srv;
-		server_evict_idle(srv);
+	/* Smooth weighted round-robin, each worker on its own: the sum over
+	 * workers keeps the weights, and no cache line bounces between cores
+	 * per request. */
+	struct lb_round r;
+	lb_swrr_begin(&r, be->cw, be->w, n);
+	int i;
+	while ((i = lb_swrr_next(&r, be->cw, be->w, n)) >= 0) {
+		if (server_take(&be->servers[i], s, idle)) {
+			lb_swrr_commit(&r, be->cw, (unsigned)i);
+			return &be->servers[i];
+		}
 	}
+	lb_swrr_undo(&r, be->cw, be->w, n);
 	return NULL;
 }
 

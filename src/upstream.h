@@ -28,8 +28,13 @@ void upstream_cancel(struct stream *s);
 /* The exchange on BC ended cleanly; REUSABLE says the connection may carry
  * another request. Hands it to a queued request, pools it or closes it. */
 void upstream_release(struct bconn *bc, int reusable);
-/* max_connections now: the operator's override or the config's. */
+/* max_connections now: the operator's override or the config's, on its
+ * slow-start ramp. */
 uint32_t upstream_server_max_conns(const struct server *srv);
+/* The operator's or the config's weight; and the one balancing uses now
+ * (scaled by LB_SCALE, on its slow-start ramp). */
+uint32_t upstream_server_weight(const struct server *srv);
+uint32_t upstream_server_eweight(const struct server *srv);
 /* CL is closing: its PROXY-keyed idle connections can serve no one else. */
 void upstream_client_gone(struct client *cl);
 void upstream_abort(struct bconn *bc);

@@ -90,6 +90,14 @@ BAD = [
      "backends[0].servers[0].address"),
     ("unknown_timeout_key", "  drain:", None, "  client_hedaer: 5s", "timeouts.client_hedaer"),
     ("max_headers_not_int", "  max_headers:", "  max_headers: [1, 2]", None, "limits.max_headers"),
+    ("weight_above_256", "        max_connections:", None, "        weight: 257",
+     "backends[0].servers[0].weight"),
+    ("weight_negative", "        max_connections:", None, "        weight: -1",
+     "backends[0].servers[0].weight"),
+    ("backup_not_bool", "        max_connections:", None, "        backup: maybe",
+     "backends[0].servers[0].backup"),
+    ("all_backups_not_bool", "    idle_max:", None, "    all_backups: 2", "backends[0].all_backups"),
+    ("bad_slow_start", "    idle_max:", None, "    slow_start: slowly", "backends[0].slow_start"),
 ]
 
 
