@@ -75,10 +75,59 @@ struct y_inspect {
 	struct y_budget *budget;
 };
 
+struct y_kv {
+	char *name, *value;
+};
+
+struct y_cond {
+	char *name, *present, *equals, *regex;
+};
+
+struct y_path {
+	char *exact, *prefix, *regex, *plain;
+};
+
+struct y_match {
+	char **host;
+	unsigned host_count;
+	struct y_path *path;
+	char **methods;
+	unsigned methods_count;
+	struct y_cond *headers;
+	unsigned headers_count;
+	struct y_cond *cookies;
+	unsigned cookies_count;
+};
+
+struct y_redirect {
+	char *status, *location;
+};
+
+struct y_respond {
+	char *status, *body, *body_file, *content_type;
+};
+
+struct y_route {
+	char *name, *backend;
+	struct y_match *match;
+	struct y_redirect *redirect;
+	struct y_respond *respond;
+	struct y_kv *set_request_headers;
+	unsigned set_request_headers_count;
+	char **remove_request_headers;
+	unsigned remove_request_headers_count;
+	struct y_kv *set_response_headers;
+	unsigned set_response_headers_count;
+	char **remove_response_headers;
+	unsigned remove_response_headers_count;
+};
+
 struct y_listener {
 	char *name, *address, *backlog, *backend, *headers_with_underscores;
 	struct y_tls *tls;
 	struct y_inspect *inspect;
+	struct y_route *routes;
+	unsigned routes_count;
 	char **accept_proxy_from;
 	unsigned accept_proxy_from_count;
 	char **trusted_forwarders;
@@ -227,5 +276,11 @@ int cfg_conv_backend(struct cfg_load *ld, const char *pre, const struct y_backen
 		     struct cfg_backend *b);
 int cfg_conv_listener(struct cfg_load *ld, const char *pre, unsigned idx,
 		      const struct y_listener *y, struct cfg_listener *l);
+/* cfg_route.c: a listener's routes (pass 3), their backends (pass 4), and
+ * what cfg_free() releases. */
+int cfg_conv_routes(struct cfg_load *ld, const char *pre, const struct y_listener *y,
+		    struct cfg_listener *l);
+void cfg_resolve_routes(struct cfg_load *ld, const char *pre, struct cfg *c, struct cfg_listener *l);
+void cfg_free_routes(struct cfg_listener *l);
 
 #endif

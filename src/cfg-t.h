@@ -177,6 +177,72 @@ enum cfg_underscores {
 	CFG_US_REJECT,  /* answer 400 */
 };
 
+/* Content routing (docs/config.md "listeners[].routes"). Compiled regexes
+ * are pcre2_code pointers, owned by the cfg. */
+enum cfg_path_match {
+	CFG_PATH_ANY,
+	CFG_PATH_EXACT,
+	CFG_PATH_PREFIX,        /* on segment boundaries: /app matches /app and /app/x, not /apps */
+	CFG_PATH_PLAIN_PREFIX,  /* plain: /app matches /apps too */
+	CFG_PATH_REGEX,
+};
+
+enum cfg_cond_op {
+	CFG_COND_PRESENT,
+	CFG_COND_ABSENT,
+	CFG_COND_EQUALS,
+	CFG_COND_REGEX,         /* headers only */
+};
+
+/* One header or cookie condition. */
+struct cfg_cond {
+	char name[128];
+	enum cfg_cond_op op;
+	char *value;            /* equals: the value; regex: the pattern */
+	size_t value_len;
+	void *re;               /* regex: compiled */
+};
+
+enum cfg_route_action {
+	CFG_ROUTE_BACKEND,      /* forward (to `backend`, or the listener's) */
+	CFG_ROUTE_REDIRECT,
+	CFG_ROUTE_RESPOND,
+};
+
+struct cfg_route {
+	char name[CFG_NAME_MAX];
+	int line, col;                  /* of the entry, for messages */
+	/* match: every condition given must hold */
+	char (*hosts)[256];             /* lowercase; "*.example.com" = any subdomain */
+	unsigned nhosts;
+	enum cfg_path_match path_kind;
+	char *path;                     /* exact/prefix text, or the regex */
+	void *path_re;
+	uint64_t methods;               /* bit per llhttp method; 0 = any */
+	struct cfg_cond *headers;
+	unsigned nheaders;
+	struct cfg_cond *cookies;
+	unsigned ncookies;
+	/* action */
+	enum cfg_route_action action;
+	char backend_name[CFG_NAME_MAX]; /* "" = the listener's */
+	struct cfg_backend *backend;    /* resolved by the loader; NULL = the listener's */
+	int status;                     /* redirect / respond */
+	char *location;                 /* redirect template: {scheme} {host} {path} {query} */
+	char *body;                     /* respond */
+	size_t body_len;
+	char content_type[128];
+	/* header edits, as the backend/client will see them */
+	char *req_add;                  /* "Name: value\r\n"... */
+	size_t req_add_len;
+	char *req_del;                  /* "name\0"... */
+	size_t req_del_len;
+	char *resp_add;
+	size_t resp_add_len;
+	char *resp_del;
+	size_t resp_del_len;
+};
+
 struct cfg_listener {
 	char name[CFG_NAME_MAX];
 	struct cfg_addr addr;
@@ -194,6 +260,8 @@ struct cfg_listener {
 	unsigned ntrusted_forwarders;
 	enum cfg_underscores underscores;
 	struct cfg_inspect inspect;
+	struct cfg_route *routes;       /* in order: the first that matches wins */
+	unsigned nroutes;
 };
 
 struct cfg_timeouts {

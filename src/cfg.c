@@ -642,6 +642,7 @@ static void link_root(struct cfg_load *ld, const struct y_root *y, struct cfg *c
 		}
 		if (c->admin.enabled && c->admin.addr.len != 0 && l->addr.len != 0 && addr_equal(&l->addr, &c->admin.addr))
 			cfg_err_at(ld, "admin.address", AT_VALUE, "same address as %s (line %u)", e1, entry_line(ld, e1));
+		cfg_resolve_routes(ld, e1, c, l);
 		if (l->backend_name[0] == '\0')
 			continue; /* already reported */
 		for (j = 0; j < c->nbackends; j++) {
@@ -809,6 +810,7 @@ void cfg_free(struct cfg *cfg)
 			free(cfg->listeners[i].tls.certs);
 			free(cfg->listeners[i].proxy_from);
 			free(cfg->listeners[i].trusted_forwarders);
+			cfg_free_routes(&cfg->listeners[i]);
 		}
 	free(cfg->listeners);
 	free(cfg);

@@ -252,6 +252,8 @@ int cfg_conv_listener(struct cfg_load *ld, const char *pre, unsigned idx,
 	}
 	if (y->inspect != NULL)
 		conv_inspect(ld, kp(k, pre, "inspect"), y->inspect, &l->inspect, ld->lua_memory_max);
+	if (cfg_conv_routes(ld, pre, y, l) < 0)
+		return -1;
 	if (y->tls != NULL)
 		return conv_tls(ld, kp(k, pre, "tls"), y->tls, &l->tls);
 	return 0;

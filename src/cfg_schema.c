@@ -147,6 +147,93 @@ static const cyaml_schema_field_t y_inspect_fields[] = {
 	CYAML_FIELD_END
 };
 
+#define CFG_ROUTES_MAX 10000  /* per listener */
+
+static const cyaml_schema_field_t y_kv_fields[] = {
+	F_STR("name", REQ, struct y_kv, name),
+	F_STR("value", REQ, struct y_kv, value),
+	CYAML_FIELD_END
+};
+
+static const cyaml_schema_value_t y_kv_schema = {
+	CYAML_VALUE_MAPPING(CYAML_FLAG_DEFAULT, struct y_kv, y_kv_fields),
+};
+
+static const cyaml_schema_field_t y_header_cond_fields[] = {
+	F_STR("name", REQ, struct y_cond, name),
+	F_STR("present", OPT, struct y_cond, present),
+	F_STR("equals", OPT, struct y_cond, equals),
+	F_STR("regex", OPT, struct y_cond, regex),
+	CYAML_FIELD_END
+};
+
+static const cyaml_schema_value_t y_header_cond_schema = {
+	CYAML_VALUE_MAPPING(CYAML_FLAG_DEFAULT, struct y_cond, y_header_cond_fields),
+};
+
+static const cyaml_schema_field_t y_cookie_cond_fields[] = {
+	F_STR("name", REQ, struct y_cond, name),
+	F_STR("present", OPT, struct y_cond, present),
+	F_STR("equals", OPT, struct y_cond, equals),
+	CYAML_FIELD_END
+};
+
+static const cyaml_schema_value_t y_cookie_cond_schema = {
+	CYAML_VALUE_MAPPING(CYAML_FLAG_DEFAULT, struct y_cond, y_cookie_cond_fields),
+};
+
+static const cyaml_schema_field_t y_path_fields[] = {
+	F_STR("exact", OPT, struct y_path, exact),
+	F_STR("prefix", OPT, struct y_path, prefix),
+	F_STR("regex", OPT, struct y_path, regex),
+	F_STR("plain", OPT, struct y_path, plain),
+	CYAML_FIELD_END
+};
+
+static const cyaml_schema_field_t y_match_fields[] = {
+	F_STRS("host", struct y_match, host),
+	CYAML_FIELD_MAPPING_PTR("path", OPT, struct y_match, path, y_path_fields),
+	F_STRS("methods", struct y_match, methods),
+	CYAML_FIELD_SEQUENCE("headers", CYAML_FLAG_POINTER | OPT, struct y_match, headers,
+			     &y_header_cond_schema, 0, CYAML_UNLIMITED),
+	CYAML_FIELD_SEQUENCE("cookies", CYAML_FLAG_POINTER | OPT, struct y_match, cookies,
+			     &y_cookie_cond_schema, 0, CYAML_UNLIMITED),
+	CYAML_FIELD_END
+};
+
+static const cyaml_schema_field_t y_redirect_fields[] = {
+	F_STR("status", OPT, struct y_redirect, status),
+	F_STR("location", REQ, struct y_redirect, location),
+	CYAML_FIELD_END
+};
+
+static const cyaml_schema_field_t y_respond_fields[] = {
+	F_STR("status", OPT, struct y_respond, status),
+	F_STR("body", OPT, struct y_respond, body),
+	F_STR("body_file", OPT, struct y_respond, body_file),
+	F_STR("content_type", OPT, struct y_respond, content_type),
+	CYAML_FIELD_END
+};
+
+static const cyaml_schema_field_t y_route_fields[] = {
+	F_STR("name", OPT, struct y_route, name),
+	CYAML_FIELD_MAPPING_PTR("match", OPT, struct y_route, match, y_match_fields),
+	F_STR("backend", OPT, struct y_route, backend),
+	CYAML_FIELD_MAPPING_PTR("redirect", OPT, struct y_route, redirect, y_redirect_fields),
+	CYAML_FIELD_MAPPING_PTR("respond", OPT, struct y_route, respond, y_respond_fields),
+	CYAML_FIELD_SEQUENCE("set_request_headers", CYAML_FLAG_POINTER | OPT, struct y_route,
+			     set_request_headers, &y_kv_schema, 0, CYAML_UNLIMITED),
+	F_STRS("remove_request_headers", struct y_route, remove_request_headers),
+	CYAML_FIELD_SEQUENCE("set_response_headers", CYAML_FLAG_POINTER | OPT, struct y_route,
+			     set_response_headers, &y_kv_schema, 0, CYAML_UNLIMITED),
+	F_STRS("remove_response_headers", struct y_route, remove_response_headers),
+	CYAML_FIELD_END
+};
+
+static const cyaml_schema_value_t y_route_schema = {
+	CYAML_VALUE_MAPPING(CYAML_FLAG_DEFAULT, struct y_route, y_route_fields),
+};
+
 static const cyaml_schema_field_t y_listener_fields[] = {
 	F_STR("name", OPT, struct y_listener, name),
 	F_STR("address", REQ, struct y_listener, address),
@@ -157,6 +244,8 @@ static const cyaml_schema_field_t y_listener_fields[] = {
 	F_STRS("accept_proxy_from", struct y_listener, accept_proxy_from),
 	F_STRS("trusted_forwarders", struct y_listener, trusted_forwarders),
 	F_STR("headers_with_underscores", OPT, struct y_listener, headers_with_underscores),
+	CYAML_FIELD_SEQUENCE("routes", CYAML_FLAG_POINTER | OPT, struct y_listener, routes,
+			     &y_route_schema, 0, CFG_ROUTES_MAX),
 	CYAML_FIELD_END
 };
 

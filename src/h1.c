@@ -686,6 +686,10 @@ static void h1_send_end(struct stream *s)
 static const char *status_text(int status)
 {
 	switch (status) {
+	case 200: return "OK";
+	case 201: return "Created";
+	case 202: return "Accepted";
+	case 204: return "No Content";
 	case 301: return "Moved Permanently";
 	case 302: return "Found";
 	case 303: return "See Other";
@@ -696,6 +700,7 @@ static const char *status_text(int status)
 	case 403: return "Forbidden";
 	case 404: return "Not Found";
 	case 405: return "Method Not Allowed";
+	case 410: return "Gone";
 	case 429: return "Too Many Requests";
 	case 408: return "Request Timeout";
 	case 413: return "Content Too Large";
@@ -723,8 +728,14 @@ static void h1_send_local(struct stream *s, enum reason r, int close)
 	if (W->draining)
 		h->keepalive = 0;
 	close = close || !h->keepalive;
-	int redirect = r == REASON_INSPECT_DENIED && in->decision == INSPECT_REDIRECT;
-	if (r == REASON_INSPECT_DENIED && !redirect && in->deny_body) {
+	int redirect = (r == REASON_INSPECT_DENIED && in->decision == INSPECT_REDIRECT) || r == REASON_ROUTE_REDIRECT;
+	const char *ctype = "text/plain";
+	int route = r == REASON_ROUTE_REDIRECT || r == REASON_ROUTE_RESPOND;
+	if (r == REASON_ROUTE_RESPOND) {
+		body = s->route->body;
+		blen = s->route->body_len;
+		ctype = s->route->content_type;
+	} else if (r == REASON_INSPECT_DENIED && !redirect && in->deny_body) {
 		body = in->local.data;
 		blen = in->local.len;
 	} else {
@@ -732,10 +743,12 @@ static void h1_send_local(struct stream *s, enum reason r, int close)
 					redirect ? "see Location" : reason_text(r));
 		body = text;
 	}
-	char head[256];
-	int hlen = snprintf(head, sizeof(head), "HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\nContent-Length: %zu\r\n",
-			    status, status_text(status), blen);
+	char head[384];
+	int hlen = snprintf(head, sizeof(head), "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n",
+			    status, status_text(status), ctype, blen);
 	h1_out(s, head, (size_t)hlen);
+	if (route)  /* the route's set_response_headers */
+		h1_out(s, in->resp_hdrs.data, in->resp_hdrs.len);
 	if (redirect) {
 		h1_out(s, "Location: ", 10);
 		h1_out(s, in->local.data, in->local.len);

@@ -609,6 +609,9 @@ enum reason inspect_request(struct stream *t)
 	const struct cfg_inspect *ic = &cl->li->cfg->inspect;
 	struct inspect_script *sc = cl->li->insp;
 	uint64_t t0 = now_us();
+	/* What the route chose and edited stands if the script fails. */
+	struct backend *be0 = t->be;
+	size_t add0 = in->req_hdrs.len, del0 = in->req_del.len;
 	in->ran = 1;
 	in->decision = INSPECT_ALLOW;
 	const char *why = sc->broken ? "the script did not load (see the error log at worker start)"
@@ -619,8 +622,9 @@ enum reason inspect_request(struct stream *t)
 	if (why) {
 		error_log(t, "inspect", why);
 		in->decision = INSPECT_ERROR;
-		in->req_hdrs.len = in->req_del.len = 0;  /* half-made edits are not applied */
-		t->be = cl->li->be;
+		in->req_hdrs.len = add0;  /* half-made edits are not applied */
+		in->req_del.len = del0;
+		t->be = be0;
 		stats_add(st, STAT_INSPECT_ERROR, 1);
 		if (ic->on_error_deny) {
 			in->status = 500;
@@ -656,10 +660,12 @@ void inspect_response(struct stream *s)
 	struct txn_insp *in = &s->insp;
 	if (!in->ran || sc == NULL || sc->broken || sc->fn_response == LUA_NOREF)
 		return;
+	size_t add0 = in->resp_hdrs.len, del0 = in->resp_del.len;
 	const char *why = phase_call(s, sc->fn_response, INSPECT_PH_RESPONSE, 1);
 	if (why) {
 		error_log(s, "inspect_response", why);
-		in->resp_hdrs.len = in->resp_del.len = 0;
+		in->resp_hdrs.len = add0;
+		in->resp_del.len = del0;
 		stats_add(cl->li->st, STAT_INSPECT_ERROR, 1);
 	}
 }

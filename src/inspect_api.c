@@ -486,6 +486,16 @@ static int req_backend(lua_State *L)
 	return 1;
 }
 
+static int req_route(lua_State *L)
+{
+	const struct cfg_route *rt = req_stream(L)->route;
+	if (rt)
+		lua_pushstring(L, rt->name);
+	else
+		lua_pushnil(L);
+	return 1;
+}
+
 static int req_tls(lua_State *L)
 {
 	lua_pushboolean(L, check(L, 0)->s->cl->tls != NULL);
@@ -684,7 +694,7 @@ void inspect_api_open(lua_State *L)
 		{ "cookie", req_cookie }, { "cookies", req_cookies },
 		{ "body", req_body }, { "body_truncated", req_body_truncated },
 		{ "client_ip", req_client_ip }, { "client_port", req_client_port },
-		{ "listener", req_listener }, { "backend", req_backend }, { "tls", req_tls },
+		{ "listener", req_listener }, { "backend", req_backend }, { "route", req_route }, { "tls", req_tls },
 		{ "tls_version", req_tls_version }, { "tls_cipher", req_tls_cipher }, { "sni", req_sni },
 		{ "client_cert_subject", req_client_cert_subject }, { "id", req_id },
 		{ "deny", req_deny }, { "redirect", req_redirect }, { "set_header", req_set_header },

@@ -89,6 +89,7 @@ struct stream {
 	struct backend *be;
 	struct server *srv;        /* server of bc, kept for the log after release */
 	struct server *avoid;      /* a connect to it just failed: pick another */
+	const struct cfg_route *route; /* the listener's route it matched, or NULL */
 	struct list qlink;         /* in backend->queue while waiting without bc; in the pool when free */
 	uint64_t t_start, t_queue, t_connect_start, t_connected, t_sent, t_first_byte;
 	uint64_t req_body, resp_body_in, bytes_out;
@@ -219,11 +220,13 @@ struct backend {
 };
 
 struct inspect_script;
+struct route_table;
 
 struct worker_listener {
 	uv_tcp_t tcp;
 	struct acceptor acc;       /* keeps tcp listening through fd exhaustion */
 	struct inspect_script *insp; /* the listener's inspection hook, or NULL */
+	struct route_table *routes;  /* its routes, or NULL */
 	struct cfg_listener *cfg;
 	struct backend *be;
 	struct worker *w;

@@ -21,6 +21,9 @@
 	X(INSPECT_DENIED,      403, "inspect_denied",          "request denied") \
 	X(INSPECT_ERROR,       500, "inspect_error",           "request inspection failed") \
 	X(INSPECT_BODY_TOO_LARGE, 413, "inspect_body_too_large", "request body larger than inspection allows") \
+	X(PATH_REFUSED,        400, "path_refused",            "request path with a bad or refused %-escape") \
+	X(ROUTE_REDIRECT,      302, "route_redirect",          "see Location") \
+	X(ROUTE_RESPOND,       200, "route_respond",           "") \
 	X(TLS_PLAIN_HTTP,      400, "plain_http_on_tls_port",  "plain HTTP request sent to a TLS port; use https://") \
 	X(PROXY_BAD,             0, "proxy_header_invalid",    "") \
 	X(PROXY_UNTRUSTED,       0, "proxy_header_untrusted",  "") \

@@ -17,6 +17,7 @@
 #include <netinet/in.h>
 #include <arpa/inet.h>
 #include "stream.h"
+#include "route.h"
 #include "codec.h"
 #include "forward.h"
 #include "inspect.h"
@@ -126,6 +127,10 @@ static void stream_log_json(struct stream *t, uint64_t total, uint64_t queue, ui
 		buf_append_str(b, ",\"tags\":");
 		buf_append_json(b, t->insp.tags.data, t->insp.tags.len);
 	}
+	if (t->route) {
+		buf_append_str(b, ",\"route\":");
+		buf_append_json(b, t->route->name, strlen(t->route->name));
+	}
 	buf_appendf(b, ",\"reason\":\"%s\"", reason_name(t->reason));
 	if (cl->tls)
 		tls_conn_describe_json(cl->tls, b);
@@ -165,6 +170,8 @@ static void stream_log_text(struct stream *t, uint64_t total, uint64_t queue, ui
 		buf_append_str(b, " tags=");
 		buf_append(b, t->insp.tags.data, t->insp.tags.len);
 	}
+	if (t->route)
+		buf_appendf(b, " route=%s", t->route->name);
 	buf_appendf(b, " reason=%s", reason_name(t->reason));
 	if (cl->tls)
 		tls_conn_describe(cl->tls, b);
@@ -277,7 +284,8 @@ static void stream_fail(struct stream *s, enum reason r)
 		upstream_abort(s->bc);
 	upstream_cancel(s);
 	int status = reason_status(r);
-	if (r == REASON_INSPECT_DENIED || r == REASON_INSPECT_ERROR)
+	if (r == REASON_INSPECT_DENIED || r == REASON_INSPECT_ERROR || r == REASON_ROUTE_REDIRECT ||
+	    r == REASON_ROUTE_RESPOND)
 		status = s->insp.status;
 	if (status == 0 || s->resp_head_sent || s->resp_done || s->state == ST_TUNNEL) {
 		if (s->status == 0)
@@ -288,8 +296,8 @@ static void stream_fail(struct stream *s, enum reason r)
 		return;
 	}
 	s->status = status;
-	if (r == REASON_INSPECT_DENIED)
-		;  /* the hook's decision: counted and in the access log, not an error */
+	if (r == REASON_INSPECT_DENIED || r == REASON_ROUTE_REDIRECT || r == REASON_ROUTE_RESPOND)
+		;  /* the hook's or a route's decision: counted and in the access log, not an error */
 	else if (status >= 500)
 		log_warn("%s %s: %s", cl->peer, reason_name(r), reason_text(r));
 	else
@@ -430,15 +438,10 @@ static enum reason stream_forward(struct stream *s)
 	return r;
 }
 
-/* Run the hook, then forward or (REASON_INSPECT_*) answer locally. A
- * local answer to a request already read in full keeps the connection:
- * it is sent once the request has been read (reply_pending); otherwise the
- * unread body makes the connection unusable and stream_fail ends it. */
-static enum reason stream_inspect(struct stream *s)
+/* Answer locally with R once the request is read; a body still to come
+ * makes that an answer that closes. */
+static enum reason stream_answer(struct stream *s, enum reason r)
 {
-	enum reason r = inspect_request(s);
-	if (r == REASON_OK)
-		return stream_forward(s);
 	s->reason = r;
 	if (s->req_done || !has_body(s)) {
 		s->insp.reply_pending = 1;
@@ -449,14 +452,87 @@ static enum reason stream_inspect(struct stream *s)
 	return r;
 }
 
+/* Run the hook, then forward or (REASON_INSPECT_*) answer locally. A
+ * local answer to a request already read in full keeps the connection:
+ * it is sent once the request has been read (reply_pending); otherwise the
+ * unread body makes the connection unusable and stream_fail ends it. */
+static enum reason stream_inspect(struct stream *s)
+{
+	enum reason r = inspect_request(s);
+	if (r == REASON_OK)
+		return stream_forward(s);
+	return stream_answer(s, r);
+}
+
+/* The worker's scratch for routing (one stream at a time is routed). */
+static struct buf route_target, route_key;
+
+/* Where a target's path starts: after an absolute-form's authority. */
+static size_t target_path_start(const char *t, size_t n)
+{
+	if (n == 0 || t[0] == '/' || t[0] == '*')
+		return 0;
+	const char *sep = memmem(t, n, "://", 3);
+	size_t i = sep ? (size_t)(sep - t) + 3 : 0;
+	while (i < n && t[i] != '/' && t[i] != '?')
+		i++;
+	return i;
+}
+
+/* Normalise the target (what is forwarded is what was matched), pick the
+ * listener's first matching route and apply what it says before the hook
+ * runs: its backend, its header edits, or the local answer it makes. */
+static enum reason stream_route(struct stream *s)
+{
+	struct msg *m = &s->req;
+	if (route_normalize(msg_str(m, m->url_off), m->url_len, &route_target, &route_key) < 0)
+		return REASON_PATH_REFUSED;
+	if (route_target.len != m->url_len || memcmp(route_target.data, msg_str(m, m->url_off), m->url_len) != 0) {
+		m->url_off = (uint32_t)m->raw.len;
+		buf_append(&m->raw, route_target.data, route_target.len);
+		m->url_len = (uint32_t)route_target.len;
+	}
+	const char *host = "";
+	size_t hl = 0;
+	const struct hdr *h = msg_find(m, HDR_HOST);
+	if (h)
+		route_host_name(msg_str(m, h->val_off), h->val_len, &host, &hl);
+	struct route_req q = { s->method, host, hl, route_key.data, route_key.len, m };
+	const struct cfg_route *rt = route_match(s->cl->li->routes, &q);
+	s->route = rt;
+	if (rt == NULL)
+		return REASON_OK;
+	if (rt->backend)
+		s->be = &W->backends[rt->backend - W->cfg->backends];
+	struct txn_insp *in = &s->insp;
+	buf_append(&in->req_del, rt->req_del, rt->req_del_len);
+	buf_append(&in->req_hdrs, rt->req_add, rt->req_add_len);
+	buf_append(&in->resp_del, rt->resp_del, rt->resp_del_len);
+	buf_append(&in->resp_hdrs, rt->resp_add, rt->resp_add_len);
+	if (rt->action == CFG_ROUTE_REDIRECT) {
+		size_t ps = target_path_start(msg_str(m, m->url_off), m->url_len);
+		in->local.len = 0;
+		route_location(rt, s->cl->tls != NULL, host, hl, msg_str(m, m->url_off) + ps, m->url_len - ps,
+			       &in->local);
+	}
+	in->status = (uint16_t)rt->status;
+	return REASON_OK;
+}
+
 /* The head is complete (called from the codec's parser). */
 static enum reason stream_head(struct stream *s)
 {
 	struct client *cl = s->cl;
 	s->be = cl->li->be;
-	enum reason r = stream_check(s);
+	enum reason r;
+	if (cl->li->routes && (r = stream_route(s)) != REASON_OK)
+		return r;
+	r = stream_check(s);
 	if (r != REASON_OK)
 		return r;
+	if (s->route && s->route->action != CFG_ROUTE_BACKEND)
+		return stream_answer(s, s->route->action == CFG_ROUTE_REDIRECT ? REASON_ROUTE_REDIRECT
+										 : REASON_ROUTE_RESPOND);
 	if (!inspect_active(cl))
 		return stream_forward(s);
 	const struct cfg_inspect *ic = &cl->li->cfg->inspect;
@@ -776,9 +852,10 @@ static void stream_resp_head(struct stream *s, int status, unsigned flags)
 		for (uint32_t i = 0; i < m->nhdrs; i++)
 			if (m->hdrs[i].kind == HDR_UPGRADE)
 				m->hdrs[i].drop = 0;
-	} else if (s->insp.ran) {
-		inspect_response(s);
-		if (s->insp.resp_del.len)
+	} else {
+		if (s->insp.ran)
+			inspect_response(s);
+		if (s->insp.resp_del.len)  /* the route's and the hook's */
 			inspect_apply_removals(&s->insp.resp_del, m);
 	}
 	codec(s)->send_head(s, status, flags);

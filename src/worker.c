@@ -8,6 +8,7 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 #include "worker.h"
+#include "route.h"
 #include "acceptor.h"
 #include "admin.h"
 #include "alloc.h"
@@ -194,6 +195,8 @@ void worker_start(struct cfg *cfg, int index, int slot, const struct worker_fd *
 		AN(sslot >= 0);
 		li->st = stats_block(slot, sslot);
 		AN(li->be);
+		li->routes = route_table_build(li->cfg);
+		AN(li->routes || li->cfg->nroutes == 0);
 		li->w = &w;
 		int rc = acceptor_open(&w.loop, &li->acc, &li->tcp, fds[i].fd, li->cfg->backlog,
 				       li->cfg->addr.text, on_connection, li);
