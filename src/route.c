@@ -320,6 +320,14 @@ const struct cfg_route *route_match(struct route_table *t, const struct route_re
 	return NULL;
 }
 
+const struct cfg_route *route_match_linear(struct route_table *t, const struct route_req *q)
+{
+	for (unsigned i = 0; i < t->nroutes; i++)
+		if (route_matches(t, &t->routes[i], q))
+			return &t->routes[i];
+	return NULL;
+}
+
 /* ---- normalisation ---- */
 
 static int hexval(char c)

@@ -44,6 +44,10 @@ struct route_req {
 /* The first route of T that REQ matches, or NULL. */
 const struct cfg_route *route_match(struct route_table *t, const struct route_req *req);
 
+/* The same answer by trying every route in order: the reference the
+ * indexes are tested against (unit test, fuzz target). */
+const struct cfg_route *route_match_linear(struct route_table *t, const struct route_req *req);
+
 /* The Location of redirect route R: its template with {scheme} ("http" or
  * "https"), {host} (HOST), {path} (the normalised path, ;parameters kept)
  * and {query} ("?..." or nothing) substituted; appended to OUT. */
