@@ -339,7 +339,7 @@ def log_lines_above_info(text):
 # ---------------------------------------------------------------- config pieces
 
 def sluice_conf(d, comment, port, bport, pool, listener="front", tls="", workers=1, name="sluice",
-                access_log="off", admin="", server_extra=""):
+                access_log="off", admin="", server_extra="", listener_extra=""):
     """A sluice config: one listener (TLS: sluice_tls()) -> backend app with
     one server s1, keepalive pool of POOL connections."""
     return f"""# {comment}
@@ -353,7 +353,7 @@ listeners:
   - name: {listener}
     address: 127.0.0.1:{port}
     backend: app
-{tls}backends:
+{tls}{listener_extra}backends:
   - name: app
     idle_max: {pool}
     servers:

@@ -30,6 +30,11 @@ Usage: sh bench/core.sh  (or `make bench-core`). Environment knobs:
                    same config (added after sluice unless PROXIES names it)
   REQUEST=browser  every request carries a browser's headers (about 516 bytes
                    in all, as a Firefox page load) instead of wrk's bare GET
+  ROUTES=N         N content routes that the request does not match: sluice
+                   gets N `routes` (path prefixes /app<i>; sluice-base none,
+                   so BASELINE=build/sluice measures what routing costs),
+                   HAProxy N `use_backend ... if { path_beg }`, nginx N
+                   prefix locations (0)
   DIRECT=0         skip the wrk -> backend baseline run of each round
   PIN=0            do not pin with taskset
   BUILD=dir        where sluice and demo_backend are (build); relative
@@ -73,6 +78,7 @@ BACKEND = os.environ.get("BACKEND", "nginx") or "nginx"
 PROXIES = with_baseline([p for p in os.environ.get("PROXIES", "sluice,haproxy,nginx").split(",") if p],
                         "bench/core.py", "PROXIES")
 DIRECT = os.environ.get("DIRECT", "1") != "0"
+ROUTES = int(os.environ.get("ROUTES", "0") or 0)
 REQUEST = os.environ.get("REQUEST", "minimal") or "minimal"
 if REQUEST not in ("minimal", "browser"):
     sys.exit("bench/core.py: REQUEST must be minimal or browser")
@@ -139,8 +145,13 @@ PROXY_PIN, LOAD_PIN, PIN_TEXT = pinning(PIN)
 
 def conf_sluice(d, port, bport, admin_port=None, name="sluice"):
     admin = f"admin:\n  address: 127.0.0.1:{admin_port}\n" if admin_port else ""
-    return sluice_conf(d, f"{name}, one worker, one listener -> one backend with one server", port, bport, POOL,
-                       listener="http", admin=admin, name=name)
+    routes = ""
+    if ROUTES and name == "sluice":
+        routes = "    routes:\n" + "".join(f"      - {{name: r{i}, match: {{path: {{prefix: /app{i}}}}}, backend: app}}\n"
+                                           for i in range(ROUTES))
+    return sluice_conf(d, f"{name}, one worker, one listener -> one backend with one server"
+                       + (f", {ROUTES} routes" if routes else ""), port, bport, POOL,
+                       listener="http", admin=admin, name=name, listener_extra=routes)
 
 
 def conf_sluice_base(d, port, bport):
@@ -149,8 +160,10 @@ def conf_sluice_base(d, port, bport):
 
 
 def conf_haproxy(d, port, bport):
-    return haproxy_conf(d, "HAProxy, one thread, keepalive both sides, backend connections reused",
-                        port, bport, POOL, maxconn=4096)
+    acls = "".join(f"    use_backend be if {{ path_beg /app{i}/ }} || {{ path /app{i} }}\n" for i in range(ROUTES))
+    return haproxy_conf(d, "HAProxy, one thread, keepalive both sides, backend connections reused"
+                        + (f", {ROUTES} use_backend rules" if ROUTES else ""),
+                        port, bport, POOL, maxconn=4096, frontend_extra=acls)
 
 
 def conf_nginx(d, port, bport):
@@ -163,9 +176,19 @@ def conf_nginx(d, port, bport):
             proxy_http_version 1.1;
             proxy_set_header Connection "";
         }}
-    }}
-}}
+{nginx_locations()}}}
 """)
+
+
+def nginx_locations():
+    """ROUTES prefix locations inside the server block (all to the same
+    upstream), closed by the server's brace."""
+    return "".join(f"""        location /app{i}/ {{
+            proxy_pass http://be;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+        }}
+""" for i in range(ROUTES)) + "    }\n"
 
 
 # ---------------------------------------------------------------- backend
@@ -420,6 +443,12 @@ def write_report(outdir, d, runs, labels, facts, commands, confs, backend_cmd, n
     L.append("- Request: " + ("a browser's (REQUEST=browser): wrk's GET / and Host plus "
                               f"{len(BROWSER_HEADERS)} headers of a Firefox page load, 516 bytes"
                               if REQUEST == "browser" else "wrk's bare `GET /` with Host (REQUEST=minimal)") + ".")
+    if ROUTES:
+        L.append(f"- Routes (ROUTES={ROUTES}): sluice has {ROUTES} `routes` (path prefixes `/app0` … "
+                 f"`/app{ROUTES - 1}`, none of which the request matches; sluice-base has none, so "
+                 "sluice ÷ sluice-base with BASELINE=build/sluice is what routing costs); HAProxy "
+                 f"{ROUTES} `use_backend be if {{ path_beg /appN/ }} || {{ path /appN }}` rules; nginx "
+                 f"{ROUTES} `location /appN/` blocks.")
     L.append(f"- Pinning: {PIN_TEXT}. On a 2-CPU machine wrk and the backend share one CPU, so "
              "req/s is capped by the load side for every proxy and differences in req/s are "
              "compressed; proxy CPU µs/req is the fair comparison.")

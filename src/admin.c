@@ -131,14 +131,13 @@ void admin_metrics(struct buf *out)
 			buf_appendf(out, "sluice_backend_connections{backend=\"%s\",server=\"%s\"} %u\n",
 				    W->backends[b].cfg->name, srv->cfg->name, shm_get(srv->slot, SHM_CONNS));
 		}
-	buf_append_str(out, "# HELP sluice_server_up 1 when the server takes requests (healthy and enabled)\n"
+	buf_append_str(out, "# HELP sluice_server_up 1 when the server takes requests (healthy, enabled, not ejected)\n"
 			    "# TYPE sluice_server_up gauge\n");
 	for (unsigned b = 0; b < W->nbackends; b++)
 		for (unsigned s = 0; s < W->backends[b].nservers; s++) {
 			struct server *srv = &W->backends[b].servers[s];
-			const struct shm_slot *sl = &shm->slots[srv->slot];
 			buf_appendf(out, "sluice_server_up{backend=\"%s\",server=\"%s\"} %d\n", W->backends[b].cfg->name,
-				    srv->cfg->name, atomic_load(&sl->up) && atomic_load(&sl->admin) == SHM_ADMIN_ENABLED);
+				    srv->cfg->name, upstream_server_usable(srv));
 		}
 	buf_append_str(out, "# HELP sluice_server_weight The weight balancing gives the server now (slow start included)\n"
 			    "# TYPE sluice_server_weight gauge\n");
@@ -292,6 +291,7 @@ void admin_status(struct buf *out)
 			json_str(out, srv->cfg->name);
 			buf_append_str(out, ",\"address\":");
 			json_str(out, srv->cfg->addr.text);
+			buf_appendf(out, ",\"ejected\":%s", upstream_server_ejected(srv) ? "true" : "false");
 			buf_appendf(out, ",\"health\":\"%s\",\"admin\":\"%s\",\"backup\":%s,\"weight\":%u,"
 				    "\"effective_weight\":%.2f,\"max_connections\":%u,\"connections\":%u,"
 				    "\"busy\":%lld,\"idle\":%lld,\"connection_reuse\":%.4f,",

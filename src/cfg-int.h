@@ -40,10 +40,15 @@ struct y_forward {
 	char *wl_proxy_client_port, *wl_proxy_client_cert;
 };
 
+struct y_eject {
+	char *consecutive_5xx, *consecutive_timeouts, *duration, *max_ejected_percent;
+};
+
 struct y_backend {
 	char *name, *balance, *queue_timeout, *queue_max, *queue_abort_on_close, *idle_max;
 	char *idle_timeout, *connect_timeout, *response_timeout, *all_backups, *slow_start;
 	struct y_health *health_check;
+	struct y_eject *eject;
 	struct y_backend_tls *tls;
 	struct y_forward *forward;
 	struct y_server *servers;

@@ -99,6 +99,16 @@ struct cfg_forward {
 	int wl_proxy_client_cert;      /* base64 DER of the client certificate, default off */
 };
 
+/* Passive outlier ejection: a server whose responses keep failing is taken
+ * out for a while, even without active health checks. */
+struct cfg_eject {
+	int enabled;                    /* 1 when the eject mapping is present */
+	uint32_t consecutive_5xx;       /* 5xx answers (the server's or sluice's 502) in a row, default 5; 0 = off */
+	uint32_t consecutive_timeouts;  /* connect or response timeouts in a row, default 3; 0 = off */
+	uint32_t duration_ms;           /* how long it stays out, default 30000 */
+	uint32_t max_ejected_percent;   /* of the backend's servers out at once, default 50 */
+};
+
 struct cfg_backend {
 	char name[CFG_NAME_MAX];
 	enum cfg_balance balance;       /* default roundrobin */
@@ -113,6 +123,7 @@ struct cfg_backend {
 	int all_backups;                /* no primary usable: all backups share, else the first (default) */
 	uint32_t slow_start_ms;         /* ramp of a server that comes back, 0 = off (default) */
 	struct cfg_health health;
+	struct cfg_eject eject;
 	struct cfg_backend_tls tls;
 	struct cfg_forward forward;
 	struct cfg_server *servers;

@@ -255,6 +255,26 @@ int cfg_conv_backend(struct cfg_load *ld, const char *pre, const struct y_backen
 			  &b->response_timeout_ms);
 	cfg_conv_bool(ld, kp(k, pre, "all_backups"), y->all_backups, &b->all_backups);
 	cfg_conv_duration(ld, kp(k, pre, "slow_start"), y->slow_start, 0, &b->slow_start_ms);
+	if (y->eject != NULL) {
+		char ek[CFG_PATH_MAX];
+		struct cfg_eject *e = &b->eject;
+		kp(ek, pre, "eject");
+		e->enabled = 1;
+		e->consecutive_5xx = 5;
+		e->consecutive_timeouts = 3;
+		e->duration_ms = 30000;
+		e->max_ejected_percent = 50;
+		cfg_conv_uint(ld, kp(k, ek, "consecutive_5xx"), y->eject->consecutive_5xx, 0, 1000000,
+			      &e->consecutive_5xx);
+		cfg_conv_uint(ld, kp(k, ek, "consecutive_timeouts"), y->eject->consecutive_timeouts, 0, 1000000,
+			      &e->consecutive_timeouts);
+		cfg_conv_duration(ld, kp(k, ek, "duration"), y->eject->duration, 1, &e->duration_ms);
+		cfg_conv_uint(ld, kp(k, ek, "max_ejected_percent"), y->eject->max_ejected_percent, 0, 100,
+			      &e->max_ejected_percent);
+		if (e->consecutive_5xx == 0 && e->consecutive_timeouts == 0)
+			cfg_err_at(ld, ek, AT_KEY, "both consecutive_5xx and consecutive_timeouts are 0: "
+				   "nothing would eject a server (leave eject out instead)");
+	}
 	if (y->health_check != NULL)
 		conv_health(ld, kp(k, pre, "health_check"), y->health_check, &b->health);
 	if (y->tls != NULL)

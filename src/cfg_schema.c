@@ -35,6 +35,14 @@ static const cyaml_schema_field_t y_health_fields[] = {
 	CYAML_FIELD_END
 };
 
+static const cyaml_schema_field_t y_eject_fields[] = {
+	F_STR("consecutive_5xx", OPT, struct y_eject, consecutive_5xx),
+	F_STR("consecutive_timeouts", OPT, struct y_eject, consecutive_timeouts),
+	F_STR("duration", OPT, struct y_eject, duration),
+	F_STR("max_ejected_percent", OPT, struct y_eject, max_ejected_percent),
+	CYAML_FIELD_END
+};
+
 static const cyaml_schema_field_t y_server_fields[] = {
 	F_STR("name", OPT, struct y_server, name),
 	F_STR("address", REQ, struct y_server, address),
@@ -90,6 +98,7 @@ static const cyaml_schema_field_t y_backend_fields[] = {
 	F_STR("slow_start", OPT, struct y_backend, slow_start),
 	CYAML_FIELD_MAPPING_PTR("health_check", OPT, struct y_backend, health_check,
 				y_health_fields),
+	CYAML_FIELD_MAPPING_PTR("eject", OPT, struct y_backend, eject, y_eject_fields),
 	CYAML_FIELD_MAPPING_PTR("tls", OPT, struct y_backend, tls, y_backend_tls_fields),
 	CYAML_FIELD_MAPPING_PTR("forward", OPT, struct y_backend, forward, y_forward_fields),
 	CYAML_FIELD_SEQUENCE("servers", CYAML_FLAG_POINTER, struct y_backend, servers,

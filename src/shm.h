@@ -35,6 +35,10 @@ struct shm_slot {
 	/* CLOCK_MONOTONIC ms when the server last came back into balancing
 	 * (health rise, enable): slow start ramps from there; 0 = never left. */
 	_Atomic uint64_t back_since_ms;
+	/* Passive outlier ejection (server slot): failures in a row, and the
+	 * CLOCK_MONOTONIC ms until which the server is out (0 = in). */
+	_Atomic uint32_t fails_5xx, fails_timeout;
+	_Atomic uint64_t ejected_until_ms;
 	_Atomic uint64_t ticket;        /* last queue ticket issued (backend slot) */
 };
 

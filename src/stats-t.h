@@ -35,7 +35,8 @@
 	X(TLS_FAILED,      "tls_handshakes_failed_total",      "Failed TLS handshakes") \
 	X(INSPECT_ALLOW,   "inspect_allow_total",       "Requests the inspection hook allowed") \
 	X(INSPECT_DENY,    "inspect_deny_total",        "Requests the inspection hook denied") \
-	X(INSPECT_ERROR,   "inspect_error_total",       "Inspection hook errors (on_error applied)")
+	X(INSPECT_ERROR,   "inspect_error_total",       "Inspection hook errors (on_error applied)") \
+	X(EJECTIONS,       "server_ejections_total",    "Times passive outlier detection took the server out (server)")
 
 enum stats_counter {
 #define STATS_ENUM(id, name, help) STAT_##id,

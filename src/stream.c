@@ -766,6 +766,8 @@ static void stream_backend_ready(struct stream *s)
 
 static void stream_backend_error(struct stream *s, enum reason r)
 {
+	if (s->srv)
+		upstream_server_outcome(s->srv, r == REASON_CONNECT_TIMEOUT ? SRV_TIMEOUT : SRV_5XX);
 	if ((r == REASON_BACKEND_REFUSED || r == REASON_CONNECT_TIMEOUT) && s->bc == NULL && s->srv &&
 	    s->redispatches < REDISPATCH_MAX && s->redispatches + 1u < s->be->nservers &&
 	    upstream_other_server_up(s->be, s->srv)) {
@@ -832,6 +834,8 @@ static void stream_backend_eof(struct stream *s, enum reason r)
 	}
 	if (s->resp_started)
 		r = REASON_BACKEND_ABORT;
+	else if (s->srv)
+		upstream_server_outcome(s->srv, r == REASON_BACKEND_TIMEOUT ? SRV_TIMEOUT : SRV_5XX);
 	stream_fail(s, r);
 }
 
@@ -847,6 +851,8 @@ static void stream_resp_head(struct stream *s, int status, unsigned flags)
 	struct msg *m = &s->resp;
 	s->status = status;
 	s->resp_started = 1;
+	if (s->srv)
+		upstream_server_outcome(s->srv, status >= 500 ? SRV_5XX : SRV_OK);
 	s->t_first_byte = now_us();
 	if (flags & RESP_UPGRADE) {
 		for (uint32_t i = 0; i < m->nhdrs; i++)

@@ -108,12 +108,24 @@ struct backend *upstream_backend(const char *name)
 	return NULL;
 }
 
-/* Healthy and not taken out of balancing by the operator. */
+int upstream_server_ejected(const struct server *srv)
+{
+	uint64_t until = atomic_load_explicit(&shm->slots[srv->slot].ejected_until_ms, memory_order_relaxed);
+	return until && uv_now(&W->loop) < until;
+}
+
+/* Healthy, not taken out of balancing by the operator, not ejected. */
 static int server_up(const struct server *srv)
 {
 	const struct shm_slot *s = &shm->slots[srv->slot];
 	return atomic_load_explicit(&s->up, memory_order_relaxed) &&
-	       atomic_load_explicit(&s->admin, memory_order_relaxed) == SHM_ADMIN_ENABLED;
+	       atomic_load_explicit(&s->admin, memory_order_relaxed) == SHM_ADMIN_ENABLED &&
+	       !upstream_server_ejected(srv);
+}
+
+int upstream_server_usable(const struct server *srv)
+{
+	return server_up(srv);
 }
 
 /* Slow start: where SRV is on its ramp back, 0 = not ramping. */
@@ -970,6 +982,57 @@ int upstream_other_server_up(const struct backend *be, const struct server *srv)
 		if (&be->servers[i] != srv && server_up(&be->servers[i]))
 			return 1;
 	return 0;
+}
+
+/* Take SRV out for the backend's eject duration, unless that would put
+ * more than max_ejected_percent of its servers out at once. */
+static void server_eject(struct server *srv, uint32_t n, const char *what)
+{
+	const struct backend *be = srv->be;
+	const struct cfg_eject *e = &be->cfg->eject;
+	uint64_t now = uv_now(&W->loop);
+	unsigned out = 0;
+	for (unsigned i = 0; i < be->nservers; i++)
+		out += upstream_server_ejected(&be->servers[i]);
+	if ((uint64_t)(out + 1) * 100 > (uint64_t)e->max_ejected_percent * be->nservers) {
+		log_warn("backend %s server %s: %u consecutive %s, but %u of %u servers are ejected already "
+			 "(max_ejected_percent %u): kept in", be->cfg->name, srv->cfg->name, n, what, out,
+			 be->nservers, e->max_ejected_percent);
+		return;
+	}
+	struct shm_slot *sl = &shm->slots[srv->slot];
+	uint64_t until = now + e->duration_ms;
+	atomic_store(&sl->ejected_until_ms, until);
+	atomic_store(&sl->back_since_ms, until);  /* slow start from its return */
+	stats_add(srv->st, STAT_EJECTIONS, 1);
+	log_warn("backend %s server %s EJECTED for %u ms: %u consecutive %s", be->cfg->name, srv->cfg->name,
+		 e->duration_ms, n, what);
+}
+
+void upstream_server_outcome(struct server *srv, enum srv_outcome o)
+{
+	const struct cfg_eject *e = &srv->be->cfg->eject;
+	if (!e->enabled)
+		return;
+	struct shm_slot *sl = &shm->slots[srv->slot];
+	if (o == SRV_OK) {
+		/* Read first: a healthy server's slot is not written per request. */
+		if (atomic_load_explicit(&sl->fails_5xx, memory_order_relaxed))
+			atomic_store_explicit(&sl->fails_5xx, 0, memory_order_relaxed);
+		if (atomic_load_explicit(&sl->fails_timeout, memory_order_relaxed))
+			atomic_store_explicit(&sl->fails_timeout, 0, memory_order_relaxed);
+		return;
+	}
+	_Atomic uint32_t *c = o == SRV_5XX ? &sl->fails_5xx : &sl->fails_timeout;
+	uint32_t limit = o == SRV_5XX ? e->consecutive_5xx : e->consecutive_timeouts;
+	if (limit == 0 || upstream_server_ejected(srv))
+		return;
+	uint32_t n = atomic_fetch_add(c, 1) + 1;
+	if (n < limit)
+		return;
+	atomic_store(&sl->fails_5xx, 0);
+	atomic_store(&sl->fails_timeout, 0);
+	server_eject(srv, n, o == SRV_5XX ? "5xx" : "timeouts");
 }
 
 void upstream_server_failed(struct server *srv, const char *why)

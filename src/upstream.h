@@ -55,5 +55,12 @@ void upstream_close_idle(void);
 int upstream_other_server_up(const struct backend *be, const struct server *srv);
 /* Passive health: a connect to SRV failed. */
 void upstream_server_failed(struct server *srv, const char *why);
+/* Passive outlier ejection (backends[].eject): what an exchange with SRV
+ * came to. Enough 5xx or timeouts in a row, instance-wide, take it out. */
+enum srv_outcome { SRV_OK, SRV_5XX, SRV_TIMEOUT };
+void upstream_server_outcome(struct server *srv, enum srv_outcome o);
+int upstream_server_ejected(const struct server *srv);
+/* Healthy, enabled and not ejected: balancing may send it requests. */
+int upstream_server_usable(const struct server *srv);
 
 #endif

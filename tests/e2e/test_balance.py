@@ -15,12 +15,13 @@ def servers_by_name(st, backend="app"):
     return {x["name"]: x for x in be["servers"]}
 
 
-def sequence(s, prefix, n):
+def sequence(s, prefix, n, any_status=False):
     """N sequential requests, each on its own connection; the servers that
-    answered them, in order, from the access log."""
+    answered them, in order, from the access log. Each must get 200 unless
+    ANY_STATUS."""
     for i in range(n):
         r = H.http_request(s.port, "GET", "%s%04d" % (prefix, i))
-        assert r.status == 200, r
+        assert any_status or r.status == 200, r
     return answered(s, prefix, n)
 
 
@@ -195,3 +196,93 @@ def test_slow_start_ramps_weight_and_max_connections(sluice, demo):
     assert len(early) >= 10, "too few requests in 600 ms to judge the ramp"
     assert early_seq.count("b") <= len(early) / 5, early_seq
     assert abs(late.count("b") - 10) <= 1, late
+
+
+# --------------------------------------------------------------------------
+# passive outlier ejection
+
+
+def failing(status=500, every=1):
+    """A recorder handler answering STATUS to every EVERY-th request (200
+    otherwise), keep-alive."""
+    def handler(conn):
+        n = 0
+        while True:
+            conn.read_request()
+            n += 1
+            conn.respond(b"x", status=status if n % every == 0 else 200)
+    return handler
+
+
+def ejection_cluster(sluice, recorder, handler_a, handler_b=None, eject=None, backend=None):
+    a, b = recorder(handler_a), recorder(handler_b)
+    be = {"eject": eject or {"consecutive_5xx": 3, "duration": "1500ms"}}
+    be.update(backend or {})
+    s = sluice(H.make_config(H.free_port(), [H.server(a.port, "a"), H.server(b.port, "b")],
+                             backend=be, admin=H.admin_config()))
+    return s, a, b
+
+
+def test_consecutive_5xx_eject_a_server_then_it_returns(sluice, recorder):
+    """a answers 500 to everything: after its third in a row it is ejected
+    (logged, counted, /status and sluice_server_up show it) and b gets every
+    request; after the duration a is back in rotation."""
+    s, a, b = ejection_cluster(sluice, recorder, failing(500))
+    seq = sequence(s, "/e", 10, any_status=True)
+    assert seq == "ababab" + "bbbb", seq
+    s.wait_error_log(r"backend app server a EJECTED for 1500 ms: 3 consecutive 5xx")
+    st = servers_by_name(s.status())
+    assert st["a"]["ejected"] is True and st["b"]["ejected"] is False
+    m = s.metrics_text()
+    assert 'sluice_server_up{backend="app",server="a"} 0' in m
+    assert 'sluice_server_ejections_total{backend="app",server="a"} 1' in m, m
+    H.wait_for(lambda: not servers_by_name(s.status())["a"]["ejected"], 5, what="a back")
+    assert "a" in sequence(s, "/back", 4, any_status=True)
+
+
+def test_success_resets_the_count(sluice, recorder):
+    """Every second answer of a is a 500: never three in a row, never
+    ejected."""
+    s, a, b = ejection_cluster(sluice, recorder, failing(500, every=2))
+    assert sequence(s, "/r", 16, any_status=True) == "ab" * 8
+    assert servers_by_name(s.status())["a"]["ejected"] is False
+
+
+def test_sluices_own_502_counts_as_5xx(sluice, recorder):
+    """A server that resets every connection (sluice answers 502) is
+    ejected like one that answers 5xx itself."""
+    def reset(conn):
+        conn.read_request()
+        conn.reset()
+    s, a, b = ejection_cluster(sluice, recorder, reset, eject={"consecutive_5xx": 2, "duration": "5s"},
+                               backend={"balance": "roundrobin"})
+    got = [H.http_request(s.port, "GET", "/x%d" % i).status for i in range(8)]
+    assert got.count(502) <= 2, got
+    s.wait_error_log(r"server a EJECTED for 5000 ms: 2 consecutive 5xx")
+    assert got[-4:] == [200] * 4, got
+
+
+def test_consecutive_timeouts_eject(sluice, recorder):
+    """a never answers: two response timeouts in a row eject it."""
+    def hang(conn):
+        conn.read_request()
+        conn.hang()
+    s, a, b = ejection_cluster(sluice, recorder, hang, eject={"consecutive_5xx": 0, "consecutive_timeouts": 2,
+                                                              "duration": "10s"},
+                               backend={"response_timeout": "300ms"})
+    got = [H.http_request(s.port, "GET", "/t%d" % i, timeout=5).status for i in range(6)]
+    assert got.count(504) == 2, got
+    s.wait_error_log(r"server a EJECTED for 10000 ms: 2 consecutive timeouts")
+    assert got[-2:] == [200, 200], got
+
+
+def test_max_ejected_percent_keeps_servers_in(sluice, recorder):
+    """Both servers fail; with max_ejected_percent 50 only the first to
+    reach the count is ejected, the other is kept in (and says so)."""
+    s, a, b = ejection_cluster(sluice, recorder, failing(503), failing(503),
+                               eject={"consecutive_5xx": 2, "duration": "10s", "max_ejected_percent": 50})
+    got = [H.http_request(s.port, "GET", "/m%d" % i).status for i in range(8)]
+    assert got == [503] * 8, got
+    s.wait_error_log(r"server b: 2 consecutive 5xx, but 1 of 2 servers are ejected already \(max_ejected_percent 50\): kept in")
+    st = servers_by_name(s.status())
+    assert [st["a"]["ejected"], st["b"]["ejected"]] == [True, False]
