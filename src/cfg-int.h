@@ -113,7 +113,7 @@ struct y_respond {
 };
 
 struct y_route {
-	char *name, *backend;
+	char *name, *backend, *inspect, *response_timeout, *max_body_size;
 	struct y_match *match;
 	struct y_redirect *redirect;
 	struct y_respond *respond;

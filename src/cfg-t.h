@@ -252,6 +252,10 @@ struct cfg_route {
 	size_t resp_add_len;
 	char *resp_del;
 	size_t resp_del_len;
+	/* per-route policy */
+	int inspect;                    /* run the listener's hook (default 1) */
+	uint32_t response_timeout_ms;   /* 0 = the backend's */
+	uint64_t max_body_size;         /* UINT64_MAX = limits.max_body_size; 0 = unlimited */
 };
 
 struct cfg_listener {

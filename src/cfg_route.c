@@ -319,12 +319,7 @@ static void conv_edits(struct cfg_load *ld, const char *pre, const char *setkey,
 				continue;
 			}
 			int hop;
-			enum hdr_kind kind = hdr_classify(name, strlen(name), &hop);
-			int owned = resp ? (kind == HDR_CONTENT_LENGTH || kind == HDR_TRANSFER_ENCODING ||
-					    kind == HDR_CONNECTION || kind == HDR_UPGRADE || kind == HDR_KEEP_ALIVE ||
-					    kind == HDR_TRAILER)
-					 : kind != HDR_OTHER;
-			if (owned) {
+			if (!hdr_editable(hdr_classify(name, strlen(name), &hop), resp)) {
 				cfg_err_at(ld, where, AT_VALUE, "header %s cannot be edited: sluice sets it "
 					   "(framing, routing or client identity)", name);
 				continue;
@@ -414,6 +409,11 @@ static void conv_route(struct cfg_load *ld, const char *pre, unsigned idx, const
 			r->body = dup_or_oom(ld, rs->body ? rs->body : "", r->body_len);
 		}
 	}
+	r->inspect = 1;
+	r->max_body_size = UINT64_MAX;
+	cfg_conv_bool(ld, kp(k, pre, "inspect"), y->inspect, &r->inspect);
+	cfg_conv_duration(ld, kp(k, pre, "response_timeout"), y->response_timeout, 1, &r->response_timeout_ms);
+	cfg_conv_size(ld, kp(k, pre, "max_body_size"), y->max_body_size, 0, UINT64_MAX - 1, &r->max_body_size);
 	conv_edits(ld, pre, "set_request_headers", y->set_request_headers, y->set_request_headers_count,
 		   "remove_request_headers", y->remove_request_headers, y->remove_request_headers_count, 0,
 		   &r->req_add, &r->req_add_len, &r->req_del, &r->req_del_len);

@@ -236,6 +236,9 @@ static const cyaml_schema_field_t y_route_fields[] = {
 	CYAML_FIELD_SEQUENCE("set_response_headers", CYAML_FLAG_POINTER | OPT, struct y_route,
 			     set_response_headers, &y_kv_schema, 0, CYAML_UNLIMITED),
 	F_STRS("remove_response_headers", struct y_route, remove_response_headers),
+	F_STR("inspect", OPT, struct y_route, inspect),
+	F_STR("response_timeout", OPT, struct y_route, response_timeout),
+	F_STR("max_body_size", OPT, struct y_route, max_body_size),
 	CYAML_FIELD_END
 };
 

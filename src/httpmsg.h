@@ -68,6 +68,17 @@ static inline const char *msg_str(const struct msg *m, uint32_t off) { return m-
 /* The role of header NAME; *HOP = 1 for hop-by-hop headers. */
 enum hdr_kind hdr_classify(const char *name, size_t len, int *hop);
 
+/* Whether a header of KIND may be edited by a route or the Lua hook: in a
+ * response, anything but framing; in a request, only what sluice does not
+ * own (framing, Host, hop-by-hop, client identity). */
+static inline int hdr_editable(enum hdr_kind k, int resp)
+{
+	if (resp)
+		return !(k == HDR_CONTENT_LENGTH || k == HDR_TRANSFER_ENCODING || k == HDR_CONNECTION ||
+			 k == HDR_UPGRADE || k == HDR_KEEP_ALIVE || k == HDR_TRAILER);
+	return k == HDR_OTHER;
+}
+
 /* RFC 9110 5.6.2 token characters (header names, codings, tags). */
 static inline int tchar(unsigned char c)
 {

@@ -267,11 +267,7 @@ static void edit_check(lua_State *L, int is_resp, const char *name, size_t nl, c
 		if (!tchar((unsigned char)name[i]))
 			luaL_error(L, "bad header name \"%s\" (not an HTTP token)", name);
 	int hop;
-	enum hdr_kind k = hdr_classify(name, nl, &hop);
-	int owned = is_resp ? (k == HDR_CONTENT_LENGTH || k == HDR_TRANSFER_ENCODING || k == HDR_CONNECTION ||
-			       k == HDR_UPGRADE || k == HDR_KEEP_ALIVE || k == HDR_TRAILER)
-			    : k != HDR_OTHER;
-	if (owned)
+	if (!hdr_editable(hdr_classify(name, nl, &hop), is_resp))
 		luaL_error(L, "header %s cannot be edited: sluice sets it (framing, routing or client identity)", name);
 	if (val == NULL)
 		return;

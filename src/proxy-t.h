@@ -96,6 +96,7 @@ struct stream {
 	uint64_t req_clen;         /* the request's declared body length (0: none) */
 	uint64_t ticket;           /* instance-wide queue order while queued */
 	uint32_t bconn_req;        /* this request's ordinal on its backend connection */
+	uint32_t resp_timeout_ms;  /* its backend's response_timeout, or its route's */
 	enum stream_state state;
 	uint8_t method;            /* llhttp_method_t */
 	uint8_t http_minor;        /* the client's HTTP/1.x minor version (1 for later protocols) */

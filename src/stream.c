@@ -361,6 +361,13 @@ static int has_body(const struct stream *s)
 
 /* What the codec left to the stream: expectations, the body's size, and
  * what the method says about retrying. */
+/* The request body limit: the route's, else limits.max_body_size (0 = none). */
+static uint64_t body_max(const struct stream *s)
+{
+	return s->route && s->route->max_body_size != UINT64_MAX ? s->route->max_body_size
+								 : limits()->max_body_size;
+}
+
 static enum reason stream_check(struct stream *s)
 {
 	struct msg *m = &s->req;
@@ -370,7 +377,7 @@ static enum reason stream_check(struct stream *s)
 			return REASON_EXPECT_FAILED;
 		s->expect_continue = s->http_minor >= 1;
 	}
-	if (limits()->max_body_size && s->req_clen > limits()->max_body_size)
+	if (body_max(s) && s->req_clen > body_max(s))
 		return REASON_BODY_TOO_LARGE;
 	s->is_head = s->method == HTTP_HEAD;
 	s->idempotent = (s->method == HTTP_GET || s->method == HTTP_HEAD || s->method == HTTP_OPTIONS) &&
@@ -427,6 +434,8 @@ static void stream_build_head(struct stream *s)
 /* Send the request on its way: head, then a backend connection. */
 static enum reason stream_forward(struct stream *s)
 {
+	s->resp_timeout_ms = s->route && s->route->response_timeout_ms ? s->route->response_timeout_ms
+								      : s->be->cfg->response_timeout_ms;
 	stream_build_head(s);
 	if (s->cl->state == CL_CLOSING)  /* the 100 Continue could not be written */
 		return REASON_CLIENT_WRITE_ERROR;
@@ -533,7 +542,7 @@ static enum reason stream_head(struct stream *s)
 	if (s->route && s->route->action != CFG_ROUTE_BACKEND)
 		return stream_answer(s, s->route->action == CFG_ROUTE_REDIRECT ? REASON_ROUTE_REDIRECT
 										 : REASON_ROUTE_RESPOND);
-	if (!inspect_active(cl))
+	if (!inspect_active(cl) || (s->route && !s->route->inspect))
 		return stream_forward(s);
 	const struct cfg_inspect *ic = &cl->li->cfg->inspect;
 	if (ic->body && has_body(s)) {
@@ -592,7 +601,7 @@ static struct buf *req_sink(struct stream *s)
 static enum reason stream_body(struct stream *s, const char *at, size_t len)
 {
 	s->req_body += len;
-	if (limits()->max_body_size && s->req_body > limits()->max_body_size)
+	if (body_max(s) && s->req_body > body_max(s))
 		return REASON_BODY_TOO_LARGE;
 	if (s->insp.reply_pending)
 		return REASON_OK;  /* answered locally: the rest of the body is read and dropped */
@@ -619,7 +628,7 @@ static enum reason stream_body(struct stream *s, const char *at, size_t len)
  * announcement, not after its bytes have been streamed (and waited for). */
 static enum reason stream_chunk(struct stream *s, uint64_t len)
 {
-	uint64_t max = limits()->max_body_size;
+	uint64_t max = body_max(s);
 	if (max && (len > max || s->req_body + len > max))
 		return REASON_BODY_TOO_LARGE;
 	return REASON_OK;
@@ -650,7 +659,7 @@ static int stream_pushed(struct stream *s)
 	if (bc && bc->state == BC_BUSY) {
 		bconn_flush(bc);
 		if (!s->req_done)
-			bconn_timeout(bc, s->be->cfg->response_timeout_ms);
+			bconn_timeout(bc, s->resp_timeout_ms);
 	}
 	size_t queued = bc && bc->state == BC_BUSY ? bconn_queued(bc) : s->tobe.len;
 	/* A body held for inspection may grow to `inspect.body` first. */
@@ -751,7 +760,7 @@ static void stream_backend_ready(struct stream *s)
 	bconn_flush(bc);
 	if (bc->state != BC_BUSY)
 		return;
-	bconn_timeout(bc, s->be->cfg->response_timeout_ms);
+	bconn_timeout(bc, s->resp_timeout_ms);
 	codec(s)->resume(s);
 	if (!s->req_done)
 		codec(s)->timer(s, timeouts()->client_body_ms);
@@ -901,7 +910,7 @@ static void stream_backend_data(struct stream *s, const char *data, size_t len)
 		codec(s)->timer(s, timeouts()->client_keepalive_ms);
 		return;
 	}
-	bconn_timeout(bc, s->be->cfg->response_timeout_ms);
+	bconn_timeout(bc, s->resp_timeout_ms);
 	/* Where this read's output starts: see the error path. */
 	size_t mark = codec(s)->out_mark(s);
 	uint64_t out0 = s->bytes_out;

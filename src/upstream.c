@@ -573,7 +573,8 @@ void bconn_read_pause(struct bconn *bc, int pause)
 		uv_timer_stop(&bc->timer);
 	} else {
 		uv_read_start((uv_stream_t *)&bc->tcp, worker_read_alloc, bconn_read_cb);
-		uv_timer_start(&bc->timer, bconn_timer_cb, bc->srv->be->cfg->response_timeout_ms, 0);
+		uv_timer_start(&bc->timer, bconn_timer_cb, bc->strm ? bc->strm->resp_timeout_ms
+									  : bc->srv->be->cfg->response_timeout_ms, 0);
 	}
 }
 

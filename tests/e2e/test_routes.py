@@ -275,3 +275,43 @@ def test_config_check_reports_bad_routes(sluice_bin, tmp_path, routes, line, key
     rx = re.compile(r"^%s:(\d+):(\d+): (\S+): (.+)$" % re.escape(str(p)), re.M)
     errs = [(int(m.group(1)), m.group(3), m.group(4)) for m in rx.finditer(r.stderr)]
     assert any(l == line and k == key and words in msg for l, k, msg in errs), (errs, r.stderr)
+
+
+def test_per_route_response_timeout_body_limit_and_inspect(sluice, recorder, tmp_path):
+    """A route's response_timeout replaces the backend's for its requests
+    only; its max_body_size likewise (0: none, even under a listener-wide
+    limit); inspect: off skips the listener's hook for it."""
+    def slow(conn):
+        while True:
+            q = conn.read_request()
+            if q.target.startswith("/slow"):
+                conn.hang(2)
+                return
+            conn.respond(b"ok")
+    script = tmp_path / "deny.lua"
+    script.write_text("function inspect(req) if req:header('X-Deny') then req:deny(403) end end\n")
+    routes = [
+        {"name": "quick", "match": {"path": {"prefix": "/slow/quick"}}, "response_timeout": "300ms"},
+        {"name": "small", "match": {"path": {"prefix": "/upload/small"}}, "max_body_size": "10"},
+        {"name": "big", "match": {"path": {"prefix": "/upload/big"}}, "max_body_size": "0"},
+        {"name": "public", "match": {"path": {"prefix": "/public"}}, "inspect": "off"},
+    ]
+    a = recorder(slow)
+    cfg = H.make_config(H.free_port(), [H.server(a.port, "a")], limits={"max_body_size": "100"},
+                        backend={"response_timeout": "5s"})
+    cfg["listeners"][0]["routes"] = routes
+    cfg["listeners"][0]["inspect"] = {"script": str(script)}
+    s = sluice(cfg)
+    # inspect: off
+    assert H.http_request(s.port, "GET", "/public/x", headers={"X-Deny": "1"}).status == 200
+    assert H.http_request(s.port, "GET", "/private", headers={"X-Deny": "1"}).status == 403
+    # response_timeout 300ms on the route (the backend's is 5 s)
+    import time
+    t0 = time.monotonic()
+    r = H.http_request(s.port, "GET", "/slow/quick", timeout=10)
+    assert r.status == 504 and time.monotonic() - t0 < 2, r
+    # max_body_size
+    assert H.http_request(s.port, "POST", "/upload/small/a", body=b"x" * 11).status == 413
+    assert H.http_request(s.port, "POST", "/upload/big/a", body=b"x" * 1000).status == 200
+    assert H.http_request(s.port, "POST", "/public/a", body=b"x" * 101).status == 413       # listener's limit
+    assert H.http_request(s.port, "POST", "/public/b", body=b"x" * 100).status == 200
