@@ -396,6 +396,18 @@ int route_normalize(const char *t, size_t n, struct buf *out, struct buf *key)
 	size_t qs = ps;
 	while (qs < n && t[qs] != '?')
 		qs++;
+	/* Most paths need nothing: no escape, no parameter, no empty or dot
+	 * segment. They are forwarded as they came (OUT stays empty). */
+	int plain = qs > ps && t[ps] == '/';
+	for (size_t i = ps; plain && i < qs; i++) {
+		char c = t[i];
+		plain = c != '%' && c != ';' && !(c == '/' && i + 1 < qs && (t[i + 1] == '/' || t[i + 1] == '.'));
+	}
+	if (plain) {
+		out->len = 0;
+		buf_append(key, t + ps, qs - ps);
+		return 1;
+	}
 	size_t base = out->len;
 	/* Segment by segment: decode, then resolve a dot segment against what
 	 * is already written. */

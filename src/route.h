@@ -27,9 +27,10 @@ void route_table_free(struct route_table *t);
  * upper case, empty segments merged, "." and ".." segments (also with
  * ;parameters, also %-encoded) resolved, never above the root. OUT gets the
  * target to forward (query untouched, ;parameters kept) and KEY the path the
- * routes match (each segment without its ;parameters). Returns 0, or -1 for
- * a target sluice refuses: a bad %-escape, or an encoded '/', '\' or NUL,
- * which a server would decode into a path the routes never saw. */
+ * routes match (each segment without its ;parameters). Returns 0; 1 when
+ * the target is already normal (OUT is left empty: forward TARGET as it is);
+ * or -1 for a target sluice refuses: a bad %-escape, or an encoded '/', '\'
+ * or NUL, which a server would decode into a path the routes never saw. */
 int route_normalize(const char *target, size_t len, struct buf *out, struct buf *key);
 
 struct route_req {

@@ -494,9 +494,11 @@ static size_t target_path_start(const char *t, size_t n)
 static enum reason stream_route(struct stream *s)
 {
 	struct msg *m = &s->req;
-	if (route_normalize(msg_str(m, m->url_off), m->url_len, &route_target, &route_key) < 0)
+	int rc = route_normalize(msg_str(m, m->url_off), m->url_len, &route_target, &route_key);
+	if (rc < 0)
 		return REASON_PATH_REFUSED;
-	if (route_target.len != m->url_len || memcmp(route_target.data, msg_str(m, m->url_off), m->url_len) != 0) {
+	if (rc == 0 && (route_target.len != m->url_len ||
+			memcmp(route_target.data, msg_str(m, m->url_off), m->url_len) != 0)) {
 		m->url_off = (uint32_t)m->raw.len;
 		buf_append(&m->raw, route_target.data, route_target.len);
 		m->url_len = (uint32_t)route_target.len;

@@ -20,6 +20,10 @@ static struct buf out, key;
 static void norm(const char *in, const char *want_out, const char *want_key)
 {
 	int rc = route_normalize(in, strlen(in), &out, &key);
+	if (rc == 1) {  /* already normal: forwarded as it came */
+		buf_append(&out, in, strlen(in));
+		rc = 0;
+	}
 	if (want_out == NULL) {
 		if (rc != -1)
 			fprintf(stderr, "normalize %s: accepted as %.*s\n", in, (int)out.len, out.data);
