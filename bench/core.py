@@ -33,8 +33,10 @@ Usage: sh bench/core.sh  (or `make bench-core`). Environment knobs:
   ROUTES=N         N content routes that the request does not match: sluice
                    gets N `routes` (path prefixes /app<i>; sluice-base none,
                    so BASELINE=build/sluice measures what routing costs),
-                   HAProxy N `use_backend ... if { path_beg }`, nginx N
-                   prefix locations (0)
+                   HAProxy a map of N prefixes (`use_backend
+                   %[path,map_beg(...)]`), nginx N prefix locations (0)
+  ROUTES_HAPROXY=rules  HAProxy gets N `use_backend ... if { path_beg }`
+                   rules instead of the map (evaluated one by one)
   DIRECT=0         skip the wrk -> backend baseline run of each round
   PIN=0            do not pin with taskset
   BUILD=dir        where sluice and demo_backend are (build); relative
@@ -79,6 +81,9 @@ PROXIES = with_baseline([p for p in os.environ.get("PROXIES", "sluice,haproxy,ng
                         "bench/core.py", "PROXIES")
 DIRECT = os.environ.get("DIRECT", "1") != "0"
 ROUTES = int(os.environ.get("ROUTES", "0") or 0)
+ROUTES_HAPROXY = os.environ.get("ROUTES_HAPROXY", "map") or "map"
+if ROUTES_HAPROXY not in ("map", "rules"):
+    sys.exit("bench/core.py: ROUTES_HAPROXY must be map or rules")
 REQUEST = os.environ.get("REQUEST", "minimal") or "minimal"
 if REQUEST not in ("minimal", "browser"):
     sys.exit("bench/core.py: REQUEST must be minimal or browser")
@@ -160,9 +165,15 @@ def conf_sluice_base(d, port, bport):
 
 
 def conf_haproxy(d, port, bport):
-    acls = "".join(f"    use_backend be if {{ path_beg /app{i}/ }} || {{ path /app{i} }}\n" for i in range(ROUTES))
-    return haproxy_conf(d, "HAProxy, one thread, keepalive both sides, backend connections reused"
-                        + (f", {ROUTES} use_backend rules" if ROUTES else ""),
+    acls, what = "", ""
+    if ROUTES and ROUTES_HAPROXY == "rules":
+        acls = "".join(f"    use_backend be if {{ path_beg /app{i}/ }} || {{ path /app{i} }}\n" for i in range(ROUTES))
+        what = f", {ROUTES} use_backend rules"
+    elif ROUTES:
+        mp = write(os.path.join(d, "routes.map"), "".join(f"/app{i}/ be\n" for i in range(ROUTES)))
+        acls = f"    use_backend %[path,map_beg({mp},be)]\n"
+        what = f", use_backend through a map of {ROUTES} prefixes"
+    return haproxy_conf(d, "HAProxy, one thread, keepalive both sides, backend connections reused" + what,
                         port, bport, POOL, maxconn=4096, frontend_extra=acls)
 
 
@@ -447,8 +458,10 @@ def write_report(outdir, d, runs, labels, facts, commands, confs, backend_cmd, n
         L.append(f"- Routes (ROUTES={ROUTES}): sluice has {ROUTES} `routes` (path prefixes `/app0` … "
                  f"`/app{ROUTES - 1}`, none of which the request matches; sluice-base has none, so "
                  "sluice ÷ sluice-base with BASELINE=build/sluice is what routing costs); HAProxy "
-                 f"{ROUTES} `use_backend be if {{ path_beg /appN/ }} || {{ path /appN }}` rules; nginx "
-                 f"{ROUTES} `location /appN/` blocks.")
+                 + (f"{ROUTES} `use_backend be if {{ path_beg /appN/ }} || {{ path /appN }}` rules"
+                    if ROUTES_HAPROXY == "rules" else
+                    f"`use_backend %[path,map_beg(routes.map,be)]` over a map of {ROUTES} prefixes `/appN/`")
+                 + f"; nginx {ROUTES} `location /appN/` blocks.")
     L.append(f"- Pinning: {PIN_TEXT}. On a 2-CPU machine wrk and the backend share one CPU, so "
              "req/s is capped by the load side for every proxy and differences in req/s are "
              "compressed; proxy CPU µs/req is the fair comparison.")
