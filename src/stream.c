@@ -447,12 +447,14 @@ static enum reason stream_forward(struct stream *s)
 	return r;
 }
 
-/* Answer locally with R once the request is read; a body still to come
- * makes that an answer that closes. */
-static enum reason stream_answer(struct stream *s, enum reason r)
+/* Answer locally with R once the request is read. A body still to come
+ * is read and dropped first when DRAIN (the connection then goes on), but
+ * never invited with a 100 Continue: then, or without DRAIN, the answer
+ * goes now and the connection closes. */
+static enum reason stream_answer(struct stream *s, enum reason r, int drain)
 {
 	s->reason = r;
-	if (s->req_done || !has_body(s)) {
+	if (s->req_done || !has_body(s) || (drain && !s->expect_continue)) {
 		s->insp.reply_pending = 1;
 		s->state = ST_WAIT;
 		codec(s)->timer(s, 0);
@@ -470,7 +472,7 @@ static enum reason stream_inspect(struct stream *s)
 	enum reason r = inspect_request(s);
 	if (r == REASON_OK)
 		return stream_forward(s);
-	return stream_answer(s, r);
+	return stream_answer(s, r, 0);
 }
 
 /* The worker's scratch for routing (one stream at a time is routed). */
@@ -543,7 +545,7 @@ static enum reason stream_head(struct stream *s)
 		return r;
 	if (s->route && s->route->action != CFG_ROUTE_BACKEND)
 		return stream_answer(s, s->route->action == CFG_ROUTE_REDIRECT ? REASON_ROUTE_REDIRECT
-										 : REASON_ROUTE_RESPOND);
+										 : REASON_ROUTE_RESPOND, 1);
 	if (!inspect_active(cl) || (s->route && !s->route->inspect))
 		return stream_forward(s);
 	const struct cfg_inspect *ic = &cl->li->cfg->inspect;

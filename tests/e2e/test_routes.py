@@ -315,3 +315,30 @@ def test_per_route_response_timeout_body_limit_and_inspect(sluice, recorder, tmp
     assert H.http_request(s.port, "POST", "/upload/big/a", body=b"x" * 1000).status == 200
     assert H.http_request(s.port, "POST", "/public/a", body=b"x" * 101).status == 413       # listener's limit
     assert H.http_request(s.port, "POST", "/public/b", body=b"x" * 100).status == 200
+
+
+def test_local_answers_with_bodies_head_and_pipelining(sluice, recorder):
+    """A respond route: a POST's body is read and dropped and the
+    connection goes on; HEAD gets the head only; two pipelined requests,
+    the first answered by the route and the second forwarded, both answered
+    in order; a body announced with Expect: 100-continue is not invited
+    (no 100), the answer comes at once and the connection closes."""
+    cfg, a, b = two_backends(recorder, ROUTES)
+    s = sluice(cfg)
+    with H.Client(s.port) as c:
+        r = c.request("POST", "/maintenance", body=b"x" * 5000)
+        assert r.status == 503 and r.body == b"<h1>back soon</h1>\n"
+        r = c.request("HEAD", "/maintenance")
+        assert r.status == 503 and r.body == b"" and r.header("Content-Length") == "19"
+        r = c.request("GET", "/after")
+        assert r.status == 200
+    out = raw(s.port, b"GET /maintenance HTTP/1.1\r\nHost: x\r\n\r\n"
+                      b"GET /next HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    first = out.index(b"HTTP/1.1 503 ")
+    second = out.index(b"HTTP/1.1 200 ")
+    assert first == 0 and second > first, out
+    assert got(a) == [("GET", "/after"), ("GET", "/next")], got(a)
+    out = raw(s.port, b"POST /maintenance HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n"
+                      b"Expect: 100-continue\r\n\r\n")
+    assert out.startswith(b"HTTP/1.1 503 ") and b"100 Continue" not in out, out
+    assert b"Connection: close" in out
