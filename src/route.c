@@ -84,10 +84,9 @@ struct route_table *route_table_build(const struct cfg_listener *li)
 	t->routes = li->routes;
 	t->nroutes = li->nroutes;
 	t->generic = calloc(li->nroutes, sizeof(*t->generic));
-	t->cand = calloc(li->nroutes, sizeof(*t->cand));
 	t->plain_lens = calloc(li->nroutes, sizeof(*t->plain_lens));
 	t->md = pcre2_match_data_create(1, NULL);
-	if (t->generic == NULL || t->cand == NULL || t->plain_lens == NULL || t->md == NULL)
+	if (t->generic == NULL || t->plain_lens == NULL || t->md == NULL)
 		goto fail;
 	for (unsigned i = 0; i < li->nroutes; i++) {
 		const struct cfg_route *r = &li->routes[i];
@@ -120,10 +119,18 @@ struct route_table *route_table_build(const struct cfg_listener *li)
 		if (rc < 0)
 			goto fail;
 	}
+	/* A request can draw each entry at most once (every lookup key differs),
+	 * and a route with several host names may match under more than one. */
 	struct rt_index *all[] = { &t->exact, &t->prefix, &t->plain, &t->host, &t->wild };
-	for (unsigned k = 0; k < 5; k++)
+	size_t ncand = t->ngeneric;
+	for (unsigned k = 0; k < 5; k++) {
+		ncand += all[k]->n;
 		if (all[k]->n)
 			qsort(all[k]->e, all[k]->n, sizeof(struct rt_entry), entry_cmp);
+	}
+	t->cand = calloc(ncand ? ncand : 1, sizeof(*t->cand));
+	if (t->cand == NULL)
+		goto fail;
 	if (t->nplain_lens) {
 		qsort(t->plain_lens, t->nplain_lens, sizeof(uint32_t), u32_cmp);
 		unsigned w = 1;

@@ -111,7 +111,7 @@ int main(void)
 		"      - {name: img, match: {path: {prefix: /img, plain: true}}}\n"
 		"      - {name: re, match: {path: {regex: '^/v[0-9]+/'}}}\n"
 		"      - {name: shop, match: {host: [shop.example.com]}}\n"
-		"      - {name: wild, match: {host: ['*.example.com']}}\n"
+		"      - {name: wild, match: {host: ['*.example.com', 'x.y.example.com', '*.y.example.com']}}\n"
 		"      - {name: beta, match: {cookies: [{name: beta, equals: 'on'}]}}\n"
 		"      - {name: canary, match: {headers: [{name: X-Canary, present: true}]}}\n"
 		"      - {name: ua, match: {headers: [{name: User-Agent, regex: 'curl/'}]}}\n"
@@ -131,6 +131,7 @@ int main(void)
 		CHECK(strcmp(match(t, HTTP_GET, "x", "/v2/x", NULL), "re") == 0);
 		CHECK(strcmp(match(t, HTTP_GET, "SHOP.example.com", "/", NULL), "shop") == 0);
 		CHECK(strcmp(match(t, HTTP_GET, "a.b.example.com", "/", NULL), "wild") == 0);
+		CHECK(strcmp(match(t, HTTP_GET, "x.y.example.com", "/", NULL), "wild") == 0); /* three keys of one route */
 		CHECK(strcmp(match(t, HTTP_GET, "example.com", "/", NULL), "all") == 0);
 		CHECK(strcmp(match(t, HTTP_GET, "shop.example.com", "/api/x", NULL), "api") == 0); /* order */
 		CHECK(strcmp(match(t, HTTP_GET, "x", "/", "Cookie: a=1; beta=on\n"), "beta") == 0);
