@@ -166,7 +166,7 @@ enum bconn_state {
 
 struct bconn {
 	uv_tcp_t tcp;
-	uv_timer_t timer;
+	struct deadline dl;        /* its one timeout (connect, response, idle, retire) */
 	uv_connect_t creq;
 	uv_shutdown_t sreq;
 	struct server *srv;

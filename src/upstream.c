@@ -42,7 +42,16 @@ static struct outq *bconn_wire(struct bconn *bc)
 	return outq_wire(&bc->out, &bc->wire, bc->tls);
 }
 static void queue_timer_cb(uv_timer_t *t);
-static void bconn_timer_cb(uv_timer_t *t);
+static void bconn_timer_cb(struct deadline *d);
+/* Every backend connection's timeout on one libuv timer: a response
+ * timeout moves with every read, which would otherwise restart a
+ * uv_timer_t per read. */
+static struct deadline_heap bconn_deadlines;
+
+static void bconn_timer(struct bconn *bc, uint64_t ms)
+{
+	deadline_set(&bconn_deadlines, &bc->dl, ms);
+}
 static void bconn_connect_cb(uv_connect_t *req, int status);
 
 int upstream_init(struct worker *w, struct tls_set *tls)
@@ -51,6 +60,7 @@ int upstream_init(struct worker *w, struct tls_set *tls)
 	w->backends = calloc(cfg->nbackends, sizeof(*w->backends));
 	AN(w->backends);
 	w->nbackends = cfg->nbackends;
+	deadline_heap_init(&bconn_deadlines, &w->loop, bconn_timer_cb);
 	for (unsigned b = 0; b < cfg->nbackends; b++) {
 		struct backend *be = &w->backends[b];
 		be->cfg = &cfg->backends[b];
@@ -208,9 +218,9 @@ static void bconn_close(struct bconn *bc)
 	list_del(&bc->park_link);
 	bc->state = BC_CLOSING;
 	bc->strm = NULL;
-	bc->closing_handles = 2;
+	bc->closing_handles = 1;
+	bconn_timer(bc, 0);
 	uv_close((uv_handle_t *)&bc->tcp, bconn_handle_closed);
-	uv_close((uv_handle_t *)&bc->timer, bconn_handle_closed);
 	/* The fd is closed by now: free the slot and let waiters have it. */
 	srv->local_conns--;
 	W->nbconns--;
@@ -269,7 +279,7 @@ static void bconn_retire(struct bconn *bc)
 		bc->read_stopped = 0;
 		uv_read_start((uv_stream_t *)&bc->tcp, worker_read_alloc, bconn_read_cb);
 	}
-	uv_timer_start(&bc->timer, bconn_timer_cb, RETIRE_MS, 0);
+	bconn_timer(bc, RETIRE_MS);
 }
 
 static void bconn_on_bytes(struct bconn *bc, ssize_t nread, const char *data);
@@ -291,7 +301,7 @@ static void bconn_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 static void bconn_established(struct bconn *bc)
 {
 	struct stream *s = bc->strm;
-	uv_timer_stop(&bc->timer);
+	bconn_timer(bc, 0);
 	bc->state = BC_BUSY;
 	busy_add(bc->srv, 1);
 	if (s == NULL) {  /* its client left while we connected: pool it */
@@ -365,9 +375,9 @@ static void bconn_on_bytes(struct bconn *bc, ssize_t nread, const char *data)
 	ev->data(bc->strm, data, (size_t)nread);
 }
 
-static void bconn_timer_cb(uv_timer_t *t)
+static void bconn_timer_cb(struct deadline *d)
 {
-	struct bconn *bc = t->data;
+	struct bconn *bc = CONTAINER_OF(d, struct bconn, dl);
 	switch (bc->state) {
 	case BC_CONNECTING: {
 		struct stream *s = bc->strm;
@@ -422,8 +432,8 @@ static struct bconn *bconn_new(struct server *srv)
 	list_init(&bc->park_link);
 	bc->srv = srv;
 	uv_tcp_init(&W->loop, &bc->tcp);
-	uv_timer_init(&W->loop, &bc->timer);
-	bc->tcp.data = bc->timer.data = bc->creq.data = bc;
+	bc->dl = (struct deadline){ 0, 0 };
+	bc->tcp.data = bc->creq.data = bc;
 	bc->state = BC_CONNECTING;
 	srv->local_conns++;
 	W->nbconns++;
@@ -447,7 +457,7 @@ static struct bconn *bconn_new(struct server *srv)
 		return NULL;
 	}
 	list_add_tail(&W->bconns, &bc->link);
-	uv_timer_start(&bc->timer, bconn_timer_cb, srv->be->cfg->connect_timeout_ms, 0);
+	bconn_timer(bc, srv->be->cfg->connect_timeout_ms);
 	return bc;
 }
 
@@ -532,16 +542,13 @@ void bconn_flush(struct bconn *bc)
 	if (outq_flush_via(&bc->out, &bc->wire, bc->tls, (uv_stream_t *)&bc->tcp, bconn_write_cb, bc) < 0) {
 		/* Report asynchronously through the read side: the caller may be
 		 * in the middle of building the request. */
-		uv_timer_start(&bc->timer, bconn_timer_cb, 0, 0);
+		bconn_timer(bc, 1);
 	}
 }
 
 void bconn_timeout(struct bconn *bc, uint64_t ms)
 {
-	if (ms == 0)
-		uv_timer_stop(&bc->timer);
-	else
-		uv_timer_start(&bc->timer, bconn_timer_cb, ms, 0);
+	bconn_timer(bc, ms);
 }
 
 void bconn_shutdown_write(struct bconn *bc)
@@ -570,11 +577,10 @@ void bconn_read_pause(struct bconn *bc, int pause)
 	 * timeout runs instead). */
 	if (pause) {
 		uv_read_stop((uv_stream_t *)&bc->tcp);
-		uv_timer_stop(&bc->timer);
+		bconn_timer(bc, 0);
 	} else {
 		uv_read_start((uv_stream_t *)&bc->tcp, worker_read_alloc, bconn_read_cb);
-		uv_timer_start(&bc->timer, bconn_timer_cb, bc->strm ? bc->strm->resp_timeout_ms
-									  : bc->srv->be->cfg->response_timeout_ms, 0);
+		bconn_timer(bc, bc->strm ? bc->strm->resp_timeout_ms : bc->srv->be->cfg->response_timeout_ms);
 	}
 }
 
@@ -633,7 +639,7 @@ static void server_take_idle(struct bconn *bc)
 	list_del(&bc->link);
 	list_del(&bc->park_link);
 	idle_add(srv, -1);
-	uv_timer_stop(&bc->timer);
+	bconn_timer(bc, 0);
 	bc->state = BC_BUSY;
 	busy_add(srv, 1);
 	list_add_tail(&W->bconns, &bc->link);
@@ -955,7 +961,7 @@ void upstream_release(struct bconn *bc, int reusable)
 		bc->read_stopped = 0;
 		uv_read_start((uv_stream_t *)&bc->tcp, worker_read_alloc, bconn_read_cb);
 	}
-	uv_timer_start(&bc->timer, bconn_timer_cb, be->cfg->idle_timeout_ms, 0);
+	bconn_timer(bc, be->cfg->idle_timeout_ms);
 }
 
 void upstream_client_gone(struct client *cl)
