@@ -524,6 +524,17 @@ static enum reason stream_route(struct stream *s)
 	buf_append(&in->resp_hdrs, rt->resp_add, rt->resp_add_len);
 	if (rt->action == CFG_ROUTE_REDIRECT) {
 		size_t ps = target_path_start(msg_str(m, m->url_off), m->url_len);
+		char ip[NETADDR_IP_MAX + 2];
+		if (hl == 0) {  /* HTTP/1.0 without Host: the address it connected to */
+			int v6 = s->cl->dst.family == AF_INET6;
+			netaddr_ip_text(&s->cl->dst, ip + v6, NETADDR_IP_MAX);
+			if (v6) {
+				ip[0] = '[';
+				strcat(ip, "]");
+			}
+			host = ip;
+			hl = strlen(ip);
+		}
 		in->local.len = 0;
 		route_location(rt, s->cl->tls != NULL, host, hl, msg_str(m, m->url_off) + ps, m->url_len - ps,
 			       &in->local);

@@ -137,6 +137,8 @@ def test_redirect_location_is_exact(sluice, recorder):
         r = H.http_request(s.port, "GET", target, headers={"Host": host})
         assert r.status == 308, r
         assert r.header("Location") == loc, (target, r.headers)
+    out = raw(s.port, b"GET /old?x=1 HTTP/1.0\r\n\r\n")     # no Host: the address it reached
+    assert b"\r\nLocation: https://127.0.0.1/old?x=1\r\n" in out, out
     cfg2, _, _ = two_backends(recorder, ROUTES)
     s2 = sluice(cfg2)
     r = H.http_request(s2.port, "GET", "/old/page?q=1", headers={"Host": "w.example"})
