@@ -64,7 +64,7 @@ UNIT_BIN = $(patsubst tests/unit/%.c,$(BUILD)/unit/%,$(UNIT_SRC))
 DEB_BUILD_PKGS = gcc make pkg-config openssl libuv1-dev node-llhttp libssl-dev android-libboringssl-dev \
                  liblua5.4-dev libjemalloc-dev libcyaml-dev libyaml-dev libpcre2-dev libhyperscan-dev
 DEB_TEST_PKGS  = curl wrk haproxy nginx openssl python3 python3-pip python3-prometheus-client chromium \
-                 logrotate systemd
+                 logrotate systemd tomcat10
 
 .PHONY: all run test unit e2e e2e-tls asan test-asan fuzz fuzz-smoke soak valgrind deps test-deps bench bench-smoke bench-offload bench-inspection bench-churn \
         bench-throughput bench-memory bench-reuse bench-core bench-tls bench-identity bench-stats install deb clean
@@ -117,7 +117,10 @@ deps:
 test-deps: deps
 	@missing=""; for p in $(DEB_TEST_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then echo "installing:$$missing"; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; fi
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	  case "$$missing" in *tomcat10*) \
+	    : "the tests start Tomcats of their own; the packaged service would hold :8080, which make run uses"; \
+	    systemctl disable --now tomcat10 >/dev/null 2>&1 || true;; esac; fi
 	@python3 -c 'import pytest' 2>/dev/null || python3 -m pip install -q pytest 2>/dev/null || \
 	  python3 -m pip install -q --break-system-packages pytest
 	@# Debian's python3-prometheus-client serves /usr/bin/python3; another python3 on PATH gets it from pip

@@ -167,3 +167,47 @@ def id_pki(tmp_path_factory):
         pytest.skip("needs the openssl CLI")
     import tlsutil
     return tlsutil.make_pki(tmp_path_factory.mktemp("idpki"))
+
+
+@pytest.fixture
+def tomcat(request, tmp_path):
+    """Factory: tomcat(jvm_route="t<n>", start=True, name=None, **kw) ->
+    tomcat.Tomcat, a separate Tomcat 10 JVM with its own CATALINA_BASE and
+    counter.jsp (see tomcat.py). Skips when Tomcat 10 or java is missing;
+    every JVM is stopped by PID at teardown."""
+    import tomcat as tc
+    why = tc.missing()
+    if why:
+        pytest.skip(why)
+    instances = []
+
+    def make(jvm_route=None, start=True, name=None, **kw):
+        n = len(instances) + 1
+        jvm_route = jvm_route if jvm_route is not None else "t%d" % n
+        t = tc.Tomcat(tmp_path, name or "tomcat%d-%s" % (n, jvm_route), jvm_route=jvm_route,
+                      **kw)
+        instances.append(t)
+        return t.start() if start else t
+    yield make
+    for t in instances:
+        if _failed(request) and t.proc is not None:
+            print("\n==== diagnostics for %s (pid %s) ====" % (t.name, t.proc.pid))
+            print(t.diagnostics())
+        t.stop()
+
+
+@pytest.fixture
+def wlsim():
+    """Factory: wlsim(name="wls<n>", start=True, **kw) -> wlsim.WlSim, a
+    simulated WebLogic cluster member (see wlsim.py); all stopped at
+    teardown."""
+    import wlsim as wl
+    instances = []
+
+    def make(name=None, start=True, **kw):
+        s = wl.WlSim(name or "wls%d" % (len(instances) + 1), **kw)
+        instances.append(s)
+        return s.start() if start else s
+    yield make
+    for s in instances:
+        s.stop()

@@ -84,11 +84,11 @@ SERVER_XML = """<?xml version="1.0" encoding="UTF-8"?>
 </Server>
 """
 
-# Default for every context. Manager pathname="" switches off StandardManager's
-# SESSIONS.ser, so by default a restart loses the sessions like a real
-# cluster member that is not replicated (persist_sessions=True keeps them
-# across a graceful stop, Tomcat's stock behaviour). No jar scanning: the
-# webapp has no jars and no TLDs.
+# Default for every context. StandardManager writes no SESSIONS.ser
+# (pathname="", also 10.1's default), so a restart loses the sessions like a
+# cluster member that is not replicated; persist_sessions=True names the
+# file, and sessions then survive a graceful stop (not a kill). No jar
+# scanning: the webapp has no jars and no TLDs.
 CONTEXT_XML = """<?xml version="1.0" encoding="UTF-8"?>
 <Context>
   %(manager)s
@@ -203,7 +203,7 @@ class Tomcat:
         _write(os.path.join(conf, "server.xml"), SERVER_XML % {
             "shutdown_port": self.shutdown_port, "shutdown_cmd": self._shutdown_cmd,
             "port": self.port, "connector": connector, "route": route})
-        manager = "" if self.persist_sessions else '<Manager pathname=""/>'
+        manager = '<Manager pathname="%s"/>' % ("SESSIONS.ser" if self.persist_sessions else "")
         _write(os.path.join(conf, "context.xml"), CONTEXT_XML % {"manager": manager})
         _write(os.path.join(conf, "web.xml"), GLOBAL_WEB_XML)
         _write(os.path.join(conf, "logging.properties"), LOGGING_PROPERTIES)
