@@ -30,6 +30,7 @@ struct y_health {
 
 struct y_server {
 	char *name, *address, *max_connections, *weight, *backup, *proxy_protocol;
+	char *route, *jvmid, *cookie;
 	char **proxy_tlvs;
 	unsigned proxy_tlvs_count;
 };
@@ -44,11 +45,17 @@ struct y_eject {
 	char *consecutive_5xx, *consecutive_timeouts, *duration, *max_ejected_percent;
 };
 
+struct y_persist {
+	char *type, *cookie, *path_parameter, *secure, *http_only, *same_site, *max_age;
+	char *domain, *path, *ttl;
+};
+
 struct y_backend {
 	char *name, *balance, *queue_timeout, *queue_max, *queue_abort_on_close, *idle_max;
 	char *idle_timeout, *connect_timeout, *response_timeout, *all_backups, *slow_start;
 	struct y_health *health_check;
 	struct y_eject *eject;
+	struct y_persist *persistence;
 	struct y_backend_tls *tls;
 	struct y_forward *forward;
 	struct y_server *servers;
@@ -281,6 +288,10 @@ int cfg_conv_backend(struct cfg_load *ld, const char *pre, const struct y_backen
 		     struct cfg_backend *b);
 int cfg_conv_listener(struct cfg_load *ld, const char *pre, unsigned idx,
 		      const struct y_listener *y, struct cfg_listener *l);
+/* cfg_persist.c: a backend's persistence mapping and its servers' keys for
+ * it (pass 3, after the servers). */
+void cfg_conv_persist(struct cfg_load *ld, const char *pre, const struct y_backend *y,
+		      struct cfg_backend *b);
 /* cfg_route.c: a listener's routes (pass 3), their backends (pass 4), and
  * what cfg_free() releases. */
 int cfg_conv_routes(struct cfg_load *ld, const char *pre, const struct y_listener *y,

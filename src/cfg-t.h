@@ -75,6 +75,10 @@ struct cfg_server {
 	int backup;               /* only when no primary server can be used, default 0 */
 	enum cfg_proxy_protocol proxy_protocol; /* PROXY header on each new connection */
 	unsigned proxy_tlvs;      /* CFG_PP_TLV_* (v2 only), default none */
+	/* Session persistence (the backend's persistence.type): */
+	char route[CFG_NAME_MAX];  /* jvm_route: Tomcat's jvmRoute, default the server's name */
+	char jvmid[CFG_NAME_MAX];  /* weblogic: a JVMID to start from before one is learned, "" = none */
+	char cookie[CFG_NAME_MAX]; /* cookie: the value naming it, default derived from the names */
 };
 
 enum cfg_xff {
@@ -109,6 +113,34 @@ struct cfg_eject {
 	uint32_t max_ejected_percent;   /* of the backend's servers out at once, default 50 */
 };
 
+/* Session persistence: how a request finds the server holding its session. */
+enum cfg_persist_type {
+	CFG_PERSIST_NONE,
+	CFG_PERSIST_COOKIE,      /* sluice inserts its own cookie naming the server */
+	CFG_PERSIST_JVM_ROUTE,   /* Tomcat: JSESSIONID=<id>.<jvmRoute> */
+	CFG_PERSIST_WEBLOGIC,    /* WebLogic: JSESSIONID=<id>!<primary>!<secondary> */
+	CFG_PERSIST_APP_COOKIE,  /* a cookie the application sets, learned from responses */
+	CFG_PERSIST_SOURCE,      /* consistent hashing of the client address */
+};
+
+enum cfg_same_site { CFG_SAMESITE_OFF, CFG_SAMESITE_LAX, CFG_SAMESITE_STRICT, CFG_SAMESITE_NONE };
+
+struct cfg_persist {
+	enum cfg_persist_type type;
+	char cookie[CFG_NAME_MAX];      /* cookie name: sluice's (cookie, default SLUICE_SERVER), the
+					 * session's (jvm_route, weblogic: default JSESSIONID), the
+					 * application's (app_cookie: required) */
+	char path_parameter[CFG_NAME_MAX]; /* jvm_route, weblogic: ";name=" in the path, default
+					 * jsessionid; "" = cookie only */
+	/* type cookie: the attributes of the cookie sluice sets */
+	int secure;                     /* -1 = when the client connection is TLS (default) */
+	int http_only;                  /* default 1 */
+	enum cfg_same_site same_site;   /* default lax */
+	uint32_t max_age_s;             /* 0 = a browser-session cookie (default) */
+	char domain[256], path[256];    /* "" = none; path default "/" */
+	uint32_t ttl_ms;                /* app_cookie: an entry unused this long is forgotten, default 30 min */
+};
+
 struct cfg_backend {
 	char name[CFG_NAME_MAX];
 	enum cfg_balance balance;       /* default roundrobin */
@@ -124,6 +156,7 @@ struct cfg_backend {
 	uint32_t slow_start_ms;         /* ramp of a server that comes back, 0 = off (default) */
 	struct cfg_health health;
 	struct cfg_eject eject;
+	struct cfg_persist persist;
 	struct cfg_backend_tls tls;
 	struct cfg_forward forward;
 	struct cfg_server *servers;

@@ -290,5 +290,6 @@ int cfg_conv_backend(struct cfg_load *ld, const char *pre, const struct y_backen
 		path_index(sp, kp(k, pre, "servers"), i);
 		conv_server(ld, sp, i, &y->servers[i], &b->servers[i]);
 	}
+	cfg_conv_persist(ld, pre, y, b);
 	return 0;
 }

@@ -43,6 +43,20 @@ static const cyaml_schema_field_t y_eject_fields[] = {
 	CYAML_FIELD_END
 };
 
+static const cyaml_schema_field_t y_persist_fields[] = {
+	F_STR("type", REQ, struct y_persist, type),
+	F_STR("cookie", OPT, struct y_persist, cookie),
+	F_STR("path_parameter", OPT, struct y_persist, path_parameter),
+	F_STR("secure", OPT, struct y_persist, secure),
+	F_STR("http_only", OPT, struct y_persist, http_only),
+	F_STR("same_site", OPT, struct y_persist, same_site),
+	F_STR("max_age", OPT, struct y_persist, max_age),
+	F_STR("domain", OPT, struct y_persist, domain),
+	F_STR("path", OPT, struct y_persist, path),
+	F_STR("ttl", OPT, struct y_persist, ttl),
+	CYAML_FIELD_END
+};
+
 static const cyaml_schema_field_t y_server_fields[] = {
 	F_STR("name", OPT, struct y_server, name),
 	F_STR("address", REQ, struct y_server, address),
@@ -50,6 +64,9 @@ static const cyaml_schema_field_t y_server_fields[] = {
 	F_STR("weight", OPT, struct y_server, weight),
 	F_STR("backup", OPT, struct y_server, backup),
 	F_STR("proxy_protocol", OPT, struct y_server, proxy_protocol),
+	F_STR("route", OPT, struct y_server, route),
+	F_STR("jvmid", OPT, struct y_server, jvmid),
+	F_STR("cookie", OPT, struct y_server, cookie),
 	F_STRS("proxy_tlvs", struct y_server, proxy_tlvs),
 	CYAML_FIELD_END
 };
@@ -99,6 +116,7 @@ static const cyaml_schema_field_t y_backend_fields[] = {
 	CYAML_FIELD_MAPPING_PTR("health_check", OPT, struct y_backend, health_check,
 				y_health_fields),
 	CYAML_FIELD_MAPPING_PTR("eject", OPT, struct y_backend, eject, y_eject_fields),
+	CYAML_FIELD_MAPPING_PTR("persistence", OPT, struct y_backend, persistence, y_persist_fields),
 	CYAML_FIELD_MAPPING_PTR("tls", OPT, struct y_backend, tls, y_backend_tls_fields),
 	CYAML_FIELD_MAPPING_PTR("forward", OPT, struct y_backend, forward, y_forward_fields),
 	CYAML_FIELD_SEQUENCE("servers", CYAML_FLAG_POINTER, struct y_backend, servers,

@@ -389,6 +389,83 @@ int url_absolute_split(const char *u, size_t n, const char **auth, size_t *alen,
 	return 1;
 }
 
+static int is_blank(char c)
+{
+	return c == ' ' || c == '\t';
+}
+
+static void unquote_trim(const char **v, const char **ve)
+{
+	while (*v < *ve && is_blank(**v))
+		(*v)++;
+	while (*ve > *v && is_blank((*ve)[-1]))
+		(*ve)--;
+	if (*ve - *v >= 2 && (*v)[0] == '"' && (*ve)[-1] == '"') {
+		(*v)++;
+		(*ve)--;
+	}
+}
+
+int cookie_next(const char **pos, const char *end, const char *name, size_t nl,
+		const char **v, size_t *vl)
+{
+	const char *p = *pos;
+	while (p < end) {
+		while (p < end && (is_blank(*p) || *p == ';'))
+			p++;
+		const char *pair = p;
+		while (p < end && *p != ';')
+			p++;
+		const char *eq = memchr(pair, '=', (size_t)(p - pair));
+		if (eq == NULL)
+			continue;
+		const char *ne = eq;
+		while (ne > pair && is_blank(ne[-1]))
+			ne--;
+		if ((size_t)(ne - pair) != nl || memcmp(pair, name, nl) != 0)
+			continue;
+		const char *val = eq + 1, *ve = p;
+		unquote_trim(&val, &ve);
+		*v = val;
+		*vl = (size_t)(ve - val);
+		*pos = p;
+		return 1;
+	}
+	*pos = p;
+	return 0;
+}
+
+int msg_cookie(const struct msg *m, const char *name, size_t nl, const char **v, size_t *vl)
+{
+	for (uint32_t i = 0; i < m->nhdrs; i++) {
+		const struct hdr *h = &m->hdrs[i];
+		if (h->name_len != 6 || strncasecmp(msg_str(m, h->name_off), "cookie", 6) != 0)
+			continue;
+		const char *p = msg_str(m, h->val_off);
+		if (cookie_next(&p, p + h->val_len, name, nl, v, vl))
+			return 1;
+	}
+	return 0;
+}
+
+int set_cookie_split(const char *p, size_t n, const char **name, size_t *nl,
+		     const char **v, size_t *vl)
+{
+	const char *end = memchr(p, ';', n);
+	end = end ? end : p + n;
+	const char *eq = memchr(p, '=', (size_t)(end - p));
+	if (eq == NULL)
+		return -1;
+	const char *nb = p, *ne = eq, *val = eq + 1, *ve = end;
+	unquote_trim(&nb, &ne);
+	unquote_trim(&val, &ve);
+	*name = nb;
+	*nl = (size_t)(ne - nb);
+	*v = val;
+	*vl = (size_t)(ve - val);
+	return 0;
+}
+
 const struct hdr *msg_find(const struct msg *m, enum hdr_kind kind)
 {
 	if (m->nkind[kind] == 0)

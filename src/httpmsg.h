@@ -142,6 +142,18 @@ int host_valid(const char *v, size_t n);
 int url_absolute_split(const char *u, size_t n, const char **auth, size_t *alen,
 		       const char **path, size_t *plen);
 
+/* Cookies (RFC 6265 5.4): the next NAME=value pair of one Cookie field
+ * value [*POS, END) named NAME (case-sensitive), its value unquoted and
+ * trimmed. Returns 1 and advances *POS past it, 0 when there is no more. */
+int cookie_next(const char **pos, const char *end, const char *name, size_t nl,
+		const char **v, size_t *vl);
+/* The first value of cookie NAME in M's Cookie fields: 1 found, 0 not. */
+int msg_cookie(const struct msg *m, const char *name, size_t nl, const char **v, size_t *vl);
+/* The name and value of a Set-Cookie field value ("n=v; Path=/"), trimmed:
+ * 0, or -1 when it has no '='. */
+int set_cookie_split(const char *p, size_t n, const char **name, size_t *nl,
+		     const char **v, size_t *vl);
+
 /* Find the first header of KIND; NULL if none. */
 const struct hdr *msg_find(const struct msg *m, enum hdr_kind kind);
 int msg_count(const struct msg *m, enum hdr_kind kind);

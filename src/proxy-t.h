@@ -90,7 +90,10 @@ struct stream {
 	struct server *srv;        /* server of bc, kept for the log after release */
 	struct server *avoid;      /* a connect to it just failed: pick another */
 	const struct cfg_route *route; /* the listener's route it matched, or NULL */
-	struct list qlink;         /* in backend->queue while waiting without bc; in the pool when free */
+	struct list qlink;         /* in a waitq while waiting without bc; in the pool when free */
+	struct waitq *wq;          /* the queue it waits in: its backend's, or its session's server's */
+	struct server *sticky[2];  /* servers its session names (weblogic: primary, secondary) */
+	uint64_t sticky_key;       /* app_cookie: the value's hash; source: the client's */
 	uint64_t t_start, t_queue, t_connect_start, t_connected, t_sent, t_first_byte;
 	uint64_t req_body, resp_body_in, bytes_out;
 	uint64_t req_clen;         /* the request's declared body length (0: none) */
@@ -105,6 +108,8 @@ struct stream {
 	uint8_t resp_started, resp_head_sent, resp_done;
 	uint8_t is_head, upgrade, idempotent, retried, expect_continue, continue_sent;
 	uint8_t redispatches;      /* other servers tried after failed connects */
+	uint8_t persist_key;       /* the request carried a persistence key (cookie, path parameter) */
+	uint8_t persist;           /* enum persist_result of the last server choice */
 	enum reason reason;
 	int status;
 	struct txn_insp insp;
@@ -189,6 +194,14 @@ struct bconn {
 
 struct stats_block;
 
+/* Requests waiting for a connection: FIFO per worker, ordered by ticket
+ * across workers (the shm slot's counter and head_ticket row). */
+struct waitq {
+	struct list list;
+	uint32_t n;
+	int slot;
+};
+
 struct server {
 	struct cfg_server *cfg;
 	struct backend *be;
@@ -198,6 +211,9 @@ struct server {
 	uint32_t nidle;
 	uint32_t local_conns;      /* connections this worker holds open */
 	void *tls_session;         /* last TLS session the server issued (resumption) */
+	struct waitq q;            /* requests whose session is here, waiting for a connection */
+	uint64_t name_hash;        /* source persistence: its place on the hash ring */
+	uint64_t jvmid_seed;       /* weblogic: hash of servers[].jvmid, 0 = none */
 	/* active health check (worker 0 only) */
 	uv_timer_t hc_timer;
 	int hc_ok, hc_fail;
@@ -211,13 +227,12 @@ struct backend {
 	int slot;                  /* shm slot (waiting counter, rr cursor) */
 	struct stats_block *st;
 	struct tls_client *tls;    /* TLS to the servers, or NULL */
-	struct list queue;         /* streams waiting for a connection, FIFO */
+	struct waitq q;            /* requests waiting for a connection to any server */
 	int64_t *cw;               /* smooth weighted round-robin state, per server, per worker */
 	uint32_t *w;               /* scratch: each server's weight in the pick under way */
 	uint64_t nrequests;        /* requests sent by this worker */
 	uint64_t nreused;          /* ... of which on a connection that had carried one before */
 	uint64_t nconnects;        /* connections this worker opened */
-	uint32_t nqueued;
 };
 
 struct inspect_script;

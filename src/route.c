@@ -220,26 +220,11 @@ static int cookie_cond(const struct cfg_cond *c, const struct msg *m)
 		const struct hdr *h = &m->hdrs[i];
 		if (h->name_len != 6 || strncasecmp(msg_str(m, h->name_off), "cookie", 6) != 0)
 			continue;
-		const char *p = msg_str(m, h->val_off), *end = p + h->val_len;
-		while (p < end) {
-			while (p < end && (*p == ' ' || *p == '\t' || *p == ';'))
-				p++;
-			const char *pair = p;
-			while (p < end && *p != ';')
-				p++;
-			const char *eq = memchr(pair, '=', (size_t)(p - pair));
-			if (eq == NULL || (size_t)(eq - pair) != nl || memcmp(pair, c->name, nl) != 0)
-				continue;
+		const char *p = msg_str(m, h->val_off), *end = p + h->val_len, *v;
+		size_t vl;
+		while (cookie_next(&p, end, c->name, nl, &v, &vl)) {
 			present = 1;
-			const char *v = eq + 1, *ve = p;
-			while (ve > v && (ve[-1] == ' ' || ve[-1] == '\t'))
-				ve--;
-			if (ve - v >= 2 && v[0] == '"' && ve[-1] == '"') {
-				v++;
-				ve--;
-			}
-			if (c->op == CFG_COND_EQUALS && (size_t)(ve - v) == c->value_len &&
-			    memcmp(v, c->value, c->value_len) == 0)
+			if (c->op == CFG_COND_EQUALS && vl == c->value_len && memcmp(v, c->value, vl) == 0)
 				return 1;
 		}
 	}

@@ -71,6 +71,10 @@ void shm_worker_reclaim(int w)
 	}
 	for (int s = 0; s < SHM_MAX_SLOTS; s++)
 		atomic_store(&shm->head_ticket[w][s], 0);
+	for (int i = 0; i < STICK_SETS; i++) {
+		uint32_t held = (uint32_t)w + 1;
+		atomic_compare_exchange_strong(&shm->stick[i].lock, &held, 0);
+	}
 	uint64_t drain;
 	while (read(shm->workers[w].efd, &drain, sizeof(drain)) == sizeof(drain))
 		;
@@ -136,4 +140,60 @@ int shm_older_waiter(int w, int slot, uint64_t mine)
 			return 1;
 	}
 	return 0;
+}
+
+static struct stick_set *stick_lock(int w, uint64_t key)
+{
+	struct stick_set *set = &shm->stick[key % STICK_SETS];
+	uint32_t free_ = 0;
+	while (!atomic_compare_exchange_weak_explicit(&set->lock, &free_, (uint32_t)w + 1,
+						      memory_order_acquire, memory_order_relaxed))
+		free_ = 0;
+	return set;
+}
+
+static void stick_unlock(struct stick_set *set)
+{
+	atomic_store_explicit(&set->lock, 0, memory_order_release);
+}
+
+int shm_stick_get(int w, uint64_t key, uint32_t now_s, uint32_t ttl_s)
+{
+	key |= 1;  /* 0 marks a free entry */
+	struct stick_set *set = stick_lock(w, key);
+	int slot = -1;
+	for (int i = 0; i < STICK_WAYS; i++) {
+		struct stick_entry *e = &set->e[i];
+		if (e->key != key)
+			continue;
+		if (now_s - e->used_s <= ttl_s) {
+			e->used_s = now_s;
+			slot = (int)e->slot;
+		} else {
+			e->key = 0;
+		}
+		break;
+	}
+	stick_unlock(set);
+	return slot;
+}
+
+void shm_stick_put(int w, uint64_t key, int slot, uint32_t now_s)
+{
+	key |= 1;
+	struct stick_set *set = stick_lock(w, key);
+	struct stick_entry *victim = &set->e[0];
+	for (int i = 0; i < STICK_WAYS; i++) {
+		struct stick_entry *e = &set->e[i];
+		if (e->key == key) {
+			victim = e;
+			break;
+		}
+		if (victim->key != 0 && (e->key == 0 || now_s - e->used_s > now_s - victim->used_s))
+			victim = e;
+	}
+	victim->key = key;
+	victim->slot = (uint32_t)slot;
+	victim->used_s = now_s;
+	stick_unlock(set);
 }

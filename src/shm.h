@@ -20,7 +20,7 @@
 
 enum shm_counter {
 	SHM_CONNS,    /* open backend connections (server slot) */
-	SHM_WAITING,  /* requests queued, all workers (backend slot) */
+	SHM_WAITING,  /* requests queued, all workers (backend slot; server slot: its own queue) */
 	SHM_BUSY,     /* connections carrying a request now (server slot; leastconn only) */
 	SHM_NCOUNTERS
 };
@@ -39,7 +39,10 @@ struct shm_slot {
 	 * CLOCK_MONOTONIC ms until which the server is out (0 = in). */
 	_Atomic uint32_t fails_5xx, fails_timeout;
 	_Atomic uint64_t ejected_until_ms;
-	_Atomic uint64_t ticket;        /* last queue ticket issued (backend slot) */
+	_Atomic uint64_t ticket;        /* last queue ticket issued (backend and server slots) */
+	/* weblogic persistence (server slot): hash of the JVMID the server
+	 * last showed in a response, 0 = none learned. Kept across reloads. */
+	_Atomic uint64_t wl_id;
 };
 
 struct shm_worker {
@@ -55,6 +58,24 @@ enum shm_admin {
 	SHM_ADMIN_DRAIN,     /* out of balancing, in-flight requests finish, checks go on */
 };
 
+/* app_cookie persistence: application cookie values (hashed with their
+ * backend) -> server slot, instance-wide and bounded. Set-associative:
+ * a value hashes to one set of STICK_WAYS entries; a full set gives up
+ * its least recently used entry, and an entry unused for the backend's
+ * ttl is dead. One short lock per set, its holder's worker slot + 1, so
+ * the master can break it if that worker dies holding it. */
+#define STICK_WAYS 8
+#define STICK_SETS 8192
+struct stick_entry {
+	uint64_t key;                   /* 0 = free */
+	uint32_t slot;                  /* the server's shm slot */
+	uint32_t used_s;                /* CLOCK_MONOTONIC seconds of the last use */
+};
+struct stick_set {
+	_Atomic uint32_t lock;
+	struct stick_entry e[STICK_WAYS];
+};
+
 struct shm {
 	_Atomic int inspect_on;         /* the inspection hook switch, all workers */
 	_Atomic int64_t started;        /* master start, unix seconds */
@@ -67,6 +88,7 @@ struct shm {
 	/* Ticket of the request at the head of each worker's queue for each
 	 * backend slot, 0 = none: the instance-wide FIFO order. */
 	_Atomic uint64_t head_ticket[SHM_MAX_WORKERS][SHM_MAX_SLOTS];
+	struct stick_set stick[STICK_SETS];
 };
 
 extern struct shm *shm;
@@ -96,6 +118,11 @@ uint64_t shm_ticket_next(int slot);
 void shm_head_publish(int w, int slot, uint64_t ticket);
 /* 1 when another worker's queue head for SLOT is older than MINE. */
 int shm_older_waiter(int w, int slot, uint64_t mine);
+
+/* The app_cookie table (see struct stick_set): the server slot KEY was
+ * learned for, -1 when unknown or older than TTL_S; learning KEY for SLOT. */
+int shm_stick_get(int w, uint64_t key, uint32_t now_s, uint32_t ttl_s);
+void shm_stick_put(int w, uint64_t key, int slot, uint32_t now_s);
 
 /* Wake every other live worker so it re-examines queues and idle pools. */
 void shm_kick_others(int w);

@@ -36,7 +36,10 @@
 	X(INSPECT_ALLOW,   "inspect_allow_total",       "Requests the inspection hook allowed") \
 	X(INSPECT_DENY,    "inspect_deny_total",        "Requests the inspection hook denied") \
 	X(INSPECT_ERROR,   "inspect_error_total",       "Inspection hook errors (on_error applied)") \
-	X(EJECTIONS,       "server_ejections_total",    "Times passive outlier detection took the server out (server)")
+	X(EJECTIONS,       "server_ejections_total",    "Times passive outlier detection took the server out (server)") \
+	X(PERSIST_MISS,    "persistence_misses_total",  "Requests with no session key, or one naming no server: balanced (backend)") \
+	X(PERSIST_HIT,     "persistence_hits_total",    "Requests sent to the server their session key names (backend)") \
+	X(PERSIST_FAILOVER,"persistence_failovers_total","Requests whose session's server could not take them, sent elsewhere (backend)")
 
 enum stats_counter {
 #define STATS_ENUM(id, name, help) STAT_##id,

@@ -17,6 +17,7 @@
 #include <netinet/in.h>
 #include <arpa/inet.h>
 #include "stream.h"
+#include "persist.h"
 #include "route.h"
 #include "codec.h"
 #include "forward.h"
@@ -66,6 +67,8 @@ static void stream_stats(struct stream *t, uint64_t total, uint64_t queue, uint6
 		return;  /* never reached the backend stage */
 	stream_count(t->be->st, t, cls, total);
 	stats_observe_us(t->be->st, HIST_QUEUE, queue);
+	if (t->persist != PERSIST_NONE)
+		stats_add(t->be->st, (enum stats_counter)(STAT_PERSIST_MISS + t->persist - PERSIST_MISS), 1);
 	if (t->srv == NULL)
 		return;
 	stream_count(t->srv->st, t, cls, total);
@@ -131,6 +134,8 @@ static void stream_log_json(struct stream *t, uint64_t total, uint64_t queue, ui
 		buf_append_str(b, ",\"route\":");
 		buf_append_json(b, t->route->name, strlen(t->route->name));
 	}
+	if (t->persist != PERSIST_NONE)
+		buf_appendf(b, ",\"persistence\":\"%s\"", persist_result_text((enum persist_result)t->persist));
 	buf_appendf(b, ",\"reason\":\"%s\"", reason_name(t->reason));
 	if (cl->tls)
 		tls_conn_describe_json(cl->tls, b);
@@ -172,6 +177,8 @@ static void stream_log_text(struct stream *t, uint64_t total, uint64_t queue, ui
 	}
 	if (t->route)
 		buf_appendf(b, " route=%s", t->route->name);
+	if (t->persist != PERSIST_NONE)
+		buf_appendf(b, " persistence=%s", persist_result_text((enum persist_result)t->persist));
 	buf_appendf(b, " reason=%s", reason_name(t->reason));
 	if (cl->tls)
 		tls_conn_describe(cl->tls, b);
@@ -441,6 +448,7 @@ static enum reason stream_forward(struct stream *s)
 		return REASON_CLIENT_WRITE_ERROR;
 	s->state = ST_WAIT;
 	codec(s)->timer(s, 0);
+	persist_request(s);
 	enum reason r = upstream_request(s);
 	if (r == REASON_OK && s->queued)
 		codec(s)->timer(s, s->be->cfg->queue_timeout_ms);
@@ -887,6 +895,7 @@ static void stream_resp_head(struct stream *s, int status, unsigned flags)
 			inspect_response(s);
 		if (s->insp.resp_del.len)  /* the route's and the hook's */
 			inspect_apply_removals(&s->insp.resp_del, m);
+		persist_response(s);
 	}
 	codec(s)->send_head(s, status, flags);
 	s->resp_head_sent = 1;

@@ -13,6 +13,7 @@
 #include "upstream_h1.h"
 #include "forward.h"
 #include "lb.h"
+#include "persist.h"
 #include "log.h"
 #include "shm.h"
 #include "stats.h"
@@ -65,9 +66,10 @@ int upstream_init(struct worker *w, struct tls_set *tls)
 		struct backend *be = &w->backends[b];
 		be->cfg = &cfg->backends[b];
 		be->tls = tls->backends[b];
-		list_init(&be->queue);
 		be->slot = shm_slot_find(be->cfg->name);
 		AN(be->slot >= 0);
+		list_init(&be->q.list);
+		be->q.slot = be->slot;
 		be->st = stats_block(w->slot, be->slot);
 		be->nservers = be->cfg->nservers;
 		be->servers = calloc(be->nservers, sizeof(*be->servers));
@@ -84,6 +86,9 @@ int upstream_init(struct worker *w, struct tls_set *tls)
 			srv->slot = shm_slot_find(name);
 			AN(srv->slot >= 0);
 			srv->st = stats_block(w->slot, srv->slot);
+			list_init(&srv->q.list);
+			srv->q.slot = srv->slot;
+			persist_init_server(srv);
 		}
 	}
 	return 0;
@@ -136,6 +141,16 @@ static int server_up(const struct server *srv)
 int upstream_server_usable(const struct server *srv)
 {
 	return server_up(srv);
+}
+
+/* A server draining keeps the sessions it holds; one down, disabled or
+ * ejected does not. */
+int upstream_server_keeps_sessions(const struct server *srv)
+{
+	const struct shm_slot *s = &shm->slots[srv->slot];
+	return atomic_load_explicit(&s->up, memory_order_relaxed) &&
+	       atomic_load_explicit(&s->admin, memory_order_relaxed) != SHM_ADMIN_DISABLED &&
+	       !upstream_server_ejected(srv);
 }
 
 /* Slow start: where SRV is on its ramp back, 0 = not ramping. */
@@ -228,9 +243,9 @@ static void bconn_close(struct bconn *bc)
 	/* Our waiters get the slot on the next loop turn, not from inside
 	 * this call: a connect that fails synchronously would otherwise
 	 * recurse through dispatch -> connect -> close -> dispatch. */
-	if (!list_empty(&srv->be->queue))
+	if (srv->be->q.n || srv->q.n)
 		uv_timer_start(&W->queue_timer, queue_timer_cb, 0, QUEUE_RETRY_MS);
-	if (shm_get(srv->be->slot, SHM_WAITING) > srv->be->nqueued)
+	if (shm_get(srv->be->slot, SHM_WAITING) > srv->be->q.n || shm_get(srv->slot, SHM_WAITING) > srv->q.n)
 		shm_kick_others(W->slot);
 }
 
@@ -680,6 +695,10 @@ static unsigned eligible(struct stream *s, struct backend *be)
  * set), or room under its instance-wide cap (the slot is then reserved). */
 static int server_take(struct server *srv, struct stream *s, struct bconn **idle)
 {
+	*idle = NULL;
+	/* Requests whose session is here and that wait for it go first. */
+	if (shm_get(srv->slot, SHM_WAITING) && s->wq != &srv->q)
+		return 0;
 	if ((*idle = server_find_idle(srv, s)) != NULL)
 		return 1;
 	if (shm_conns_reserve(W->slot, srv->slot, upstream_server_max_conns(srv)))
@@ -707,6 +726,8 @@ static struct server *pick_server(struct stream *s, struct backend *be, struct b
 				continue;
 			uint32_t busy = shm_get(srv->slot, SHM_BUSY);
 			if (best && !lb_lc_better(busy, be->w[i], best_busy, best_w))
+				continue;
+			if (shm_get(srv->slot, SHM_WAITING))
 				continue;
 			if (server_find_idle(srv, s) == NULL &&
 			    shm_get(srv->slot, SHM_CONNS) >= upstream_server_max_conns(srv)) {
@@ -737,15 +758,11 @@ static struct server *pick_server(struct stream *s, struct backend *be, struct b
 	return NULL;
 }
 
-/* Attach a connection to CL if one can be had now. 1: attached or
- * connecting; 0: none available; -1: connect failed to start. */
-static int try_acquire(struct stream *s, int *any_up)
+/* Give S the connection server_take found (IDLE) or reserved on SRV.
+ * 1: attached or connecting; -1: connect failed to start. */
+static int attach_to(struct stream *s, struct server *srv, struct bconn *idle)
 {
 	struct backend *be = s->be;
-	struct bconn *idle;
-	struct server *srv = pick_server(s, be, &idle, any_up);
-	if (srv == NULL)
-		return 0;
 	if (idle) {
 		server_take_idle(idle);
 		bconn_attach(idle, s);
@@ -764,40 +781,68 @@ static int try_acquire(struct stream *s, int *any_up)
 	return 1;
 }
 
-/* ---- the queue: FIFO per worker, ordered by ticket across workers ---- */
-
-static struct stream *queue_head(struct backend *be)
+/* Attach a connection to S if one can be had now, from any server the
+ * balancing allows. 1: attached or connecting; 0: none available; -1:
+ * connect failed to start. */
+static int try_acquire(struct stream *s, int *any_up)
 {
-	return list_empty(&be->queue) ? NULL : CONTAINER_OF(be->queue.next, struct stream, qlink);
+	struct bconn *idle;
+	struct server *srv = pick_server(s, s->be, &idle, any_up);
+	return srv ? attach_to(s, srv, idle) : 0;
 }
 
-static void queue_publish(struct backend *be)
+/* The same on SRV only (a session's server). */
+static int try_acquire_on(struct stream *s, struct server *srv)
 {
-	struct stream *head = queue_head(be);
-	shm_head_publish(W->slot, be->slot, head ? head->ticket : 0);
+	struct bconn *idle;
+	if (!server_take(srv, s, &idle))
+		return 0;
+	return attach_to(s, srv, idle);
+}
+
+/* ---- the queues: FIFO per worker, ordered by ticket across workers ----
+ * Each backend has one for requests any server may take, and each server
+ * one for requests whose session is there (persistence). */
+
+static struct stream *queue_head(struct waitq *q)
+{
+	return list_empty(&q->list) ? NULL : CONTAINER_OF(q->list.next, struct stream, qlink);
+}
+
+static void queue_publish(struct waitq *q)
+{
+	struct stream *head = queue_head(q);
+	shm_head_publish(W->slot, q->slot, head ? head->ticket : 0);
 }
 
 static void queue_remove(struct stream *s)
 {
-	struct backend *be = s->be;
+	struct waitq *q = s->wq;
 	if (!s->queued)
 		return;
-	int was_head = queue_head(be) == s;
+	int was_head = queue_head(q) == s;
 	list_del(&s->qlink);
 	s->queued = 0;
-	be->nqueued--;
-	stats_gauge_add(be->st, GAUGE_QUEUED, -1);
-	shm_add(W->slot, be->slot, SHM_WAITING, -1);
+	s->wq = NULL;
+	q->n--;
+	stats_gauge_add(s->be->st, GAUGE_QUEUED, -1);
+	shm_add(W->slot, q->slot, SHM_WAITING, -1);
 	if (was_head)
-		queue_publish(be);
+		queue_publish(q);
 }
 
 /* Requests that another worker queued earlier go first: a worker with a
  * busy queue of its own must not keep every slot to itself. */
-static int others_first(struct backend *be, uint64_t mine)
+static int others_first(struct waitq *q, uint64_t mine)
 {
-	return shm_get(be->slot, SHM_WAITING) > be->nqueued &&
-	       shm_older_waiter(W->slot, be->slot, mine);
+	return shm_get(q->slot, SHM_WAITING) > q->n && shm_older_waiter(W->slot, q->slot, mine);
+}
+
+/* Someone in another worker waits in Q and this worker's head is younger
+ * (or there is none). */
+static int others_waiting(struct waitq *q)
+{
+	return shm_get(q->slot, SHM_WAITING) > q->n && (q->n == 0 || others_first(q, queue_head(q)->ticket));
 }
 
 static void retire_idle(struct backend *be)
@@ -809,11 +854,22 @@ static void retire_idle(struct backend *be)
 	}
 }
 
+static void server_retire_idle(struct server *srv)
+{
+	while (!list_empty(&srv->idle))
+		bconn_retire(CONTAINER_OF(srv->idle.next, struct bconn, link));
+}
+
 static int queue_waiting_total(void)
 {
-	for (unsigned b = 0; b < W->nbackends; b++)
-		if (W->backends[b].nqueued)
+	for (unsigned b = 0; b < W->nbackends; b++) {
+		struct backend *be = &W->backends[b];
+		if (be->q.n)
 			return 1;
+		for (unsigned i = 0; i < be->nservers; i++)
+			if (be->servers[i].q.n)
+				return 1;
+	}
 	return 0;
 }
 
@@ -825,41 +881,63 @@ static void queue_timer_cb(uv_timer_t *t)
 		uv_timer_stop(&W->queue_timer);
 }
 
-enum reason upstream_request(struct stream *s)
+static enum reason enqueue(struct stream *s, struct waitq *q)
 {
-	struct backend *be = s->be;
-	int any_up;
-	s->t_queue = now_us();
-	/* FIFO: a newcomer may not overtake requests already waiting, here
-	 * or in another worker. */
-	if (be->nqueued == 0 && shm_get(be->slot, SHM_WAITING) == 0) {
-		int rc = try_acquire(s, &any_up);
-		if (rc > 0) {
-			if (s->bc->state == BC_BUSY)
-				ev->ready(s);
-			return REASON_OK;
-		}
-		if (rc < 0)
-			return REASON_BACKEND_REFUSED;
-		if (!any_up)
-			return REASON_NO_SERVER;
-	}
-	if (be->nqueued >= be->cfg->queue_max)
+	if (q->n >= s->be->cfg->queue_max)
 		return REASON_QUEUE_FULL;
-	s->ticket = shm_ticket_next(be->slot);
-	list_add_tail(&be->queue, &s->qlink);
+	s->ticket = shm_ticket_next(q->slot);
+	list_add_tail(&q->list, &s->qlink);
 	s->queued = 1;
-	be->nqueued++;
-	stats_gauge_add(be->st, GAUGE_QUEUED, 1);
-	shm_add(W->slot, be->slot, SHM_WAITING, 1);
-	if (be->nqueued == 1) {
-		queue_publish(be);
+	s->wq = q;
+	q->n++;
+	stats_gauge_add(s->be->st, GAUGE_QUEUED, 1);
+	shm_add(W->slot, q->slot, SHM_WAITING, 1);
+	if (q->n == 1) {
+		queue_publish(q);
 		shm_kick_others(W->slot);  /* they may hold idle connections */
-		retire_idle(be);           /* ours may be owed to an older waiter */
+		/* ours may be owed to an older waiter */
+		if (q == &s->be->q)
+			retire_idle(s->be);
+		else
+			server_retire_idle(CONTAINER_OF(q, struct server, q));
 	}
 	if (!uv_is_active((uv_handle_t *)&W->queue_timer))
 		uv_timer_start(&W->queue_timer, queue_timer_cb, QUEUE_RETRY_MS, QUEUE_RETRY_MS);
 	return REASON_OK;
+}
+
+static enum reason acquired(struct stream *s, int rc)
+{
+	if (rc < 0)
+		return REASON_BACKEND_REFUSED;
+	if (s->bc->state == BC_BUSY)
+		ev->ready(s);
+	return REASON_OK;
+}
+
+enum reason upstream_request(struct stream *s)
+{
+	struct backend *be = s->be;
+	int any_up, rc;
+	s->t_queue = now_us();
+	/* The session's server, if it can take it: its own queue. */
+	struct server *srv = persist_target(s);
+	if (srv) {
+		if (srv->q.n == 0 && shm_get(srv->slot, SHM_WAITING) == 0 &&
+		    (rc = try_acquire_on(s, srv)) != 0)
+			return acquired(s, rc);
+		return enqueue(s, &srv->q);
+	}
+	/* FIFO: a newcomer may not overtake requests already waiting, here
+	 * or in another worker. */
+	if (be->q.n == 0 && shm_get(be->slot, SHM_WAITING) == 0) {
+		rc = try_acquire(s, &any_up);
+		if (rc != 0)
+			return acquired(s, rc);
+		if (!any_up)
+			return REASON_NO_SERVER;
+	}
+	return enqueue(s, &be->q);
 }
 
 void upstream_cancel(struct stream *s)
@@ -874,24 +952,54 @@ void upstream_cancel(struct stream *s)
 	}
 }
 
+/* A request given a connection (RC from try_acquire) or refused one after
+ * waiting. */
+static void dispatched(struct stream *s, int rc, enum reason none)
+{
+	if (rc == 0)
+		ev->error(s, none);
+	else if (rc < 0)
+		ev->error(s, REASON_BACKEND_REFUSED);
+	else if (s->bc->state == BC_BUSY)
+		ev->ready(s);
+}
+
+/* Requests waiting for their session's server SRV: served when it has
+ * room; sent elsewhere (failover) when it can no longer keep sessions. */
+static void server_dispatch(struct server *srv)
+{
+	struct stream *s;
+	while ((s = queue_head(&srv->q)) != NULL) {
+		if (!upstream_server_keeps_sessions(srv)) {
+			queue_remove(s);
+			enum reason r = upstream_request(s);
+			if (r != REASON_OK)
+				ev->error(s, r);
+			continue;
+		}
+		if (others_first(&srv->q, s->ticket))
+			return;
+		int rc = try_acquire_on(s, srv);
+		if (rc == 0)
+			return;
+		queue_remove(s);
+		dispatched(s, rc, REASON_NO_SERVER);
+	}
+}
+
 /* Hand waiting requests whatever connections are available now. */
 static void backend_dispatch(struct backend *be)
 {
 	struct stream *s;
-	while ((s = queue_head(be)) != NULL) {
+	while ((s = queue_head(&be->q)) != NULL) {
 		int any_up;
-		if (others_first(be, s->ticket))
+		if (others_first(&be->q, s->ticket))
 			return;
 		int rc = try_acquire(s, &any_up);
 		if (rc == 0 && any_up)
 			return;  /* still nothing */
 		queue_remove(s);
-		if (rc == 0)
-			ev->error(s, REASON_NO_SERVER);
-		else if (rc < 0)
-			ev->error(s, REASON_BACKEND_REFUSED);
-		else if (s->bc->state == BC_BUSY)
-			ev->ready(s);
+		dispatched(s, rc, REASON_NO_SERVER);
 	}
 }
 
@@ -900,13 +1008,18 @@ void upstream_on_kick(void)
 	for (unsigned b = 0; b < W->nbackends; b++) {
 		struct backend *be = &W->backends[b];
 		/* A server taken out (health or operator) keeps no idle connections. */
-		for (unsigned s = 0; s < be->nservers; s++)
-			server_shrink_idle(&be->servers[s]);
+		for (unsigned s = 0; s < be->nservers; s++) {
+			struct server *srv = &be->servers[s];
+			server_shrink_idle(srv);
+			if (srv->q.n)
+				server_dispatch(srv);
+			if (others_waiting(&srv->q))
+				server_retire_idle(srv);
+		}
 		backend_dispatch(be);
 		/* Others wait, and our idle connections are of no use to us now:
 		 * give their slots up. */
-		if (shm_get(be->slot, SHM_WAITING) > be->nqueued &&
-		    (be->nqueued == 0 || others_first(be, queue_head(be)->ticket)))
+		if (others_waiting(&be->q))
 			retire_idle(be);
 	}
 }
@@ -928,9 +1041,17 @@ void upstream_release(struct bconn *bc, int reusable)
 		return;
 	}
 	/* Hand over directly to the head of our own queue (no slot changes),
-	 * unless another worker's waiter is older: then the slot moves there. */
-	struct stream *s = queue_head(be);
-	if (s && others_first(be, s->ticket)) {
+	 * unless another worker's waiter is older: then the slot moves there.
+	 * Requests waiting for this server's sessions go first. */
+	struct waitq *q = &srv->q;
+	if (others_waiting(q)) {
+		bconn_retire(bc);
+		return;
+	}
+	if (q->n == 0)
+		q = &be->q;
+	struct stream *s = queue_head(q);
+	if (s && others_first(q, s->ticket)) {
 		bconn_retire(bc);
 		return;
 	}

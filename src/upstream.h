@@ -62,5 +62,7 @@ void upstream_server_outcome(struct server *srv, enum srv_outcome o);
 int upstream_server_ejected(const struct server *srv);
 /* Healthy, enabled and not ejected: balancing may send it requests. */
 int upstream_server_usable(const struct server *srv);
+/* Usable, or draining: may still serve the sessions it holds. */
+int upstream_server_keeps_sessions(const struct server *srv);
 
 #endif

@@ -1,0 +1,29 @@
+/* Session persistence: which server holds a request's session, and what a
+ * response teaches about that (persistence.type of the backend).
+ *
+ * persist_request() reads the request's key once, when it is forwarded;
+ * persist_target() is asked at every server choice (a retry after a failed
+ * connect asks again, the failed server then avoided) for the server the
+ * session should go to that can take it now, NULL to balance;
+ * persist_response() learns from the response's head (weblogic, app_cookie)
+ * and sets sluice's cookie (cookie). */
+#ifndef SLUICE_PERSIST_H
+#define SLUICE_PERSIST_H
+
+#include "proxy-t.h"
+
+enum persist_result {
+	PERSIST_NONE,      /* the backend has no persistence */
+	PERSIST_MISS,      /* no key, or one naming no server: balanced (a new session) */
+	PERSIST_HIT,       /* sent to the server the key names */
+	PERSIST_FAILOVER,  /* that server could not take it: sent elsewhere */
+};
+
+const char *persist_result_text(enum persist_result r);
+/* Worker start: the servers' hashes. */
+void persist_init_server(struct server *srv);
+void persist_request(struct stream *s);
+struct server *persist_target(struct stream *s);
+void persist_response(struct stream *s);
+
+#endif
