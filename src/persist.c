@@ -34,13 +34,10 @@ void persist_init_server(struct server *srv)
 
 /* ---- reading the request's key ---- */
 
-/* The value of path parameter NAME (";name=value") in the request target's
- * path, as Tomcat and WebLogic rewrite URLs for clients without cookies. */
-static int path_param(const struct msg *m, const char *name, const char **v, size_t *vl)
+int persist_path_param(const char *u, size_t n, const char *name, const char **v, size_t *vl)
 {
 	size_t nl = strlen(name);
-	const char *u = msg_str(m, m->url_off), *end = u + m->url_len;
-	const char *q = memchr(u, '?', m->url_len);
+	const char *end = u + n, *q = memchr(u, '?', n);
 	end = q ? q : end;
 	for (const char *p = u; p < end && (p = memchr(p, ';', (size_t)(end - p))) != NULL; p++) {
 		if ((size_t)(end - p) <= nl + 1 || memcmp(p + 1, name, nl) != 0 || p[1 + nl] != '=')
@@ -60,7 +57,9 @@ static int session_id(const struct stream *s, const struct cfg_persist *p, const
 {
 	if (msg_cookie(&s->req, p->cookie, strlen(p->cookie), v, vl) && *vl)
 		return 1;
-	return p->path_parameter[0] && path_param(&s->req, p->path_parameter, v, vl) && *vl;
+	const struct msg *m = &s->req;
+	return p->path_parameter[0] &&
+	       persist_path_param(msg_str(m, m->url_off), m->url_len, p->path_parameter, v, vl) && *vl;
 }
 
 static struct server *by_cookie(struct backend *be, const char *v, size_t vl)
@@ -98,8 +97,7 @@ static struct server *by_jvmid(struct backend *be, const char *id, size_t n)
 	return NULL;
 }
 
-/* "<session>!<primary>!<secondary>[!...]": the two JVMIDs. */
-static void weblogic_ids(const char *v, size_t vl, const char *id[2], size_t n[2])
+void persist_weblogic_ids(const char *v, size_t vl, const char *id[2], size_t n[2])
 {
 	const char *end = v + vl, *p = memchr(v, '!', vl);
 	for (int i = 0; i < 2; i++) {
@@ -180,7 +178,7 @@ void persist_request(struct stream *s)
 			const char *id[2];
 			size_t n[2];
 			s->persist_key = 1;
-			weblogic_ids(v, vl, id, n);
+			persist_weblogic_ids(v, vl, id, n);
 			s->sticky[0] = by_jvmid(be, id[0], n[0]);
 			s->sticky[1] = by_jvmid(be, id[1], n[1]);
 			if (s->sticky[1] == s->sticky[0])
@@ -340,7 +338,7 @@ void persist_response(struct stream *s)
 		if (p->type == CFG_PERSIST_WEBLOGIC) {
 			const char *id[2];
 			size_t idn[2];
-			weblogic_ids(v, vl, id, idn);
+			persist_weblogic_ids(v, vl, id, idn);
 			if (id[0])
 				weblogic_learn(srv, id[0], idn[0]);
 		} else {

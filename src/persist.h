@@ -26,4 +26,11 @@ void persist_request(struct stream *s);
 struct server *persist_target(struct stream *s);
 void persist_response(struct stream *s);
 
+/* Pure parsing, exported for the fuzz target. The value of path parameter
+ * NAME (";name=value") in the path of target U (N bytes), as Tomcat and
+ * WebLogic rewrite URLs for clients without cookies: 1 found, 0 not. */
+int persist_path_param(const char *u, size_t n, const char *name, const char **v, size_t *vl);
+/* "<session>!<primary>!<secondary>[!...]": the two JVMIDs (NULL when absent). */
+void persist_weblogic_ids(const char *v, size_t vl, const char *id[2], size_t n[2]);
+
 #endif

@@ -10,13 +10,18 @@
  *   - the indexed lookup (route_match) picks the same route as trying every
  *     route in order (route_match_linear), over a table with exact, prefix,
  *     plain-prefix, regex, host, wildcard-host, method, header and cookie
- *     routes. */
+ *     routes;
+ *   - cookies (msg_cookie, cookie_next, set_cookie_split) and persistence's
+ *     keys (the ;jsessionid= path parameter, WebLogic's !-separated ids)
+ *     come back as slices of their input holding no separator. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include "cfg.h"
+#include "httpmsg.h"
+#include "persist.h"
 #include "route.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -113,6 +118,42 @@ static void check_normal(const char *t, size_t n)
 		FAIL("normalising twice changed %.*s", (int)out.len, out.data);
 }
 
+static void within(const char *what, const char *v, size_t vl, const char *b, size_t bl, const char *banned)
+{
+	if (v < b || v + vl > b + bl)
+		FAIL("%s: value outside its input", what);
+	for (size_t i = 0; i < vl; i++)
+		if (strchr(banned, v[i]) && v[i])
+			FAIL("%s: value %.*s holds a separator", what, (int)vl, v);
+}
+
+static void check_cookies(const struct msg *mm, const char *target, size_t tl)
+{
+	static const char *const names[] = { "s", "t", "JSESSIONID" };
+	const char *v, *n;
+	size_t vl, nl;
+	for (unsigned i = 0; i < sizeof(names) / sizeof(*names); i++)
+		if (msg_cookie(mm, names[i], strlen(names[i]), &v, &vl)) {
+			within("cookie", v, vl, mm->raw.data, mm->raw.len, ";");
+			const char *id[2];
+			size_t idn[2];
+			persist_weblogic_ids(v, vl, id, idn);
+			for (int k = 0; k < 2; k++)
+				if (id[k])
+					within("jvmid", id[k], idn[k], v, vl, "!");
+		}
+	for (uint32_t i = 0; i < mm->nhdrs; i++) {
+		const char *hv = msg_str(mm, mm->hdrs[i].val_off);
+		size_t hl = mm->hdrs[i].val_len;
+		if (set_cookie_split(hv, hl, &n, &nl, &v, &vl) == 0) {
+			within("set-cookie name", n, nl, hv, hl, ";=");
+			within("set-cookie value", v, vl, hv, hl, ";");
+		}
+	}
+	if (persist_path_param(target, tl, "jsessionid", &v, &vl))
+		within("path parameter", v, vl, target, tl, ";/?");
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static const int methods[] = { 1 /* GET */, 3 /* POST */, 2 /* HEAD */, 0 /* DELETE */ };
@@ -141,6 +182,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			break;
 		msg_finish_header(&m);
 	}
+	check_cookies(&m, target, tl);
 	const char *hn;
 	size_t hnl;
 	route_host_name(host, hl, &hn, &hnl);

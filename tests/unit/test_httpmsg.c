@@ -254,6 +254,81 @@ static void test_add_and_set_value(void)
 	msg_free(&m);
 }
 
+static int cookie_is(const struct msg *m, const char *name, const char *want)
+{
+	const char *v;
+	size_t vl;
+	if (!msg_cookie(m, name, strlen(name), &v, &vl))
+		return want == NULL;
+	return want && vl == strlen(want) && memcmp(v, want, vl) == 0;
+}
+
+static void test_cookies(void)
+{
+	struct msg m = { 0 };
+	msg_reset(&m, 16);
+	add_header(&m, "Accept", "*/*");
+	add_header(&m, "Cookie", "a=1; JSESSIONID=abc.node1 ;b= \"q v\" ; c");
+	add_header(&m, "cookie", "x=y; a=2; =z; d=");
+	CHECK(cookie_is(&m, "a", "1"));                 /* the first one wins */
+	CHECK(cookie_is(&m, "JSESSIONID", "abc.node1"));
+	CHECK(cookie_is(&m, "b", "q v"));               /* quotes taken off */
+	CHECK(cookie_is(&m, "x", "y"));                 /* the second field too */
+	CHECK(cookie_is(&m, "d", ""));
+	CHECK(cookie_is(&m, "c", NULL));                /* no '=': not a pair */
+	CHECK(cookie_is(&m, "jsessionid", NULL));       /* names are case-sensitive */
+	CHECK(cookie_is(&m, "JSESSION", NULL));
+	CHECK(cookie_is(&m, "", NULL) || cookie_is(&m, "", "z"));
+	/* every occurrence, in order */
+	const char *f = "s=1;t=2; s=3", *p = f, *v;
+	size_t vl;
+	CHECK(cookie_next(&p, f + strlen(f), "s", 1, &v, &vl) && vl == 1 && *v == '1');
+	CHECK(cookie_next(&p, f + strlen(f), "s", 1, &v, &vl) && vl == 1 && *v == '3');
+	CHECK(!cookie_next(&p, f + strlen(f), "s", 1, &v, &vl));
+	msg_free(&m);
+
+	const char *n;
+	size_t nl;
+	const char *sc = " SLUICE = tok42 ; Path=/; HttpOnly";
+	CHECK(set_cookie_split(sc, strlen(sc), &n, &nl, &v, &vl) == 0);
+	CHECK(nl == 6 && memcmp(n, "SLUICE", 6) == 0 && vl == 5 && memcmp(v, "tok42", 5) == 0);
+	sc = "JSESSIONID=\"a!1!2\"";
+	CHECK(set_cookie_split(sc, strlen(sc), &n, &nl, &v, &vl) == 0 && vl == 5 && v[1] == '!');
+	sc = "novalue; Path=/a=b";
+	CHECK(set_cookie_split(sc, strlen(sc), &n, &nl, &v, &vl) == -1);
+}
+
+/* The app_cookie table: learned values, their ttl, a full set giving up
+ * its least recently used entry, a lock a dead worker held. */
+static void test_stick_table(void)
+{
+	CHECK(shm_stick_get(0, 12345, 100, 60) == -1);
+	shm_stick_put(0, 12345, 7, 100);
+	CHECK(shm_stick_get(1, 12345, 150, 60) == 7);   /* another worker sees it; used at 150 */
+	CHECK(shm_stick_get(1, 12345, 209, 60) == 7);   /* 59 s after the last use */
+	CHECK(shm_stick_get(1, 12345, 300, 60) == -1);  /* 91 s: forgotten */
+	CHECK(shm_stick_get(1, 12345, 301, 60) == -1);
+	shm_stick_put(0, 12345, 8, 400);
+	shm_stick_put(0, 12345, 9, 401);                 /* relearned: replaced, not added */
+	CHECK(shm_stick_get(0, 12345, 402, 60) == 9);
+	/* STICK_WAYS + 1 keys of one set: the least recently used one goes */
+	uint64_t k[STICK_WAYS + 1];
+	for (int i = 0; i <= STICK_WAYS; i++)
+		k[i] = 1000 + (uint64_t)i * STICK_SETS * 2;  /* same set, odd-bit aside */
+	for (int i = 0; i < STICK_WAYS; i++)
+		shm_stick_put(0, k[i], i, 500 + (uint32_t)i);
+	CHECK(shm_stick_get(0, k[0], 520, 600) == 0);     /* k[0] used again: k[1] is now the oldest */
+	shm_stick_put(0, k[STICK_WAYS], 99, 521);
+	CHECK(shm_stick_get(0, k[STICK_WAYS], 522, 600) == 99);
+	CHECK(shm_stick_get(0, k[1], 522, 600) == -1);
+	CHECK(shm_stick_get(0, k[0], 522, 600) == 0);
+	CHECK(shm_stick_get(0, k[2], 522, 600) == 2);
+	/* a worker that died holding a set's lock: the master breaks it */
+	atomic_store(&shm->stick[k[0] % STICK_SETS].lock, 3 + 1);
+	shm_worker_reclaim(3);
+	CHECK(shm_stick_get(0, k[0], 523, 600) == 0);
+}
+
 static void test_shm_cap_and_reclaim(void)
 {
 	CHECK(shm_init() == 0);
@@ -294,6 +369,8 @@ int main(void)
 	test_add_and_set_value();
 	test_host_valid();
 	test_shm_cap_and_reclaim();
+	test_stick_table();
+	test_cookies();
 	printf("test_httpmsg: %d passed, %d failed\n", passed, failed);
 	return failed ? 1 : 0;
 }
