@@ -11,6 +11,8 @@
 #include "version.h"
 #include "log.h"
 #include "shm.h"
+#include "cfg.h"
+#include "routestats.h"
 #include "stats.h"
 #include "upstream.h"
 #include "worker.h"
@@ -94,6 +96,50 @@ static void metrics_tag(const char *tag, const uint64_t *n, void *ctx)
 				    (unsigned long long)n[k]);
 }
 
+static const char *const route_class[] = { "1xx", "2xx", "3xx", "4xx", "5xx", "none" };
+
+/* One family of route metrics, C1..C2 of each route's counters (a class
+ * label when they are several). */
+static void metrics_route_family(struct buf *out, const char *name, const char *help, int c1, int c2,
+				 const uint64_t (*v)[RS_N])
+{
+	const struct cfg *cfg = W->cfg;
+	unsigned k = 0;
+	buf_appendf(out, "# HELP sluice_%s %s\n# TYPE sluice_%s counter\n", name, help, name);
+	for (unsigned l = 0; l < cfg->nlisteners; l++)
+		for (unsigned r = 0; r < cfg->listeners[l].nroutes; r++, k++)
+			for (int c = c1; c <= c2; c++) {
+				buf_appendf(out, "sluice_%s{listener=\"%s\",route=\"%s\"", name, cfg->listeners[l].name,
+					    cfg->listeners[l].routes[r].name);
+				if (c1 != c2)
+					buf_appendf(out, ",class=\"%s\"", route_class[c - RS_1XX]);
+				buf_appendf(out, "} %llu\n", (unsigned long long)v[k][c]);
+			}
+}
+
+static void metrics_routes(struct buf *out)
+{
+	const struct cfg *cfg = W->cfg;
+	unsigned n = 0, k = 0;
+	for (unsigned l = 0; l < cfg->nlisteners; l++)
+		n += cfg->listeners[l].nroutes;
+	if (n == 0)
+		return;
+	uint64_t (*v)[RS_N] = calloc(n, sizeof(*v));
+	AN(v);
+	for (unsigned l = 0; l < cfg->nlisteners; l++)
+		for (unsigned r = 0; r < cfg->listeners[l].nroutes; r++, k++)
+			if (cfg->listeners[l].routes[r].stats_slot >= 0)
+				routestats_read(cfg->listeners[l].routes[r].stats_slot, v[k]);
+	metrics_route_family(out, "route_requests_total", "Requests that matched the route", RS_REQUESTS,
+			     RS_REQUESTS, v);
+	metrics_route_family(out, "route_responses_total", "The route's requests by response status class "
+			     "(none: ended without a response)", RS_1XX, RS_NONE, v);
+	metrics_route_family(out, "route_response_bytes_total", "Response bytes sent for the route's requests",
+			     RS_BYTES_OUT, RS_BYTES_OUT, v);
+	free(v);
+}
+
 void admin_metrics(struct buf *out)
 {
 	struct scope sc[SHM_MAX_SLOTS];
@@ -175,6 +221,7 @@ void admin_metrics(struct buf *out)
 	buf_append_str(out, "# HELP sluice_inspect_tag_total Requests carrying an inspection rule tag, by the request's outcome\n"
 			    "# TYPE sluice_inspect_tag_total counter\n");
 	stats_tags_each(metrics_tag, out);
+	metrics_routes(out);
 	free(sums);
 }
 
@@ -218,6 +265,31 @@ static void json_figures(struct buf *out, const struct stats_sum *s)
 static const char *admin_state_name(int a)
 {
 	return a == SHM_ADMIN_DISABLED ? "disabled" : a == SHM_ADMIN_DRAIN ? "drain" : "enabled";
+}
+
+static void status_routes(struct buf *out, const struct cfg_listener *li)
+{
+	static const char *const action[] = { "backend", "redirect", "respond" };
+	buf_append_str(out, "\"routes\":[");
+	for (unsigned r = 0; r < li->nroutes; r++) {
+		const struct cfg_route *rt = &li->routes[r];
+		uint64_t v[RS_N] = { 0 };
+		if (rt->stats_slot >= 0)
+			routestats_read(rt->stats_slot, v);
+		buf_appendf(out, "%s{\"name\":", r ? "," : "");
+		json_str(out, rt->name);
+		buf_appendf(out, ",\"action\":\"%s\",\"backend\":", action[rt->action]);
+		if (rt->action != CFG_ROUTE_BACKEND)
+			buf_append_str(out, "null");
+		else
+			json_str(out, rt->backend_name[0] ? rt->backend_name : li->backend_name);
+		buf_appendf(out, ",\"requests\":%llu,\"responses\":{", (unsigned long long)v[RS_REQUESTS]);
+		for (int c = RS_1XX; c <= RS_NONE; c++)
+			buf_appendf(out, "%s\"%s\":%llu", c == RS_1XX ? "" : ",", route_class[c - RS_1XX],
+				    (unsigned long long)v[c]);
+		buf_appendf(out, "},\"bytes_out\":%llu}", (unsigned long long)v[RS_BYTES_OUT]);
+	}
+	buf_append_str(out, "],");
 }
 
 void admin_status(struct buf *out)
@@ -268,6 +340,7 @@ void admin_status(struct buf *out)
 		} else {
 			buf_append_str(out, "\"inspect\":null,");
 		}
+		status_routes(out, &cfg->listeners[l]);
 		json_figures(out, s);
 		buf_append_str(out, "}");
 	}
@@ -280,6 +353,13 @@ void admin_status(struct buf *out)
 		json_str(out, be->cfg->name);
 		buf_appendf(out, ",\"queued\":%u,\"connection_reuse\":%.4f,", shm_get(be->slot, SHM_WAITING),
 			    reqs ? (double)s->c[STAT_BCONN_REUSED] / (double)reqs : 0.0);
+		if (be->cfg->persist.type == CFG_PERSIST_NONE)
+			buf_append_str(out, "\"persistence\":null,");
+		else
+			buf_appendf(out, "\"persistence\":{\"type\":\"%s\",\"hits\":%llu,\"misses\":%llu,"
+				    "\"failovers\":%llu},", cfg_persist_type_name(be->cfg->persist.type),
+				    (unsigned long long)s->c[STAT_PERSIST_HIT], (unsigned long long)s->c[STAT_PERSIST_MISS],
+				    (unsigned long long)s->c[STAT_PERSIST_FAILOVER]);
 		json_figures(out, s);
 		buf_append_str(out, ",\"servers\":[");
 		for (unsigned k = 0; k < be->nservers; k++) {
@@ -291,7 +371,8 @@ void admin_status(struct buf *out)
 			json_str(out, srv->cfg->name);
 			buf_append_str(out, ",\"address\":");
 			json_str(out, srv->cfg->addr.text);
-			buf_appendf(out, ",\"ejected\":%s", upstream_server_ejected(srv) ? "true" : "false");
+			buf_appendf(out, ",\"ejected\":%s,\"queued\":%u", upstream_server_ejected(srv) ? "true" : "false",
+				    shm_get(srv->slot, SHM_WAITING));
 			buf_appendf(out, ",\"health\":\"%s\",\"admin\":\"%s\",\"backup\":%s,\"weight\":%u,"
 				    "\"effective_weight\":%.2f,\"max_connections\":%u,\"connections\":%u,"
 				    "\"busy\":%lld,\"idle\":%lld,\"connection_reuse\":%.4f,",

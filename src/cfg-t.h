@@ -256,6 +256,7 @@ enum cfg_route_action {
 struct cfg_route {
 	char name[CFG_NAME_MAX];
 	int line, col;                  /* of the entry, for messages */
+	int stats_slot;                 /* its routestats slot (the master sets it), -1 = none */
 	/* match: every condition given must hold */
 	char (*hosts)[256];             /* lowercase; "*.example.com" = any subdomain */
 	unsigned nhosts;

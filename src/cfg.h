@@ -19,4 +19,7 @@ int cfg_parse_duration(const char *s, uint32_t *ms);
 int cfg_parse_size(const char *s, uint64_t *bytes);
 int cfg_parse_addr(const char *s, struct cfg_addr *out);
 
+/* "cookie", "jvm_route", ... for logs and /status ("none" for none). */
+const char *cfg_persist_type_name(enum cfg_persist_type t);
+
 #endif

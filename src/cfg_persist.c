@@ -34,6 +34,11 @@ static int is_cookie_value(const char *s, const char *also_not)
 
 static const char *const types[] = { "cookie", "jvm_route", "weblogic", "app_cookie", "source", NULL };
 
+const char *cfg_persist_type_name(enum cfg_persist_type t)
+{
+	return t == CFG_PERSIST_NONE ? "none" : types[t - 1];
+}
+
 /* A key of servers[] that only one type reads: set under another type, it
  * would silently do nothing. */
 static void server_key_unused(struct cfg_load *ld, const char *pre, unsigned i, const char *key,

@@ -358,6 +358,7 @@ static void conv_route(struct cfg_load *ld, const char *pre, unsigned idx, const
 	unsigned line, col;
 
 	snprintf(r->name, sizeof(r->name), "route%u", idx + 1);
+	r->stats_slot = -1;
 	cfg_conv_name(ld, kp(k, pre, "name"), y->name, r->name);
 	cfg_pos_lookup(ld, pre, AT_KEY, &line, &col);
 	r->line = (int)line;

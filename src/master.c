@@ -27,6 +27,7 @@
 #include "notify.h"
 #include "privs.h"
 #include "shm.h"
+#include "routestats.h"
 #include "stats.h"
 #include "tls.h"
 #include "util.h"
@@ -270,6 +271,11 @@ static int register_slots(struct cfg *cfg)
 		stats_listener_slot_name(&cfg->listeners[l], name, sizeof(name));
 		if (shm_slot_get(name) < 0)
 			return -1;
+		for (unsigned r = 0; r < cfg->listeners[l].nroutes; r++) {
+			struct cfg_route *rt = &cfg->listeners[l].routes[r];
+			snprintf(name, sizeof(name), "%s/%s", cfg->listeners[l].name, rt->name);
+			rt->stats_slot = routestats_slot_get(name);
+		}
 	}
 	for (unsigned b = 0; b < cfg->nbackends; b++) {
 		struct cfg_backend *be = &cfg->backends[b];
@@ -410,6 +416,7 @@ static void reap(int stopping)
 		procs[i].pid = 0;
 		close(pr.logs);
 		stats_worker_retire(pr.slot);
+		routestats_worker_retire(pr.slot);
 		shm_worker_reclaim(pr.slot);
 		int crashed = WIFSIGNALED(status) || (WIFEXITED(status) && WEXITSTATUS(status) != 0);
 		if (prev.cfg && pr.gen == generation && !pr.ready && !stopping && WIFEXITED(status)
@@ -681,7 +688,7 @@ int master_run(struct cfg *cfg)
 {
 	cur = cfg;
 	log_set_role("master");
-	if (shm_init() < 0 || stats_init() < 0) {
+	if (shm_init() < 0 || stats_init() < 0 || routestats_init() < 0) {
 		log_error("shared memory: %s", strerror(errno));
 		return 1;
 	}

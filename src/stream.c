@@ -19,6 +19,7 @@
 #include "stream.h"
 #include "persist.h"
 #include "route.h"
+#include "routestats.h"
 #include "codec.h"
 #include "forward.h"
 #include "inspect.h"
@@ -63,6 +64,9 @@ static void stream_stats(struct stream *t, uint64_t total, uint64_t queue, uint6
 	if (t->resp_head_sent && t->status >= 100 && t->status < 600)
 		cls = (enum stats_counter)(STAT_RESP_1XX + t->status / 100 - 1);
 	stream_count(cl->li->st, t, cls, total);
+	if (t->route)
+		routestats_count(W->slot, t->route->stats_slot, cls == STAT_RESP_NONE ? 0 : t->status / 100,
+				 t->bytes_out);
 	if (t->be == NULL || t->t_queue == 0)
 		return;  /* never reached the backend stage */
 	stream_count(t->be->st, t, cls, total);

@@ -344,3 +344,36 @@ def test_local_answers_with_bodies_head_and_pipelining(sluice, recorder):
                       b"Expect: 100-continue\r\n\r\n")
     assert out.startswith(b"HTTP/1.1 503 ") and b"100 Continue" not in out, out
     assert b"Connection: close" in out
+
+
+def test_route_counters_in_metrics_and_status(sluice, recorder):
+    """Each route's requests, by status class, in /metrics (a route label)
+    and in /status; a route's name keeps its counters across a reload, and
+    requests no route matched are in no route's."""
+    cfg, a, b = two_backends(recorder, ROUTES, admin=H.admin_config(), workers=2)
+    s = sluice(cfg)
+    for path in ("/static/a", "/static/b", "/maintenance", "/old/x", "/other"):
+        H.http_request(s.port, "GET", path)
+    H.wait_for(lambda: len(s.access_entries()) >= 5, 5, what="5 access log entries")
+    m = s.metrics_text()
+    want = {
+        ('route_requests_total{listener="http",route="static"}', 2),
+        ('route_responses_total{listener="http",route="static",class="2xx"}', 2),
+        ('route_responses_total{listener="http",route="maint",class="5xx"}', 1),
+        ('route_responses_total{listener="http",route="old",class="3xx"}', 1),
+        ('route_requests_total{listener="http",route="beta"}', 0),
+    }
+    for series, n in want:
+        assert "\nsluice_%s %d\n" % (series, n) in m, (series, m[-3000:])
+    li = s.status()["listeners"][0]
+    routes = {r["name"]: r for r in li["routes"]}
+    assert [r["name"] for r in li["routes"]] == [r["name"] for r in ROUTES]
+    assert routes["static"]["requests"] == 2 and routes["static"]["backend"] == "static"
+    assert routes["static"]["responses"]["2xx"] == 2 and routes["static"]["bytes_out"] > 0
+    assert routes["maint"]["action"] == "respond" and routes["maint"]["backend"] is None
+    assert routes["old"]["responses"]["3xx"] == 1
+    assert sum(r["requests"] for r in li["routes"]) == 4        # /other matched none
+    s.reload(cfg)
+    H.http_request(s.port, "GET", "/static/c")
+    H.wait_for(lambda: {r["name"]: r for r in s.status()["listeners"][0]["routes"]}["static"]["requests"] == 3,
+               5, what="the static route's count after a reload")
