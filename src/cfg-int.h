@@ -121,6 +121,7 @@ struct y_respond {
 
 struct y_route {
 	char *name, *backend, *inspect, *response_timeout, *max_body_size;
+	struct y_inspect *inspect_override;
 	struct y_match *match;
 	struct y_redirect *redirect;
 	struct y_respond *respond;
@@ -292,6 +293,9 @@ int cfg_conv_listener(struct cfg_load *ld, const char *pre, unsigned idx,
  * it (pass 3, after the servers). */
 void cfg_conv_persist(struct cfg_load *ld, const char *pre, const struct y_backend *y,
 		      struct cfg_backend *b);
+/* cfg_listener.c: an inspect mapping (a listener's, a route's override). */
+void cfg_conv_inspect(struct cfg_load *ld, const char *pre, const struct y_inspect *y,
+		      struct cfg_inspect *in, uint64_t memory_max);
 /* cfg_route.c: a listener's routes (pass 3), their backends (pass 4), and
  * what cfg_free() releases. */
 int cfg_conv_routes(struct cfg_load *ld, const char *pre, const struct y_listener *y,

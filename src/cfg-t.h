@@ -288,6 +288,7 @@ struct cfg_route {
 	size_t resp_del_len;
 	/* per-route policy */
 	int inspect;                    /* run the listener's hook (default 1) */
+	struct cfg_inspect *inspect_override; /* another script or mode for this route, or NULL */
 	uint32_t response_timeout_ms;   /* 0 = the backend's */
 	uint64_t max_body_size;         /* UINT64_MAX = limits.max_body_size; 0 = unlimited */
 };

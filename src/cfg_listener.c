@@ -161,8 +161,8 @@ static uint32_t conv_budget_us(struct cfg_load *ld, const char *key, const char 
 	return ms > 60000 ? 60000000u : ms * 1000u;
 }
 
-static void conv_inspect(struct cfg_load *ld, const char *pre, const struct y_inspect *y,
-			 struct cfg_inspect *in, uint64_t memory_max)
+void cfg_conv_inspect(struct cfg_load *ld, const char *pre, const struct y_inspect *y,
+		      struct cfg_inspect *in, uint64_t memory_max)
 {
 	static const char *const overflow[] = { "partial", "reject", NULL };
 	static const char *const on_error[] = { "allow", "deny", NULL };
@@ -251,7 +251,7 @@ int cfg_conv_listener(struct cfg_load *ld, const char *pre, unsigned idx,
 			l->underscores = (enum cfg_underscores)v;
 	}
 	if (y->inspect != NULL)
-		conv_inspect(ld, kp(k, pre, "inspect"), y->inspect, &l->inspect, ld->lua_memory_max);
+		cfg_conv_inspect(ld, kp(k, pre, "inspect"), y->inspect, &l->inspect, ld->lua_memory_max);
 	if (cfg_conv_routes(ld, pre, y, l) < 0)
 		return -1;
 	if (y->tls != NULL)

@@ -413,6 +413,19 @@ static void conv_route(struct cfg_load *ld, const char *pre, unsigned idx, const
 	r->inspect = 1;
 	r->max_body_size = UINT64_MAX;
 	cfg_conv_bool(ld, kp(k, pre, "inspect"), y->inspect, &r->inspect);
+	if (y->inspect_override != NULL) {
+		if (y->inspect != NULL)
+			cfg_err_at(ld, kp(k, pre, "inspect_override"), AT_KEY,
+				   "give inspect (on/off) or inspect_override, not both");
+		else if (r->action != CFG_ROUTE_BACKEND)
+			cfg_err_at(ld, kp(k, pre, "inspect_override"), AT_KEY,
+				   "a route that answers itself (redirect, respond) runs no hook");
+		else if ((r->inspect_override = calloc(1, sizeof(*r->inspect_override))) == NULL)
+			ld->oom = 1;
+		else
+			cfg_conv_inspect(ld, kp(k, pre, "inspect_override"), y->inspect_override,
+					 r->inspect_override, ld->lua_memory_max);
+	}
 	cfg_conv_duration(ld, kp(k, pre, "response_timeout"), y->response_timeout, 1, &r->response_timeout_ms);
 	cfg_conv_size(ld, kp(k, pre, "max_body_size"), y->max_body_size, 0, UINT64_MAX - 1, &r->max_body_size);
 	conv_edits(ld, pre, "set_request_headers", y->set_request_headers, y->set_request_headers_count,
@@ -497,6 +510,7 @@ void cfg_free_routes(struct cfg_listener *l)
 		free(r->req_del);
 		free(r->resp_add);
 		free(r->resp_del);
+		free(r->inspect_override);
 	}
 	free(l->routes);
 	l->routes = NULL;

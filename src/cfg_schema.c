@@ -246,6 +246,7 @@ static const cyaml_schema_field_t y_route_fields[] = {
 	F_STR("name", OPT, struct y_route, name),
 	CYAML_FIELD_MAPPING_PTR("match", OPT, struct y_route, match, y_match_fields),
 	F_STR("backend", OPT, struct y_route, backend),
+	CYAML_FIELD_MAPPING_PTR("inspect_override", OPT, struct y_route, inspect_override, y_inspect_fields),
 	CYAML_FIELD_MAPPING_PTR("redirect", OPT, struct y_route, redirect, y_redirect_fields),
 	CYAML_FIELD_MAPPING_PTR("respond", OPT, struct y_route, respond, y_respond_fields),
 	CYAML_FIELD_SEQUENCE("set_request_headers", CYAML_FLAG_POINTER | OPT, struct y_route,

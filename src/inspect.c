@@ -70,6 +70,9 @@ struct guard {
 static struct guard G;
 static struct inspect_script *scripts;
 static unsigned nscripts;
+/* Routes with their own inspection, and the script each loaded. */
+static struct route_script { const struct cfg_route *route; struct inspect_script *sc; } *route_scripts;
+static unsigned nroute_scripts;
 static struct inspect_ref *req_ref, *resp_ref;
 static struct { uint64_t second; unsigned n, dropped; } errlog;
 
@@ -476,50 +479,89 @@ void inspect_check_end(void)
 
 /* ---- the worker ---- */
 
+/* The script at PATH, loaded once per worker whoever names it: listeners
+ * and routes naming the same file share its environment. */
+static struct inspect_script *script_for(const char *path, const char *who, const struct cfg_inspect *ic)
+{
+	char why[512];
+	for (unsigned k = 0; k < nscripts; k++)
+		if (strcmp(scripts[k].path, path) == 0)
+			return &scripts[k];
+	struct inspect_script *sc = &scripts[nscripts++];
+	snprintf(sc->path, sizeof(sc->path), "%s", path);
+	uint64_t t0 = now_us();
+	if (G.L == NULL) {
+		sc->broken = 1;
+	} else if (script_load(sc, path, why, sizeof(why)) < 0) {
+		sc->broken = 1;
+		log_error("inspection: %s: %s; its requests get on_error (%s)", who, why,
+			  ic->on_error_deny ? "deny" : "allow");
+	} else {
+		log_info("inspection: %s: %s loaded in %.1f ms, Lua memory %zu KiB", who, path,
+			 (double)(now_us() - t0) / 1000.0, G.used / 1024);
+	}
+	return sc;
+}
+
 void inspect_init(struct worker *w)
 {
-	unsigned want = 0;
-	for (unsigned i = 0; i < w->nlisteners; i++)
-		want += w->listeners[i].cfg->inspect.enabled;
-	if (want == 0)
+	unsigned want = 0, nroutes = 0;
+	for (unsigned i = 0; i < w->nlisteners; i++) {
+		const struct cfg_listener *l = w->listeners[i].cfg;
+		want += l->inspect.enabled;
+		for (unsigned r = 0; r < l->nroutes; r++)
+			nroutes += l->routes[r].inspect_override != NULL;
+	}
+	if (want + nroutes == 0)
 		return;
-	char why[512];
+	char why[512], who[2 * CFG_NAME_MAX + 32];
 	if (state_new(w->cfg->lua_memory_max, why, sizeof(why)) == NULL) {
 		log_error("inspection: %s; inspected listeners apply on_error to every request", why);
 	}
-	scripts = calloc(want, sizeof(*scripts));
-	AN(scripts);
+	scripts = calloc(want + nroutes, sizeof(*scripts));
+	route_scripts = calloc(nroutes ? nroutes : 1, sizeof(*route_scripts));
+	AN(scripts && route_scripts);
 	for (unsigned i = 0; i < w->nlisteners; i++) {
 		struct worker_listener *li = &w->listeners[i];
-		const struct cfg_inspect *ic = &li->cfg->inspect;
-		if (!ic->enabled)
-			continue;
-		/* Listeners naming the same file share its environment. */
-		for (unsigned k = 0; k < nscripts && li->insp == NULL; k++)
-			if (strcmp(scripts[k].path, ic->script) == 0)
-				li->insp = &scripts[k];
-		if (li->insp)
-			continue;
-		struct inspect_script *sc = &scripts[nscripts++];
-		snprintf(sc->path, sizeof(sc->path), "%s", ic->script);
-		li->insp = sc;
-		uint64_t t0 = now_us();
-		if (G.L == NULL) {
-			sc->broken = 1;
-		} else if (script_load(sc, ic->script, why, sizeof(why)) < 0) {
-			sc->broken = 1;
-			log_error("inspection: listener %s: %s; its requests get on_error (%s)", li->cfg->name, why,
-				  ic->on_error_deny ? "deny" : "allow");
-		} else {
-			log_info("inspection: listener %s: %s loaded in %.1f ms, Lua memory %zu KiB", li->cfg->name,
-				 ic->script, (double)(now_us() - t0) / 1000.0, G.used / 1024);
+		const struct cfg_listener *l = li->cfg;
+		if (l->inspect.enabled) {
+			snprintf(who, sizeof(who), "listener %s", l->name);
+			li->insp = script_for(l->inspect.script, who, &l->inspect);
+		}
+		for (unsigned r = 0; r < l->nroutes; r++) {
+			const struct cfg_route *rt = &l->routes[r];
+			if (rt->inspect_override == NULL)
+				continue;
+			snprintf(who, sizeof(who), "listener %s route %s", l->name, rt->name);
+			route_scripts[nroute_scripts].route = rt;
+			route_scripts[nroute_scripts++].sc = script_for(rt->inspect_override->script, who,
+									 rt->inspect_override);
 		}
 	}
 }
 
-int inspect_active(const struct client *cl)
+void inspect_select(struct stream *s)
 {
-	return cl->li->insp != NULL && atomic_load_explicit(&shm->inspect_on, memory_order_relaxed);
+	const struct cfg_route *r = s->route;
+	struct worker_listener *li = s->cl->li;
+	s->ic = &li->cfg->inspect;
+	s->isc = li->insp;
+	if (r == NULL)
+		return;
+	if (r->inspect_override) {
+		s->ic = r->inspect_override;
+		s->isc = NULL;
+		for (unsigned i = 0; i < nroute_scripts && s->isc == NULL; i++)
+			if (route_scripts[i].route == r)
+				s->isc = route_scripts[i].sc;
+	} else if (!r->inspect) {
+		s->isc = NULL;
+	}
+}
+
+int inspect_active(const struct stream *s)
+{
+	return s->isc != NULL && atomic_load_explicit(&shm->inspect_on, memory_order_relaxed);
 }
 
 /* At most ERRLOG_PER_SEC lines a second: a script failing on every request
@@ -543,7 +585,7 @@ static void error_log(const struct stream *t, const char *phase, const char *why
 	int positioned = colon && colon[1] >= '0' && colon[1] <= '9';
 	log_warn("inspection: listener %s: %s() failed for %s %s %.*s: %s%s%s", cl->li->cfg->name, phase, cl->peer,
 		 llhttp_method_name((llhttp_method_t)t->method), (int)(t->req.url_len > 200 ? 200 : t->req.url_len),
-		 msg_str(&t->req, t->req.url_off), positioned ? "" : cl->li->insp->path, positioned ? "" : ": ", why);
+		 msg_str(&t->req, t->req.url_off), positioned ? "" : t->isc->path, positioned ? "" : ": ", why);
 }
 
 /* One call into a phase, set up inside the protected call so that making
@@ -560,7 +602,7 @@ struct phase_call {
 static int phase_entry(lua_State *L)
 {
 	const struct phase_call *pc = lua_touserdata(L, 1);
-	const struct cfg_inspect *ic = &pc->s->cl->li->cfg->inspect;
+	const struct cfg_inspect *ic = pc->s->ic;
 	lua_rawgeti(L, LUA_REGISTRYINDEX, pc->fn);
 	if (pc->with_resp) {
 		resp_ref = inspect_api_new(L, 1);
@@ -578,7 +620,7 @@ static int phase_entry(lua_State *L)
 
 static const char *phase_call(struct stream *s, int fn, int phase, int with_resp)
 {
-	const struct cfg_inspect *ic = &s->cl->li->cfg->inspect;
+	const struct cfg_inspect *ic = s->ic;
 	struct phase_call pc = { s, fn, phase, with_resp };
 	req_ref = resp_ref = NULL;
 	lua_pushcfunction(G.L, phase_entry);   /* a light C function: no allocation */
@@ -606,8 +648,8 @@ enum reason inspect_request(struct stream *t)
 {
 	struct client *cl = t->cl;
 	struct txn_insp *in = &t->insp;
-	const struct cfg_inspect *ic = &cl->li->cfg->inspect;
-	struct inspect_script *sc = cl->li->insp;
+	const struct cfg_inspect *ic = t->ic;
+	struct inspect_script *sc = t->isc;
 	uint64_t t0 = now_us();
 	/* What the route chose and edited stands if the script fails. */
 	struct backend *be0 = t->be;
@@ -656,7 +698,7 @@ enum reason inspect_request(struct stream *t)
 void inspect_response(struct stream *s)
 {
 	struct client *cl = s->cl;
-	struct inspect_script *sc = cl->li->insp;
+	struct inspect_script *sc = s->isc;
 	struct txn_insp *in = &s->insp;
 	if (!in->ran || sc == NULL || sc->broken || sc->fn_response == LUA_NOREF)
 		return;
@@ -673,7 +715,7 @@ void inspect_response(struct stream *s)
 void inspect_finish(struct stream *s)
 {
 	struct client *cl = s->cl;
-	struct inspect_script *sc = cl->li->insp;
+	struct inspect_script *sc = s->isc;
 	struct txn_insp *in = &s->insp;
 	if (!in->ran || sc == NULL)
 		return;

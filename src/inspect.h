@@ -30,9 +30,11 @@ struct worker;
  * and its requests get on_error. */
 void inspect_init(struct worker *w);
 
-/* The hook applies to CL's current request: configured on the listener
- * and switched on. */
-int inspect_active(const struct client *cl);
+/* Which inspection applies to S (after its route is known): its route's
+ * override, none (route inspect: off), or its listener's. */
+void inspect_select(struct stream *s);
+/* The hook applies to S: one was selected and the switch is on. */
+int inspect_active(const struct stream *s);
 
 /* Run inspect(req) for stream S's request (head, and body if held). Fills
  * s->insp. Returns REASON_OK to forward the request, or the reason of the

@@ -73,6 +73,8 @@ struct txn_insp {
 	uint8_t deny_body;         /* deny() was given a body (LOCAL holds it, maybe empty) */
 };
 
+struct inspect_script;
+
 /* A stream: one request and its response, protocol-neutral. Taken from the
  * worker's pool when a request starts and given back when it ends, so an
  * idle connection holds none; its buffers keep their capacity in the pool.
@@ -90,6 +92,8 @@ struct stream {
 	struct server *srv;        /* server of bc, kept for the log after release */
 	struct server *avoid;      /* a connect to it just failed: pick another */
 	const struct cfg_route *route; /* the listener's route it matched, or NULL */
+	const struct cfg_inspect *ic;  /* the inspection that applies: the listener's or its route's */
+	struct inspect_script *isc;    /* ... its loaded script, NULL = not inspected */
 	struct list qlink;         /* in a waitq while waiting without bc; in the pool when free */
 	struct waitq *wq;          /* the queue it waits in: its backend's, or its session's server's */
 	struct server *sticky[2];  /* servers its session names (weblogic: primary, secondary) */

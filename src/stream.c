@@ -569,9 +569,10 @@ static enum reason stream_head(struct stream *s)
 	if (s->route && s->route->action != CFG_ROUTE_BACKEND)
 		return stream_answer(s, s->route->action == CFG_ROUTE_REDIRECT ? REASON_ROUTE_REDIRECT
 										 : REASON_ROUTE_RESPOND, 1);
-	if (!inspect_active(cl) || (s->route && !s->route->inspect))
+	inspect_select(s);
+	if (!inspect_active(s))
 		return stream_forward(s);
-	const struct cfg_inspect *ic = &cl->li->cfg->inspect;
+	const struct cfg_inspect *ic = s->ic;
 	if (ic->body && has_body(s)) {
 		if (ic->body_reject && s->req_clen > ic->body)
 			return REASON_INSPECT_BODY_TOO_LARGE;
@@ -590,7 +591,7 @@ static enum reason stream_head(struct stream *s)
  * backend and go on as for a head. */
 static enum reason stream_body_held(struct stream *s, int complete)
 {
-	const struct cfg_inspect *ic = &s->cl->li->cfg->inspect;
+	const struct cfg_inspect *ic = s->ic;
 	s->insp.waiting = 0;
 	if (!complete && ic->body_reject)
 		return REASON_INSPECT_BODY_TOO_LARGE;
@@ -635,7 +636,7 @@ static enum reason stream_body(struct stream *s, const char *at, size_t len)
 	if (s->insp.waiting) {
 		buf_append(&s->tobe, at, len);
 		/* Exactly `body` bytes may be the whole body: stream_end says. */
-		if (s->tobe.len <= s->cl->li->cfg->inspect.body)
+		if (s->tobe.len <= s->ic->body)
 			return REASON_OK;
 		return stream_body_held(s, 0);
 	}
@@ -690,7 +691,7 @@ static int stream_pushed(struct stream *s)
 	}
 	size_t queued = bc && bc->state == BC_BUSY ? bconn_queued(bc) : s->tobe.len;
 	/* A body held for inspection may grow to `inspect.body` first. */
-	size_t high = s->insp.waiting ? BACKEND_HIGH_WATER + s->cl->li->cfg->inspect.body : BACKEND_HIGH_WATER;
+	size_t high = s->insp.waiting ? BACKEND_HIGH_WATER + s->ic->body : BACKEND_HIGH_WATER;
 	return queued > high;
 }
 

@@ -377,3 +377,49 @@ def test_route_counters_in_metrics_and_status(sluice, recorder):
     H.http_request(s.port, "GET", "/static/c")
     H.wait_for(lambda: {r["name"]: r for r in s.status()["listeners"][0]["routes"]}["static"]["requests"] == 3,
                5, what="the static route's count after a reload")
+
+
+def test_route_inspect_override_runs_another_script_and_mode(sluice, recorder, tmp_path):
+    """inspect_override: the route's requests run its own script in its own
+    mode (here shadow, and with a body), the others the listener's; a route
+    with an override on a listener without inspect is inspected alone."""
+    main = tmp_path / "main.lua"
+    main.write_text("function inspect(req) if req:header('X-Deny') then req:deny(403) end end\n")
+    api = tmp_path / "api.lua"
+    api.write_text("function inspect(req)\n"
+                   "  req:set_header('X-Api-Script', 'yes')\n"
+                   "  if (req:body() or ''):find('DROP') then req:tag('sqli') req:deny(403) end\n"
+                   "end\n")
+    routes = [
+        {"name": "api", "match": {"path": {"prefix": "/api"}},
+         "inspect_override": {"script": str(api), "mode": "shadow", "body": "1k"}},
+        {"name": "enforced", "match": {"path": {"prefix": "/strict"}},
+         "inspect_override": {"script": str(api), "body": "64"}},
+    ]
+    a = recorder()
+    cfg = H.make_config(H.free_port(), [H.server(a.port, "a")])
+    cfg["listeners"][0]["routes"] = routes
+    cfg["listeners"][0]["inspect"] = {"script": str(main)}
+    s = sluice(cfg)
+    # the listener's script everywhere else
+    assert H.http_request(s.port, "GET", "/other", headers={"X-Deny": "1"}).status == 403
+    # the route's script: not the listener's (X-Deny means nothing to it), its body seen, shadow
+    r = H.http_request(s.port, "POST", "/api/q", headers={"X-Deny": "1"}, body=b"x=1; DROP TABLE t")
+    assert r.status == 200, r
+    q = a.all_requests()[-1]
+    assert q.target == "/api/q" and q.header("x-api-script") is None    # shadow: no edit applied
+    assert q.body == b"x=1; DROP TABLE t"
+    e = s.wait_access_entry(lambda e: e["target"] == "/api/q")
+    assert e["inspect"] == "would_deny" and e["tags"] == "sqli" and e["route"] == "api", e
+    # the same script enforcing on another route
+    assert H.http_request(s.port, "POST", "/strict/q", body=b"DROP").status == 403
+    r = H.http_request(s.port, "GET", "/strict/ok")
+    assert r.status == 200 and a.all_requests()[-1].header("x-api-script") == "yes"
+    # sluice -t checks the route's script like the listener's
+    bad = tmp_path / "bad.lua"
+    bad.write_text("function inspect(req) syntax error here\n")
+    routes[0]["inspect_override"]["script"] = str(bad)
+    t = sluice(cfg, start=False, name="bad")
+    out = t.check()
+    assert out.returncode == 1 and re.search(r"listeners\[0\]\.routes\[0\]\.inspect_override\.script: .*bad\.lua",
+                                             out.stderr), out.stderr
