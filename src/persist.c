@@ -2,6 +2,7 @@
  * app_cookie and source, behind one interface the upstream layer calls. */
 #include <arpa/inet.h>
 #include <math.h>
+#include <stddef.h>
 #include <string.h>
 #include <strings.h>
 #include "persist.h"
@@ -62,21 +63,12 @@ static int session_id(const struct stream *s, const struct cfg_persist *p, const
 	       persist_path_param(msg_str(m, m->url_off), m->url_len, p->path_parameter, v, vl) && *vl;
 }
 
-static struct server *by_cookie(struct backend *be, const char *v, size_t vl)
+/* The server whose string key at OFF in its config (cookie, route) is V. */
+static struct server *by_key(struct backend *be, size_t off, const char *v, size_t vl)
 {
 	for (unsigned i = 0; i < be->nservers; i++) {
-		const char *c = be->servers[i].cfg->cookie;
-		if (strlen(c) == vl && memcmp(c, v, vl) == 0)
-			return &be->servers[i];
-	}
-	return NULL;
-}
-
-static struct server *by_route(struct backend *be, const char *v, size_t vl)
-{
-	for (unsigned i = 0; i < be->nservers; i++) {
-		const char *r = be->servers[i].cfg->route;
-		if (strlen(r) == vl && memcmp(r, v, vl) == 0)
+		const char *k = (const char *)be->servers[i].cfg + off;
+		if (strlen(k) == vl && memcmp(k, v, vl) == 0)
 			return &be->servers[i];
 	}
 	return NULL;
@@ -162,7 +154,7 @@ void persist_request(struct stream *s)
 	case CFG_PERSIST_COOKIE:
 		if (msg_cookie(&s->req, p->cookie, strlen(p->cookie), &v, &vl) && vl) {
 			s->persist_key = 1;
-			s->sticky[0] = by_cookie(be, v, vl);
+			s->sticky[0] = by_key(be, offsetof(struct cfg_server, cookie), v, vl);
 		}
 		break;
 	case CFG_PERSIST_JVM_ROUTE:
@@ -170,7 +162,8 @@ void persist_request(struct stream *s)
 			s->persist_key = 1;
 			const char *dot = memchr(v, '.', vl);
 			if (dot)
-				s->sticky[0] = by_route(be, dot + 1, (size_t)(v + vl - dot - 1));
+				s->sticky[0] = by_key(be, offsetof(struct cfg_server, route), dot + 1,
+						     (size_t)(v + vl - dot - 1));
 		}
 		break;
 	case CFG_PERSIST_WEBLOGIC:
@@ -251,13 +244,20 @@ struct server *persist_target(struct stream *s)
 	default:
 		break;
 	}
-	for (int i = 0; i < 2; i++) {
-		struct server *srv = s->sticky[i];
-		if (srv && srv != s->avoid && upstream_server_keeps_sessions(srv)) {
-			s->persist = i == 0 ? PERSIST_HIT : PERSIST_FAILOVER;
-			return srv;
+	/* WebLogic's plug-in moves a session off a draining primary to its
+	 * secondary, which holds the replica; only when neither is in
+	 * balancing does a draining one keep it. Other types have no replica
+	 * to go to: a draining server keeps its sessions. */
+	int strict = s->be->cfg->persist.type == CFG_PERSIST_WEBLOGIC;
+	for (int pass = strict ? 0 : 1; pass < 2; pass++)
+		for (int i = 0; i < 2; i++) {
+			struct server *srv = s->sticky[i];
+			if (srv && srv != s->avoid &&
+			    (pass ? upstream_server_keeps_sessions(srv) : upstream_server_usable(srv))) {
+				s->persist = i == 0 ? PERSIST_HIT : PERSIST_FAILOVER;
+				return srv;
+			}
 		}
-	}
 	/* A key naming no server we know is a session we cannot place (a
 	 * server removed, a cookie from elsewhere): balanced, like none.
 	 * WebLogic's primary unknown but a secondary named is a failover. */

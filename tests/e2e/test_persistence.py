@@ -277,6 +277,32 @@ def test_weblogic_primary_then_secondary_with_learned_ids(wlsim, sluice):
     assert "JSESSIONID=%s" % v in sent
 
 
+def test_weblogic_drain_moves_sessions_to_their_secondary(wlsim, sluice):
+    """The plug-in's behaviour: a draining primary's sessions go to their
+    secondary (it has the replica, the counter goes on); new sessions go
+    to the others; with the secondary down too, the draining primary keeps
+    its sessions rather than lose them."""
+    w1, w2, w3 = wl_cluster(wlsim)
+    s = wl_sluice(sluice, [w1, w2, w3], admin=True, workers=1)
+    sessions = {}
+    for _ in range(6):
+        r, _, server = wl_get(s.port)
+        sessions[server] = set_cookie(r, "JSESSIONID")
+    assert s.admin_post("/servers/app/wls1/drain").status == 200
+    v = sessions["wls1"]                               # primary wls1, secondary wls2
+    r, count, server = wl_get(s.port, v, path="/app?drained")
+    assert (count, server) == (2, "wls2"), r
+    assert wait_entries(s, "/app?drained", 1)[0]["persistence"] == "failover"
+    assert all(wl_get(s.port, path="/app?new")[2] != "wls1" for _ in range(6))
+    # another wls1 session whose secondary (wls2) is down: it stays on wls1
+    sid = "B" * 52
+    w1.sessions[sid] = 7
+    w2.kill()
+    r, count, server = wl_get(s.port, "%s!%s!%s" % (sid, w1.server_id, w2.server_id), path="/app?kept")
+    assert (count, server) == (8, "wls1"), r
+    assert wait_entries(s, "/app?kept", 1)[0]["persistence"] == "hit"
+
+
 def test_weblogic_relearns_an_id_after_restart(wlsim, sluice):
     w1, w2 = wl_cluster(wlsim, n=2)
     s = wl_sluice(sluice, [w1, w2], workers=1)
