@@ -401,6 +401,9 @@ int route_normalize(const char *t, size_t n, struct buf *out, struct buf *key)
 		return 1;
 	}
 	size_t base = out->len;
+	/* The path never grows (an escape stays 3 bytes or becomes 1), plus
+	 * one '/' at the end: room reserved once, bytes stored directly. */
+	buf_reserve(out, n - ps + 2);
 	/* Segment by segment: decode, then resolve a dot segment against what
 	 * is already written. */
 	size_t i = ps;
@@ -434,7 +437,8 @@ int route_normalize(const char *t, size_t n, struct buf *out, struct buf *key)
 			} else if (t[i] == ';' && name_len == (size_t)-1) {
 				name_len = out->len - seg - 1;
 			}
-			buf_append(out, enc, el);
+			memcpy(out->data + out->len, enc, el);
+			out->len += el;
 		}
 		if (name_len == (size_t)-1)
 			name_len = out->len - seg - 1;
