@@ -35,13 +35,37 @@ Sets of runs (SETS):
   demo     HTTP, $BUILD/demo_backend (thread per connection, THREADS
            threads, backlog ACCEPT, DEMO_CPU_MS ms of CPU per request)
                                                 -> offload-demo.png
+  cluster  HTTP, TWO Tomcats (jvmRoute t1 and t2, the same thread settings,
+           both on the app server's CPU) behind each proxy, with session
+           persistence; the page makes a session per user and names its
+           server in an X-Route header; userload --session keeps each user's
+           cookies. No direct target (there is no single server).
+             sluice   persistence jvm_route (SLUICE_PERSIST=cookie: its own
+                      SLUICE_SERVER cookie), max_connections THREADS per
+                      server, the rest queue (a session's request waits in its
+                      server's own queue)
+             haproxy  stick table on the JSESSIONID cookie (stick on
+                      req.cook(JSESSIONID) + stick store-response
+                      res.cook(JSESSIONID)), maxconn THREADS per server
+             nginx    hash $cookie_jsessionid consistent: OSS nginx has no
+                      sticky sessions; the hash maps an id to a server
+                      whichever server made the session, so a user keeps
+                      only a session whose id happens to hash to its own
+                      server (a new session on every miss until then)
+           Not in the default SETS: two more JVMs to start and warm up, about
+           1.5 minutes in all, for a question of its own (does each request
+           stay on its session's server?).
+                                                -> offload-cluster.png
 
 Per run: TPS average (completed 200 responses / measured seconds), TPS peak
 (best 1-s window, sliding over 100-ms buckets), error rate (refused, reset,
 timed out after TIMEOUT ms, TLS failures, non-200, truncated: / all ended
 requests), mean and p99 time (connect to last byte, completed requests),
 users served (users that completed at least one request), the CPU % of the
-proxy's process tree, of the app server and of the client.
+proxy's process tree, of the app server(s) and of the client. cluster set
+also: stayed share (completed requests that carried a JSESSIONID and were
+answered by the server named in it / those that carried one, %; target
+100% while both servers are up), new sessions, responses per server.
 
 Usage: sh bench/offload.sh  (or `make bench-offload`). Environment knobs:
   QUICK=1          short runs, fewer levels (plain 1000, ssl 300, no demo)
@@ -51,7 +75,10 @@ Usage: sh bench/offload.sh  (or `make bench-offload`). Environment knobs:
   LEVELS=a,b       users for the plain set (30,300,600,1000,5000; QUICK 1000)
   SSL_LEVELS=a,b   users for the ssl set (30,300,1000; QUICK 300)
   DEMO_LEVELS=a,b  users for the demo set (1000; QUICK none)
-  SETS=a,b         subset/order of plain,ssl,demo
+  CLUSTER_LEVELS=a,b  users for the cluster set (30,300; QUICK 300)
+  SETS=a,b         subset/order of plain,ssl,demo,cluster (plain,ssl,demo)
+  SLUICE_PERSIST=t sluice's persistence type in the cluster set: jvm_route
+                   (default) or cookie
   TARGETS=a,b      subset/order of direct,sluice,haproxy,nginx
   THREADS=N        Tomcat maxThreads / demo_backend threads / proxies' backend
                    connection limit (16)
@@ -73,8 +100,9 @@ Usage: sh bench/offload.sh  (or `make bench-offload`). Environment knobs:
                    results directory name (default: UTC timestamp)
 
 Output: RESULTS/<ts>/offload.md, offload.png, offload-ssl.png,
-offload-demo.png, offload/ (CATALINA_BASE, configs, certificates, raw
-userload JSON, logs); RESULTS/latest/ gets a copy and report.md links it.
+offload-demo.png, offload-cluster.png, offload/ (CATALINA_BASEs, configs,
+certificates, raw userload JSON, logs); RESULTS/latest/ gets a copy and
+report.md links it.
 Every process started here is stopped by its PID on exit.
 """
 import functools
@@ -120,9 +148,11 @@ LEVELS = {
     "plain": env_levels("LEVELS", [1000] if QUICK else [30, 300, 600, 1000, 5000]),
     "ssl": env_levels("SSL_LEVELS", [300] if QUICK else [30, 300, 1000]),
     "demo": env_levels("DEMO_LEVELS", [] if QUICK else [1000]),
+    "cluster": env_levels("CLUSTER_LEVELS", [300] if QUICK else [30, 300]),
 }
-ALL_SETS = ["plain", "ssl", "demo"]
-SETS = [s for s in os.environ.get("SETS", ",".join(ALL_SETS)).split(",") if s]
+ALL_SETS = ["plain", "ssl", "demo", "cluster"]
+DEFAULT_SETS = ["plain", "ssl", "demo"]      # cluster: on request (SETS)
+SETS = [s for s in os.environ.get("SETS", ",".join(DEFAULT_SETS)).split(",") if s]
 ALL_TARGETS = ["direct", "sluice", "haproxy", "nginx"]
 TARGETS = [t for t in os.environ.get("TARGETS", ",".join(ALL_TARGETS)).split(",") if t]
 THREADS = env_int("THREADS", 16, 1)
@@ -138,6 +168,8 @@ SOURCES = env_int("SOURCES", 256, 0)
 TLS_VERSION = os.environ.get("TLS_VERSION", "1.2")
 APP_WARMUP = env_float("APP_WARMUP", 2.0 if QUICK else 6.0, 0.0)
 SETTLE_MAX = env_float("SETTLE_MAX", 3.0, 0.0)
+SLUICE_PERSIST = os.environ.get("SLUICE_PERSIST", "jvm_route")
+CLUSTER_ROUTES = ("t1", "t2")  # the cluster set's Tomcats: jvmRoute = server name
 STALL_MS = 250                # userload's event loop paused longer than this: flagged
 CATALINA_HOME = os.environ.get("CATALINA_HOME", "/usr/share/tomcat10")
 TEMPLATES = os.path.join(ROOT, "bench", "offload")
@@ -150,6 +182,8 @@ for t in TARGETS:
         sys.exit(f"{PROG}: unknown target {t!r} in TARGETS (known: {','.join(ALL_TARGETS)})")
 if TLS_VERSION not in tlslib.VERSIONS:
     sys.exit(f"{PROG}: TLS_VERSION must be 1.2 or 1.3")
+if SLUICE_PERSIST not in ("jvm_route", "cookie"):
+    sys.exit(f"{PROG}: SLUICE_PERSIST must be jvm_route or cookie")
 SETS = [s for s in SETS if LEVELS[s]]
 PROXIES = [t for t in TARGETS if t != "direct"]
 
@@ -157,8 +191,17 @@ SET_TITLE = {
     "plain": "Plain HTTP, Tomcat (JSP page)",
     "ssl": f"SSL: TLS {TLS_VERSION}, RSA-2048, full handshake on every connection, Tomcat (JSP page)",
     "demo": "Plain HTTP, demo_backend (thread per connection)",
+    "cluster": "Plain HTTP, a two-Tomcat cluster (JSP page with a session) with session persistence",
 }
-SET_CHART = {"plain": "offload.png", "ssl": "offload-ssl.png", "demo": "offload-demo.png"}
+SET_CHART = {"plain": "offload.png", "ssl": "offload-ssl.png", "demo": "offload-demo.png",
+             "cluster": "offload-cluster.png"}
+TOMCAT_SETS = ("plain", "ssl", "cluster")
+
+
+def set_targets(set_name):
+    """The targets a set runs: all of TARGETS but direct in the cluster set
+    (two servers, none to go to directly)."""
+    return [t for t in TARGETS if not (set_name == "cluster" and t == "direct")]
 COLORS = {"sluice": "#2b7bba", "haproxy": "#e07b39", "nginx": "#3a9e4f", "direct": "#777777"}
 
 
@@ -186,13 +229,16 @@ APP_PIN, FRONT_PIN, PIN_TEXT = pins()
 
 # ---------------------------------------------------------------- app servers
 
-def start_tomcat(d, certs):
-    """Tomcat 10 from the Debian package with our own CATALINA_BASE in
-    d/tomcat: generated server.xml, the JSP page as ROOT/index.jsp. One
-    connector per target: {"direct": HTTP, "direct-tls": HTTPS, "<proxy>-<set>":
-    HTTP} (a set's proxies never meet connections left by the previous set's).
-    Returns (Popen, {target: port}, command line, env text)."""
-    base = os.path.join(d, "tomcat")
+def start_tomcat(d, certs, name, connectors, route=None):
+    """Start Tomcat 10 from the Debian package with our own CATALINA_BASE in
+    d/NAME: generated server.xml, the JSP page as ROOT/index.jsp. One
+    connector per entry of CONNECTORS: "direct" (HTTP), "direct-tls" (HTTPS),
+    "<proxy>-<set>" (HTTP; a set's proxies never meet connections left by
+    another set's). ROUTE (the cluster set): the Engine's jvmRoute, and the
+    page makes a session per user and names the route in X-Route. Does not
+    wait for it (wait_tomcat). Returns (Popen, {connector: port}, command
+    line, env text)."""
+    base = os.path.join(d, name)
     if os.path.exists(base):
         shutil.rmtree(base)
     for sub in ("conf", "logs", "temp", "work", "webapps/ROOT"):
@@ -205,23 +251,24 @@ def start_tomcat(d, certs):
                 "tomcat.util.scan.StandardJarScanFilter.jarsToSkip=*.jar\n")
     ports = {}
     conns = []
-    tsets = [x for x in SETS if x in ("plain", "ssl")]
-    for name in ["direct", "direct-tls"] + [f"{p}-{x}" for x in tsets for p in PROXIES]:
-        ports[name] = free_port()
-        tmpl = "connector-https.xml" if name == "direct-tls" else "connector-http.xml"
-        if name.startswith("direct"):
-            what = "direct clients, " + ("HTTPS" if name == "direct-tls" else "HTTP")
+    for cname in connectors:
+        ports[cname] = free_port()
+        tmpl = "connector-https.xml" if cname == "direct-tls" else "connector-http.xml"
+        if cname.startswith("direct"):
+            what = "direct clients, " + ("HTTPS" if cname == "direct-tls" else "HTTP")
         else:
-            what = f"{name.split('-')[0]}'s backend connections in the {name.split('-')[1]} set"
+            what = f"{cname.split('-')[0]}'s backend connections in the {cname.split('-')[1]} set"
         conns.append(open(os.path.join(TEMPLATES, tmpl)).read()
-                     .replace("@NAME@", what).replace("@PORT@", str(ports[name])))
+                     .replace("@NAME@", what).replace("@PORT@", str(ports[cname])))
     xml = open(os.path.join(TEMPLATES, "server.xml")).read().replace("@CONNECTORS@", "".join(conns).rstrip("\n"))
     for k, v in (("@THREADS@", THREADS), ("@MAXCONN@", MAXCONN), ("@ACCEPT@", ACCEPT),
                  ("@CERT@", os.path.join(certs, "rsa.crt")), ("@KEY@", os.path.join(certs, "rsa.key")),
-                 ("@TLS_PROTOCOLS@", tlslib.VERSIONS[TLS_VERSION])):
+                 ("@TLS_PROTOCOLS@", tlslib.VERSIONS[TLS_VERSION]),
+                 ("@JVMROUTE@", f' jvmRoute="{route}"' if route else "")):
         xml = xml.replace(k, str(v))
     write(os.path.join(base, "conf", "server.xml"), xml)
-    jsp = open(os.path.join(TEMPLATES, "index.jsp")).read().replace("@ITER@", str(JSP_ITER))
+    jsp = (open(os.path.join(TEMPLATES, "index.jsp")).read().replace("@ITER@", str(JSP_ITER))
+           .replace("@SESSION@", "true" if route else "false"))
     write(os.path.join(base, "webapps", "ROOT", "index.jsp"), jsp)
     java_opts = "-Xms256m -Xmx256m -Djava.security.egd=file:/dev/./urandom"
     env = dict(os.environ, CATALINA_HOME=CATALINA_HOME, CATALINA_BASE=base,
@@ -230,7 +277,7 @@ def start_tomcat(d, certs):
     env.pop("CATALINA_PID", None)
     cmd = APP_PIN + [os.path.join(CATALINA_HOME, "bin", "catalina.sh"), "run"]
     # catalina.sh execs java: the PID we get is the JVM's.
-    logf = open(os.path.join(d, "tomcat.out"), "ab")
+    logf = open(os.path.join(d, f"{name}.out"), "ab")
     from benchlib import STARTED
     p = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                          env=env, cwd=base)
@@ -238,10 +285,37 @@ def start_tomcat(d, certs):
     STARTED.append(p)
     envtxt = (f"CATALINA_HOME={CATALINA_HOME} CATALINA_BASE={base} "
               f"CATALINA_TMPDIR={base}/temp JAVA_OPTS='{java_opts}'")
+    return p, ports, " ".join(cmd), envtxt
+
+
+def wait_tomcat(p, ports, d, name, expect, route=None):
+    """Wait until every connector of Tomcat NAME listens and answers GET /
+    with 200 and EXPECT in the body (the first request compiles the JSP);
+    with ROUTE, also with that X-Route header. Exits the script if not."""
     for i, port in enumerate(ports.values()):
         if not wait_port(port, p, 60 if i == 0 else 10):
-            sys.exit(f"{PROG}: Tomcat did not start, see {d}/tomcat.out and {base}/logs/")
-    return p, ports, " ".join(cmd), envtxt
+            sys.exit(f"{PROG}: Tomcat did not start, see {d}/{name}.out and {d}/{name}/logs/")
+    for cname, port in ports.items():
+        tls = cname == "direct-tls"
+        e = None
+        for _ in range(40):
+            e = check(port, tls, expect, route)
+            if not e:
+                break
+            time.sleep(0.5)
+        if e:
+            sys.exit(f"{PROG}: {name} connector for {cname} check failed: {e}")
+
+
+def stop_tomcat(p, d, name, notes, loglines):
+    """Stop Tomcat NAME by its PID; note if it had exited, keep its SEVERE
+    and exception lines."""
+    if p.poll() is not None:
+        notes.append(f"{name} exited during the benchmark (status {p.returncode})")
+    stop(p, grace=15)
+    for ln in read_tail(os.path.join(d, f"{name}.out"), 0).splitlines():
+        if ("SEVERE" in ln or "Exception" in ln) and len(loglines) < 200:
+            loglines.append(f"{name}, {name}.out: {ln.strip()[:300]}")
 
 
 def start_demo(d, name):
@@ -257,9 +331,29 @@ def start_demo(d, name):
 
 # ---------------------------------------------------------------- proxies
 
-def conf_sluice(d, port, bport, tls, certs, name="sluice"):
+# A proxy's servers: [(name, port)], one ("app1") or, in the cluster set, one
+# per Tomcat (named after its jvmRoute); two or more get session persistence.
+
+def sluice_servers(servers):
+    """sluice's backend lines from `persistence:` on: each server at most
+    THREADS connections; a cluster: persistence SLUICE_PERSIST (jvm_route:
+    route = the server's name, its Tomcat's jvmRoute)."""
+    cluster = len(servers) > 1
+    route = cluster and SLUICE_PERSIST == "jvm_route"
+    out = f"    persistence:\n      type: {SLUICE_PERSIST}\n" if cluster else ""
+    out += "    servers:\n"
+    for name, bport in servers:
+        out += (f"      - name: {name}\n        address: 127.0.0.1:{bport}\n"
+                + (f"        route: {name}\n" if route else "")
+                + f"        max_connections: {THREADS}\n")
+    return out
+
+
+def conf_sluice(d, port, servers, tls, certs, name="sluice"):
     tls_txt = tlslib.sluice_tls(certs, "rsa", TLS_VERSION, True) if tls else ""
-    return f"""# sluice, one worker; {THREADS} connections at most to the app server, the rest queue
+    what = ("the app server" if len(servers) == 1 else
+            f"each of {len(servers)} app servers, session persistence {SLUICE_PERSIST}")
+    return f"""# sluice, one worker; {THREADS} connections at most to {what}, the rest queue
 workers: 1
 error_log: {d}/{name}.error.log
 user: nobody
@@ -278,17 +372,28 @@ listeners:
     idle_timeout: 50s
     connect_timeout: 3s
     response_timeout: 30s
-    servers:
-      - name: app1
-        address: 127.0.0.1:{bport}
-        max_connections: {THREADS}
-"""
+{sluice_servers(servers)}"""
 
 
-def conf_haproxy(d, port, bport, tls, certs):
+def haproxy_servers(servers):
+    """HAProxy's backend lines: each server maxconn THREADS; a cluster:
+    round robin for new users and a stick table on the JSESSIONID cookie
+    (learned from the responses, matched on the requests)."""
+    out = ""
+    if len(servers) > 1:
+        out = ("    balance roundrobin\n"
+               "    stick-table type string len 64 size 1m expire 30m\n"
+               "    stick on req.cook(JSESSIONID)\n"
+               "    stick store-response res.cook(JSESSIONID)\n")
+    return out + "".join(f"    server {name} 127.0.0.1:{bport} maxconn {THREADS}\n" for name, bport in servers)
+
+
+def conf_haproxy(d, port, servers, tls, certs):
     bind_ssl = tlslib.haproxy_bind_ssl(certs, "rsa", TLS_VERSION, True) if tls else ""
     g_ssl = tlslib.haproxy_global_ssl(True) if tls else ""
-    return f"""# HAProxy, one thread; {THREADS} connections at most to the app server, the rest queue
+    what = ("the app server" if len(servers) == 1 else
+            f"each of {len(servers)} app servers, a stick table on JSESSIONID")
+    return f"""# HAProxy, one thread; {THREADS} connections at most to {what}, the rest queue
 global
     nbthread 1
     maxconn 8000
@@ -310,15 +415,31 @@ frontend fe
     default_backend be
 
 backend be
-    server app1 127.0.0.1:{bport} maxconn {THREADS}
+{haproxy_servers(servers)}"""
+
+
+def nginx_servers(servers):
+    """nginx's upstream: one server (benchlib's, a keepalive pool of
+    THREADS), or a cluster hashed on the JSESSIONID cookie (consistent
+    hashing, OSS nginx's only cookie affinity), a pool of THREADS per server."""
+    if len(servers) == 1:
+        return nginx_upstream(servers[0][1], THREADS, "50s")
+    lines = "".join(f"        server 127.0.0.1:{bport};   # {name}\n" for name, bport in servers)
+    return f"""    upstream be {{
+        hash $cookie_jsessionid consistent;
+{lines}        keepalive {THREADS * len(servers)};
+        keepalive_requests 1000000;
+        keepalive_timeout 50s;
+    }}
 """
 
 
-def conf_nginx(d, port, bport, tls, certs):
+def conf_nginx(d, port, servers, tls, certs):
     ssl_txt = tlslib.nginx_ssl(certs, "rsa", TLS_VERSION, True) if tls else ""
-    return (f"# nginx, one worker, upstream keepalive {THREADS}; OSS nginx has no request queue\n"
+    what = "" if len(servers) == 1 else f" per server, {len(servers)} app servers hashed on $cookie_jsessionid"
+    return (f"# nginx, one worker, upstream keepalive {THREADS}{what}; OSS nginx has no request queue\n"
             + nginx_main(d, "nginx", rlimit=20000, conns=16384) + "    access_log off;\n"
-            + nginx_temp_paths(d, "tmp-nginx") + nginx_upstream(bport, THREADS, "50s") + f"""    server {{
+            + nginx_temp_paths(d, "tmp-nginx") + nginx_servers(servers) + f"""    server {{
         listen 127.0.0.1:{port} backlog=4096{" ssl" if tls else ""};
 {ssl_txt}        location / {{
             proxy_pass http://be;
@@ -335,25 +456,28 @@ def conf_nginx(d, port, bport, tls, certs):
 CONF = {"sluice": (conf_sluice, "yaml"), "haproxy": (conf_haproxy, "cfg"), "nginx": (conf_nginx, "conf")}
 
 
-def start_proxy(name, d, bport, tls, certs, tag):
-    """Returns (Popen or None, port, command line, config path)."""
+def start_proxy(name, d, servers, tls, certs, tag):
+    """servers: [(name, port)] of the app server(s). Returns (Popen or None,
+    port, command line, config path)."""
     port = free_port()
     os.makedirs(os.path.join(d, "configs"), exist_ok=True)
     make, ext = CONF[name]
-    conf = write(os.path.join(d, "configs", f"{name}-{tag}.{ext}"), make(d, port, bport, tls, certs))
+    conf = write(os.path.join(d, "configs", f"{name}-{tag}.{ext}"), make(d, port, servers, tls, certs))
     p, cmd = launch_proxy(name, d, port, conf, FRONT_PIN, os.path.join(BUILD, "sluice"))
     return p, port, cmd, conf
 
 
-def check(port, tls, expect):
+def check(port, tls, expect, route=None):
     """One GET / on a new connection: None if 200 and the body contains
-    `expect`, else what went wrong."""
+    `expect` (and with ROUTE, X-Route is ROUTE), else what went wrong."""
     try:
         r = tlslib.get(port, TLS_VERSION if tls else "none", "/", timeout=10)
     except Exception as e:  # noqa: BLE001 — any failure is the answer
         return f"GET / failed: {e!r}"
     if r["status"] != b"200" or expect not in r["body"]:
         return f"GET / -> {r['head'][:80]!r}, {len(r['body'])} body bytes"
+    if route and r["headers"].get("x-route") != route:
+        return f"GET / -> X-Route {r['headers'].get('x-route')!r}, expected {route!r}"
     return None
 
 
@@ -362,11 +486,12 @@ def check(port, tls, expect):
 USERLOAD = os.path.join(BUILD, "userload")
 
 
-def userload_cmd(port, users, tls, warmup, duration):
+def userload_cmd(port, users, tls, warmup, duration, session=False):
     return (FRONT_PIN + [USERLOAD, "--port", str(port), "--users", str(users),
                          "--warmup", f"{warmup:g}", "--duration", f"{duration:g}",
                          "--timeout", str(TIMEOUT), "--sources", str(SOURCES)]
-            + (["--tls", "--tls-max", TLS_VERSION] if tls else []))
+            + (["--tls", "--tls-max", TLS_VERSION] if tls else [])
+            + (["--session"] if session else []))
 
 
 def run_userload(cmd, on_phase=None):
@@ -426,28 +551,45 @@ def run_userload(cmd, on_phase=None):
 WARMUP_MAX = 0.0              # longest warmup+duration asked of userload (for its deadline)
 
 
-def settle(app):
-    """Wait (up to SETTLE_MAX s) until the app server uses < 20% of a CPU:
+def app_ticks(apps):
+    """CPU ticks so far of the app server processes APPS (Popens), all threads."""
+    return sum(sum(tree_ticks(a.pid).values()) for a in apps)
+
+
+def settle(apps):
+    """Wait (up to SETTLE_MAX s) until the app servers use < 20% of a CPU:
     requests a proxy still had queued, or a backlog still being drained,
     must not spill into the next run. Returns seconds waited."""
     t0 = time.monotonic()
     while time.monotonic() - t0 < SETTLE_MAX:
-        a = sum(tree_ticks(app.pid).values())
+        a = app_ticks(apps)
         time.sleep(0.1)
-        if sum(tree_ticks(app.pid).values()) - a <= 0.02 * CLK_TCK:
+        if app_ticks(apps) - a <= 0.02 * CLK_TCK:
             break
     return time.monotonic() - t0
 
 
-def measure(set_name, label, users, rnd, d, port, proxy, app, tls):
-    """One userload run against port; proxy: Popen or None (direct)."""
+def session_figures(res):
+    """The cluster set's figures from a userload --session result: session
+    requests, stayed, lost (answered by another server), new sessions, the
+    stayed share in % (None without session requests), responses per server."""
+    n, stayed = res.get("session_requests", 0), res.get("session_stayed", 0)
+    return {"session_requests": n, "session_stayed": stayed, "session_lost": n - stayed,
+            "session_new": res.get("session_new", 0), "routes": res.get("routes", {}),
+            "stayed_pct": 100.0 * stayed / n if n else None}
+
+
+def measure(set_name, label, users, rnd, d, port, proxy, apps, tls):
+    """One userload run against port; proxy: Popen or None (direct); apps:
+    the app server Popens (CPU, settling)."""
     raw = os.path.join(d, "raw", f"{set_name}-u{users}-r{rnd + 1}-{label}.json")
-    cmd = userload_cmd(port, users, tls, WARMUP, DURATION)
+    session = set_name == "cluster"
+    cmd = userload_cmd(port, users, tls, WARMUP, DURATION, session)
     snap = {}
 
     def on_phase(ph):
         snap[ph] = (sum(tree_ticks(proxy.pid).values()) if proxy else 0,
-                    sum(tree_ticks(app.pid).values()), system_busy_ticks(), time.monotonic())
+                    app_ticks(apps), system_busy_ticks(), time.monotonic())
 
     res, out, err, cticks = run_userload(cmd, on_phase)
     write(raw, " ".join(cmd) + "\n" + out + (("\n# stderr:\n" + err) if err else ""))
@@ -465,6 +607,12 @@ def measure(set_name, label, users, rnd, d, port, proxy, app, tls):
              p99_ms=res["p99_ms"] if res["p99_ms"] >= 0 else None,
              served_pct=100.0 * res["users_served"] / users, resumed=res["resumed"],
              handshakes=res["handshakes"])
+    if session:
+        r.update(session_figures(res))
+        if res["ok"] and not r["session_requests"]:
+            r["problems"].append("no completed request carried a session cookie")
+        if res.get("jar_full"):
+            r["problems"].append(f"{res['jar_full']} cookies did not fit userload's jar")
     if "measure" in snap and "end" in snap:
         (p0, a0, s0, t0), (p1, a1, s1, t1) = snap["measure"], snap["end"]
         wall = max(t1 - t0, 1e-3)
@@ -488,7 +636,7 @@ def measure(set_name, label, users, rnd, d, port, proxy, app, tls):
     if r["stalled"]:
         r["problems"].append(f"userload was not scheduled for {r['max_gap_ms']:.0f} ms in the window "
                              "(busy machine): this run's figures are unreliable")
-    r["settle"] = settle(app)
+    r["settle"] = settle(apps)
     if r["settle"] >= SETTLE_MAX > 0:
         r["problems"].append(f"the app server was still busy {SETTLE_MAX:g} s after the run")
     return r
@@ -497,11 +645,25 @@ def measure(set_name, label, users, rnd, d, port, proxy, app, tls):
 # ---------------------------------------------------------------- summaries
 
 KEYS = ("tps_avg", "tps_peak", "error_pct", "mean_ms", "p99_ms", "served_pct", "proxy_cpu",
-        "app_cpu", "client_cpu")
+        "app_cpu", "client_cpu", "stayed_pct")
+SESSION_SUMS = ("session_requests", "session_stayed", "session_lost", "session_new")
+
+
+def session_sums(rs):
+    """The cluster set's counts summed over runs RS: SESSION_SUMS, and
+    responses per server (routes)."""
+    out = {k: sum(r.get(k) or 0 for r in rs) for k in SESSION_SUMS}
+    routes = {}
+    for r in rs:
+        for name, n in (r.get("routes") or {}).items():
+            routes[name] = routes.get(name, 0) + n
+    out["routes"] = routes
+    return out
 
 
 def summarize(runs):
-    """{(set, users, label): {key: (median, min, max)}, n, errors by kind}."""
+    """{(set, users, label): {key: (median, min, max)}, n, errors by kind,
+    the cluster set's session counts}."""
     out = {}
     for r in runs:
         out.setdefault((r["set"], r["users"], r["label"]), []).append(r)
@@ -517,6 +679,7 @@ def summarize(runs):
             for kk, v in (r.get("err") or {}).items():
                 kinds[kk] = kinds.get(kk, 0) + v
         s["err_kinds"] = {kk: v for kk, v in kinds.items() if v}
+        s["session"] = session_sums(rs)
         summ[k] = s
     return summ
 
@@ -537,37 +700,39 @@ def chart(path, set_name, summ, labels):
     import matplotlib.pyplot as plt
 
     levels = LEVELS[set_name]
-    fig, (a1, a2, a3) = plt.subplots(1, 3, figsize=(15, 4.4))
+    panels = [("tps_avg", "TPS average (median of rounds; bars: min–max)"),
+              ("error_pct", "error rate % (median)"),
+              ("mean_ms", "mean time ms, completed requests (median)")]
+    if set_name == "cluster":
+        panels.append(("stayed_pct", "stayed on the session's server, % (median)"))
+    fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 4.4))
     for lab in labels:
-        xs, med, lo, hi, er, mt = [], [], [], [], [], []
-        for u in levels:
-            s = summ.get((set_name, u, lab))
-            if not s or s["tps_avg"][0] is None:
-                continue
-            xs.append(u)
-            med.append(s["tps_avg"][0])
-            lo.append(s["tps_avg"][0] - s["tps_avg"][1])
-            hi.append(s["tps_avg"][2] - s["tps_avg"][0])
-            er.append(s["error_pct"][0])
-            mt.append(s["mean_ms"][0] if s["mean_ms"][0] is not None else float("nan"))
-        if not xs:
+        rows = [(u, summ[(set_name, u, lab)]) for u in levels
+                if (set_name, u, lab) in summ and summ[(set_name, u, lab)]["tps_avg"][0] is not None]
+        if not rows:
             continue
+        xs = [u for u, _ in rows]
         style = dict(color=COLORS.get(lab), marker="o", label=lab if lab != "direct" else "direct (no proxy)",
                      linestyle="--" if lab == "direct" else "-")
-        a1.errorbar(xs, med, yerr=[lo, hi], capsize=4, **style)
-        a2.plot(xs, er, **style)
-        a3.plot(xs, mt, **style)
-    for ax, title in ((a1, "TPS average (median of rounds; bars: min–max)"),
-                      (a2, "error rate % (median)"),
-                      (a3, "mean time ms, completed requests (median)")):
+        for ax, (key, _) in zip(axes, panels):
+            ys = [s[key][0] if s[key][0] is not None else float("nan") for _, s in rows]
+            if key == "tps_avg":
+                ax.errorbar(xs, ys, yerr=[[s[key][0] - s[key][1] for _, s in rows],
+                                          [s[key][2] - s[key][0] for _, s in rows]], capsize=4, **style)
+            else:
+                ax.plot(xs, ys, **style)
+    for ax, (key, title) in zip(axes, panels):
         ax.set_xscale("log")
         ax.set_xticks(levels)
         ax.set_xticklabels([str(u) for u in levels], fontsize=8)
         ax.set_xlabel("simulated users (connections, no keepalive)")
         ax.set_title(title, fontsize=10)
         ax.grid(alpha=0.3)
-        ax.set_ylim(bottom=0)
-    a1.legend(fontsize=8)
+        if key == "stayed_pct":
+            ax.set_ylim(0, 105)
+        else:
+            ax.set_ylim(bottom=0)
+    axes[0].legend(fontsize=8)
     fig.suptitle(f"offload — {SET_TITLE[set_name]}; {ROUNDS} rounds × {DURATION:g} s", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -578,11 +743,13 @@ def chart(path, set_name, summ, labels):
 
 def set_tables(L, set_name, summ, labels):
     """The per-set tables: every (users, target) row; the reference-shaped
-    table; gains and ratios."""
+    table; gains (when the set has a direct target) and ratios."""
     levels = LEVELS[set_name]
+    direct = "direct" in labels
     L.append("| users | target | TPS peak | TPS avg | TPS avg min–max | errors % | mean ms | p99 ms | "
-             "users served % | proxy CPU % | app CPU % | client CPU % | gain vs direct | errors by kind (all rounds) |")
-    L.append("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+             "users served % | proxy CPU % | app CPU % | client CPU % | "
+             + ("gain vs direct | " if direct else "") + "errors by kind (all rounds) |")
+    L.append("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|" + ("---:|" if direct else "") + "---|")
     for u in levels:
         d = summ.get((set_name, u, "direct"))
         for lab in labels:
@@ -597,10 +764,12 @@ def set_tables(L, set_name, summ, labels):
                      f"{fmt(s['tps_avg'][1])}–{fmt(s['tps_avg'][2])} | {fmt(s['error_pct'][0], 2)} | "
                      f"{fmt(s['mean_ms'][0])} | {fmt(s['p99_ms'][0])} | {fmt(s['served_pct'][0])} | "
                      f"{fmt(s['proxy_cpu'][0])} | {fmt(s['app_cpu'][0])} | {fmt(s['client_cpu'][0])} | "
-                     f"{gain} | {err_text(s['err_kinds'])} |")
+                     + (f"{gain} | " if direct else "") + f"{err_text(s['err_kinds'])} |")
     L.append("")
     # The reference's shape: one row per users level, TPS avg / errors / mean time per target.
-    L.append("Reference shape (TPS average / error rate / mean time, medians):")
+    cluster = set_name == "cluster"
+    L.append("Reference shape (TPS average / error rate / mean time"
+             + (" / stayed on the session's server" if cluster else "") + ", medians):")
     L.append("")
     L.append("| users | " + " | ".join(("direct" if x == "direct" else x) for x in labels) + " |")
     L.append("|---:|" + "---|" * len(labels))
@@ -609,32 +778,58 @@ def set_tables(L, set_name, summ, labels):
         for lab in labels:
             s = summ.get((set_name, u, lab))
             cells.append("—" if not s else f"{fmt(s['tps_avg'][0])} TPS / {fmt(s['error_pct'][0], 2)}% / "
-                         f"{fmt(s['mean_ms'][0])} ms")
+                         f"{fmt(s['mean_ms'][0])} ms"
+                         + (f" / {fmt(s['stayed_pct'][0], 2)}% stayed" if cluster else ""))
         L.append(f"| {u:,} | " + " | ".join(cells) + " |")
     L.append("")
     proxies = [x for x in labels if x != "direct"]
-    if proxies:
-        L.append("Gain (via-proxy TPS avg / direct TPS avg, medians) and sluice / peer TPS:")
+    peers = [p for p in proxies if p != "sluice"] if "sluice" in proxies else []
+    if proxies and (direct or peers):
+        L.append(("Gain (via-proxy TPS avg / direct TPS avg, medians) and sluice / peer TPS:" if direct
+                  else "sluice / peer TPS (TPS avg, medians):"))
         L.append("")
-        head = ["users"] + [f"{p} gain" for p in proxies]
-        if "sluice" in proxies:
-            head += [f"sluice / {p}" for p in proxies if p != "sluice"]
+        head = ["users"] + ([f"{p} gain" for p in proxies] if direct else []) + [f"sluice / {p}" for p in peers]
         L.append("| " + " | ".join(head) + " |")
         L.append("|" + "---:|" * len(head))
         for u in levels:
             d = summ.get((set_name, u, "direct"))
             cells = [f"{u:,}"]
-            for p in proxies:
+            for p in proxies if direct else []:
                 s = summ.get((set_name, u, p))
                 cells.append(ratio(s["tps_avg"][0], d["tps_avg"][0]) if s and d else "—")
-            if "sluice" in proxies:
-                a = summ.get((set_name, u, "sluice"))
-                for p in proxies:
-                    if p != "sluice":
-                        b = summ.get((set_name, u, p))
-                        cells.append(ratio(a["tps_avg"][0], b["tps_avg"][0], 3) if a and b else "—")
+            a = summ.get((set_name, u, "sluice"))
+            for p in peers:
+                b = summ.get((set_name, u, p))
+                cells.append(ratio(a["tps_avg"][0], b["tps_avg"][0], 3) if a and b else "—")
             L.append("| " + " | ".join(cells) + " |")
         L.append("")
+
+
+def session_table(L, set_name, summ, labels):
+    """The cluster set's persistence table: per users level and target, the
+    stayed share (median of the rounds) and the counts summed over them."""
+    L.append("Session persistence (both servers up the whole time): **stayed %** = completed requests "
+             "that carried a JSESSIONID and were answered by the server its jvmRoute names (X-Route), "
+             "in % of those that carried one (median of the rounds; target 100%); lost = answered by "
+             "the other server, which makes a new session; new sessions = responses that set a new "
+             "JSESSIONID (a user's first request, and every lost one); responses per server from "
+             "X-Route. Counts are summed over the rounds.")
+    L.append("")
+    L.append("| users | target | stayed % | stayed % min–max | session requests | stayed | lost | "
+             "new sessions | responses per server |")
+    L.append("|---:|---|---:|---:|---:|---:|---:|---:|---|")
+    for u in LEVELS[set_name]:
+        for lab in labels:
+            s = summ.get((set_name, u, lab))
+            if not s:
+                continue
+            ss = s["session"]
+            split = ", ".join(f"{k} {v:,}" for k, v in sorted(ss["routes"].items())) or "—"
+            L.append(f"| {u:,} | **{lab}** | {fmt(s['stayed_pct'][0], 2)} | "
+                     f"{fmt(s['stayed_pct'][1], 2)}–{fmt(s['stayed_pct'][2], 2)} | "
+                     f"{ss['session_requests']:,} | {ss['session_stayed']:,} | {ss['session_lost']:,} | "
+                     f"{ss['session_new']:,} | {split} |")
+    L.append("")
 
 
 def write_report(outdir, d, runs, facts, commands, confs, app_cmds, notes, loglines, started_at,
@@ -644,7 +839,7 @@ def write_report(outdir, d, runs, facts, commands, confs, app_cmds, notes, logli
     charts = {}
     for s in SETS:
         try:
-            chart(os.path.join(outdir, SET_CHART[s]), s, summ, labels)
+            chart(os.path.join(outdir, SET_CHART[s]), s, summ, [x for x in labels if x in set_targets(s)])
             charts[s] = f"![offload {s}]({SET_CHART[s]})"
         except Exception as e:  # noqa: BLE001 — a missing chart must not lose the tables
             charts[s] = f"(chart not drawn: {e!r})"
@@ -665,7 +860,9 @@ def write_report(outdir, d, runs, facts, commands, confs, app_cmds, notes, logli
     for s in SETS:
         L.append(f"## {SET_TITLE[s]}")
         L.append("")
-        set_tables(L, s, summ, labels)
+        set_tables(L, s, summ, [x for x in labels if x in set_targets(s)])
+        if s == "cluster":
+            session_table(L, s, summ, [x for x in labels if x in set_targets(s)])
         L.append(charts[s])
         L.append("")
     L.append("Medians and min–max are over the rounds, leaving out runs in which userload was "
@@ -724,7 +921,10 @@ def write_report(outdir, d, runs, facts, commands, confs, app_cmds, notes, logli
              f"(JSP compiled, JIT) with {APP_WARMUP:g} s of unmeasured load (30 users) on the "
              f"direct HTTP connector and {APP_WARMUP / 2:g} s on HTTPS before the first measurement.")
     L.append(f"- The JSP page costs a fixed amount of CPU: {JSP_ITER} rounds of SHA-256 over the "
-             "previous digest (same output every time), ~760-byte HTML response, no session.")
+             "previous digest (same output every time), ~760-byte HTML response, no session "
+             "(except in the cluster set).")
+    if "cluster" in SETS:
+        L.append(cluster_text())
     L.append(f"- demo set: `{os.path.basename(BUILD)}/demo_backend` — one thread per connection, "
              f"{THREADS} threads, backlog {ACCEPT}, {DEMO_CPU_MS} ms of CPU per request, 1024-byte "
              "body; one instance per target (a proxy's idle pooled connections hold threads), all "
@@ -779,6 +979,9 @@ def write_report(outdir, d, runs, facts, commands, confs, app_cmds, notes, logli
     L.append("# load (per run; PORT = the target's port, USERS = the level; --tls for the ssl set)")
     L.append(" ".join(userload_cmd("PORT", "USERS", False, WARMUP, DURATION)))
     L.append(" ".join(userload_cmd("PORT", "USERS", True, WARMUP, DURATION)))
+    if "cluster" in SETS:
+        L.append("# cluster set")
+        L.append(" ".join(userload_cmd("PORT", "USERS", False, WARMUP, DURATION, True)))
     L.append("```")
     L.append("")
     L.append("Ports are picked free at run time. Configs as used (also in [offload/](offload/)):")
@@ -786,6 +989,29 @@ def write_report(outdir, d, runs, facts, commands, confs, app_cmds, notes, logli
     report_end(L, outdir, "offload", confs, facts,
                "`make bench-offload` (or `QUICK=1 make bench-offload`); see docs/bench/offload.md.")
     return summ, labels
+
+
+def cluster_text():
+    """The report's description of the cluster set."""
+    return ("- cluster set: two Tomcats of their own (CATALINA_BASE offload/tomcat-t1, offload/tomcat-t2), "
+            "configured as above (HTTP connectors only, warmed up the same way, with session cookies), "
+            "with `jvmRoute` t1 and t2 on their Engine and, per proxy, a connector of their own; both "
+            "on the app server's CPU (so the pair has the capacity "
+            "of one core, like the single Tomcat: this set measures persistence, not scaling). "
+            "The page makes a session when the request has none (`request.getSession(true)`: "
+            "`Set-Cookie: JSESSIONID=<id>.<jvmRoute>`) and answers with `X-Route: <jvmRoute>` (the "
+            "session id's part after the '.'). userload `--session`: each user keeps one cookie per "
+            "name from the Set-Cookie headers it gets and sends them all on its next requests "
+            "(still a new connection each, `Connection: close`). sluice: `persistence: {type: "
+            f"{SLUICE_PERSIST}}}`, servers t1 and t2 with `route` t1/t2, `max_connections: "
+            f"{THREADS}` each (a session's request waits in its server's own queue). HAProxy: "
+            "`balance roundrobin`, `stick-table type string len 64 size 1m expire 30m`, "
+            "`stick on req.cook(JSESSIONID)`, `stick store-response res.cook(JSESSIONID)`, "
+            f"`maxconn {THREADS}` per server. nginx: `hash $cookie_jsessionid consistent` (OSS nginx "
+            "has no sticky sessions: the hash picks a server for an id whichever server made it, so "
+            "a user's request lands on another server, which makes a new session, until the user "
+            f"holds an id that hashes to its own server), `keepalive {THREADS * len(CLUSTER_ROUTES)}`. "
+            "No direct target.")
 
 
 # ---------------------------------------------------------------- main
@@ -804,11 +1030,11 @@ def facts_list():
     ])
 
 
-def warm_app(port, tls, seconds, d, tag):
+def warm_app(port, tls, seconds, d, tag, session=False):
     """Unmeasured load on the app server (JIT); its figures are kept in raw/."""
     if seconds <= 0:
         return
-    cmd = userload_cmd(port, 30, tls, 0, seconds)
+    cmd = userload_cmd(port, 30, tls, 0, seconds, session)
     res, out, err, _ = run_userload(cmd)
     write(os.path.join(d, "raw", f"warmup-{tag}.json"), " ".join(cmd) + "\n" + out + err)
     if res:
@@ -816,9 +1042,9 @@ def warm_app(port, tls, seconds, d, tag):
 
 
 def run_set(set_name, d, apps, bports, tls, certs, expect, runs, notes, loglines, commands, confs):
-    """Every users level of one set. apps: {target: Popen of the app server
-    it loads}; bports: {target: the app server port it talks to} (direct:
-    the port userload connects to)."""
+    """Every users level of one set. apps: {target: [Popens of the app
+    servers it loads]}; bports: {proxy: [(server name, port)] of the app
+    servers it talks to, direct: the port userload connects to}."""
     levels = LEVELS[set_name]
     proxies = {}
     for name in PROXIES:
@@ -836,8 +1062,8 @@ def run_set(set_name, d, apps, bports, tls, certs, expect, runs, notes, loglines
             notes.append(f"{set_name}: {name}: sanity check failed: {e}")
             log(notes[-1])
         proxies[name] = (p, port, errlog, pos)
-    labels = [t for t in TARGETS if t == "direct" or t in proxies]
-    for li, users in enumerate(levels):
+    labels = [t for t in set_targets(set_name) if t == "direct" or t in proxies]
+    for li, users in enumerate(levels if labels else []):
         for rnd in range(ROUNDS):
             k = (rnd + li) % len(labels)
             for label in labels[k:] + labels[:k]:
@@ -869,6 +1095,35 @@ def run_set(set_name, d, apps, bports, tls, certs, expect, runs, notes, loglines
 RAW_TMP = ["/tmp"]              # where userload's stderr goes while it runs
 
 
+def run_cluster(d, certs, runs, notes, loglines, commands, confs, app_cmds):
+    """The cluster set: two Tomcats (jvmRoute t1, t2; the page keeps a
+    session per user), each with a direct connector (checks, warm-up) and
+    one per proxy; every proxy balances over both with session persistence.
+    Started together, warmed up one after the other, stopped at the end."""
+    conns = ["direct"] + [f"{p}-cluster" for p in PROXIES]
+    tomcats = {}
+    for route in CLUSTER_ROUTES:
+        name = f"tomcat-{route}"
+        p, ports, cmd, envtxt = start_tomcat(d, certs, name, conns, route)
+        tomcats[route] = (p, ports)
+        app_cmds[f"Tomcat {route} (cluster set; CATALINA_BASE under offload/{name})"] = f"{envtxt} \\\n  {cmd}"
+        confs[f"Tomcat {route} server.xml (cluster set)"] = os.path.join(d, name, "conf", "server.xml")
+    confs["JSP page (cluster set)"] = os.path.join(d, f"tomcat-{CLUSTER_ROUTES[0]}", "webapps", "ROOT", "index.jsp")
+    expect = b"digest after"
+    for route, (p, ports) in tomcats.items():
+        wait_tomcat(p, ports, d, f"tomcat-{route}", expect, route)
+        log(f"Tomcat {route} up ({', '.join(f'{k} :{v}' for k, v in ports.items())})")
+    for route, (p, ports) in tomcats.items():
+        warm_app(ports["direct"], False, APP_WARMUP, d, f"tomcat-{route}", session=True)
+    apps = [p for p, _ in tomcats.values()]
+    settle(apps)
+    bports = {x: [(route, ports[f"{x}-cluster"]) for route, (_, ports) in tomcats.items()] for x in PROXIES}
+    run_set("cluster", d, {x: apps for x in PROXIES}, bports, False, certs, expect, runs, notes, loglines,
+            commands, confs)
+    for route, (p, _) in tomcats.items():
+        stop_tomcat(p, d, f"tomcat-{route}", notes, loglines)
+
+
 def main():
     global WARMUP_MAX
     for tool in ("haproxy", "nginx", "openssl", "java") + (("taskset",) if FRONT_PIN else ()):
@@ -878,7 +1133,7 @@ def main():
     for b in need:
         if not os.access(os.path.join(BUILD, b), os.X_OK):
             sys.exit(f"{PROG}: {BUILD}/{b} missing (bench/offload.sh builds it)")
-    if any(s in SETS for s in ("plain", "ssl")) and not os.access(
+    if any(s in SETS for s in TOMCAT_SETS) and not os.access(
             os.path.join(CATALINA_HOME, "bin", "catalina.sh"), os.X_OK):
         sys.exit(f"{PROG}: {CATALINA_HOME}/bin/catalina.sh missing (Debian package tomcat10)")
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -892,7 +1147,7 @@ def main():
     started, outdir, d = results_dirs("offload")
     RAW_TMP[0] = d
     t_start = time.monotonic()
-    nruns = sum(len(LEVELS[s]) for s in SETS) * ROUNDS * len(TARGETS)
+    nruns = sum(len(LEVELS[s]) * len(set_targets(s)) for s in SETS) * ROUNDS
     log(f"results in {outdir}")
     log(f"{nruns} runs x ~{WARMUP + DURATION + 0.5:.1f} s + app server start; sets {','.join(SETS)}; {PIN_TEXT}")
     facts = facts_list()
@@ -902,39 +1157,25 @@ def main():
     runs, notes, loglines, commands, confs, app_cmds = [], [], [], {}, {}, {}
     tomcat_sets = [s for s in SETS if s in ("plain", "ssl")]
     if tomcat_sets:
-        tc, tports, cmd, envtxt = start_tomcat(d, certs)
+        conns = ["direct", "direct-tls"] + [f"{p}-{x}" for x in tomcat_sets for p in PROXIES]
+        tc, tports, cmd, envtxt = start_tomcat(d, certs, "tomcat", conns)
         app_cmds["Tomcat (started once; CATALINA_BASE under offload/tomcat)"] = f"{envtxt} \\\n  {cmd}"
         confs["Tomcat server.xml"] = os.path.join(d, "tomcat", "conf", "server.xml")
         confs["JSP page"] = os.path.join(d, "tomcat", "webapps", "ROOT", "index.jsp")
         expect = b"digest after"
-        for name, port in tports.items():
-            tls = name == "direct-tls"
-            e = None
-            for _ in range(40):              # the first request compiles the JSP
-                e = check(port, tls, expect)
-                if not e:
-                    break
-                time.sleep(0.5)
-            if e:
-                sys.exit(f"{PROG}: Tomcat connector for {name} check failed: {e}")
+        wait_tomcat(tc, tports, d, "tomcat", expect)
         log(f"Tomcat up ({', '.join(f'{k} :{v}' for k, v in tports.items())}) "
             f"after {time.monotonic() - t_start:.1f} s")
         warm_app(tports["direct"], False, APP_WARMUP, d, "tomcat-http")
         if "ssl" in tomcat_sets:
             warm_app(tports["direct-tls"], True, APP_WARMUP / 2, d, "tomcat-https")
-        settle(tc)
+        settle([tc])
         for s in tomcat_sets:
-            bports = {p: tports[f"{p}-{s}"] for p in PROXIES}
+            bports = {p: [("app1", tports[f"{p}-{s}"])] for p in PROXIES}
             bports["direct"] = tports["direct-tls" if s == "ssl" else "direct"]
-            run_set(s, d, {t: tc for t in ALL_TARGETS}, bports, s == "ssl", certs, expect, runs,
+            run_set(s, d, {t: [tc] for t in ALL_TARGETS}, bports, s == "ssl", certs, expect, runs,
                     notes, loglines, commands, confs)
-        if tc.poll() is not None:
-            notes.append(f"Tomcat exited during the benchmark (status {tc.returncode})")
-        stop(tc, grace=15)
-        tlog = read_tail(os.path.join(d, "tomcat.out"), 0)
-        for ln in tlog.splitlines():
-            if ("SEVERE" in ln or "Exception" in ln) and len(loglines) < 200:
-                loglines.append(f"tomcat, tomcat.out: {ln.strip()[:300]}")
+        stop_tomcat(tc, d, "tomcat", notes, loglines)
     if "demo" in SETS:
         demos, dports = {}, {}
         for name in TARGETS:
@@ -943,11 +1184,15 @@ def main():
             e = check(dports[name], False, b"0123")
             if e:
                 sys.exit(f"{PROG}: demo_backend check failed: {e}")
-        run_set("demo", d, demos, dports, False, certs, b"0123", runs, notes, loglines, commands, confs)
+        bports = {t: (dports[t] if t == "direct" else [("app1", dports[t])]) for t in TARGETS}
+        run_set("demo", d, {t: [p] for t, p in demos.items()}, bports, False, certs, b"0123", runs,
+                notes, loglines, commands, confs)
         for name, p in demos.items():
             if p.poll() is not None:
                 notes.append(f"demo_backend for {name} exited during the set (status {p.returncode})")
             stop(p)
+    if "cluster" in SETS:
+        run_cluster(d, certs, runs, notes, loglines, commands, confs, app_cmds)
 
     elapsed = time.monotonic() - t_start
     summ, labels = write_report(outdir, d, runs, facts, commands, confs, app_cmds, notes, loglines,
@@ -956,7 +1201,7 @@ def main():
                    ["offload.md"] + [SET_CHART[s] for s in SETS])
     show_report(outdir, "offload", ["How to read:"], log)
     # A target that produced no figure in a set fails the run.
-    missing = [f"{s}/{lab}" for s in SETS for lab in TARGETS
+    missing = [f"{s}/{lab}" for s in SETS for lab in set_targets(s)
                if not any(r["set"] == s and r["label"] == lab and r.get("ok") for r in runs)]
     log(f"elapsed {time.monotonic() - t_start:.0f} s")
     return exit_status(missing, log)

@@ -41,6 +41,20 @@
  * user) and max_gap_ms (the longest pause of the event loop in the measured
  * phase: over a few ms, the process was not scheduled). One epoll thread;
  * pin it with taskset.
+ *
+ * --session: every user keeps a cookie jar, one cookie per name (at most
+ * JAR_MAX names: JSESSIONID, sluice's SLUICE_SERVER, HAProxy's SRV, ...),
+ * filled from the Set-Cookie headers of every response (an empty value
+ * deletes the cookie), and sends them all in a Cookie header on its next
+ * requests (still one request per new connection, Connection: close). The
+ * server names itself in an X-Route response header (bench/offload's JSP:
+ * the jvmRoute). Counted in the measured phase, over completed 200
+ * responses: session_requests (the request carried a JSESSIONID),
+ * session_stayed (of those, X-Route equals the route of the JSESSIONID the
+ * request carried: the part after its first '.'), session_new (the response
+ * set a JSESSIONID other than the one the user had), routes (responses
+ * per X-Route value, the first ROUTES_MAX values seen) and jar_full
+ * (cookies not kept: jar full, or name or value too long).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -68,6 +82,12 @@
 #define HEAD_MAX 8192
 #define US10_SLOTS 100000u     /* 10 us buckets up to 1 s */
 #define MS_SLOTS 600000u       /* then 1 ms buckets up to 600 s */
+#define REQ_MAX 2048           /* a request with its Cookie header */
+#define JAR_MAX 4              /* --session: cookies kept per user */
+#define CNAME_MAX 32           /* cookie name bytes, with the NUL */
+#define CVAL_MAX 128           /* cookie value bytes, with the NUL */
+#define ROUTE_MAX 32           /* X-Route value bytes, with the NUL */
+#define ROUTES_MAX 8           /* distinct X-Route values counted */
 
 /* One user's current request. */
 enum ustate {
@@ -76,6 +96,12 @@ enum ustate {
 	U_HANDSHAKE,   /* TLS handshake in progress */
 	U_WRITING,     /* sending the request */
 	U_READING,     /* reading the response until complete or EOF */
+};
+
+/* --session: one stored cookie; name[0] == 0: a free slot. */
+struct cookie {
+	char name[CNAME_MAX];
+	char value[CVAL_MAX];
 };
 
 struct user {
@@ -93,6 +119,15 @@ struct user {
 	char tail[5];              /* last body bytes (chunked terminator check) */
 	uint32_t events;           /* registered epoll events */
 	uint32_t served;           /* requests completed in the measured phase */
+	/* --session */
+	struct cookie jar[JAR_MAX];
+	int jar_changed;           /* rebuild rq[] before the next request */
+	char rq[REQ_MAX];          /* this user's request, with its cookies */
+	size_t rq_len;
+	char sent_route[ROUTE_MAX]; /* route of the JSESSIONID sent; "" if none */
+	int sent_session;          /* the request carried a JSESSIONID */
+	int new_session;           /* the response set a different JSESSIONID */
+	char route[ROUTE_MAX];     /* the response's X-Route; "" if none */
 };
 
 enum ekind { E_REFUSED, E_CONNECT, E_ADDR, E_RESET, E_TIMEOUT_CONNECT, E_TIMEOUT_RESPONSE,
@@ -106,6 +141,9 @@ static struct {
 	uint64_t ok, err[E_NKINDS], handshakes, resumed, bytes_in, started;
 	uint64_t lat_sum_ns, lat_n, lat_max_ns;
 	uint64_t status_seen[6];   /* non-200 responses by class 1xx..5xx (index 1..5) */
+	uint64_t session_requests, session_stayed, session_new, jar_full;
+	char route_name[ROUTES_MAX][ROUTE_MAX];
+	uint64_t route_n[ROUTES_MAX], route_other;
 } S;
 
 static uint32_t *h_10us, *h_ms;
@@ -115,8 +153,9 @@ static struct user *U;
 static unsigned n_users;
 static int epfd;
 static struct sockaddr_in dst;
-static char req[1024];
-static size_t req_len;
+static char req[1024];          /* the request without cookies */
+static size_t req_len, req_head_len; /* req_head_len: up to the Connection line */
+static int session;            /* --session */
 static uint64_t timeout_ns = 10000000000ull;
 static unsigned n_sources = 256;
 static SSL_CTX *ctx;
@@ -207,6 +246,29 @@ static void user_fail(struct user *u, enum ekind k)
 	user_start(u);
 }
 
+/* --session: a completed 200 response in the measured phase. */
+static void count_session(const struct user *u)
+{
+	if (u->sent_session) {
+		S.session_requests++;
+		if (u->route[0] && strcmp(u->route, u->sent_route) == 0)
+			S.session_stayed++;
+	}
+	if (u->new_session)
+		S.session_new++;
+	if (!u->route[0])
+		return;
+	for (unsigned i = 0; i < ROUTES_MAX; i++) {
+		if (!S.route_name[i][0])
+			memcpy(S.route_name[i], u->route, ROUTE_MAX);
+		if (strcmp(S.route_name[i], u->route) == 0) {
+			S.route_n[i]++;
+			return;
+		}
+	}
+	S.route_other++;
+}
+
 static void user_done(struct user *u)
 {
 	uint64_t t = now_ns();
@@ -217,9 +279,130 @@ static void user_done(struct user *u)
 		uint64_t b = (t - t_measure) / 100000000u;
 		if (b < nbuckets)
 			buckets[b]++;
+		if (session)
+			count_session(u);
 	}
 	user_close(u);
 	user_start(u);
+}
+
+/* --session: the cookie NAME of U's jar; NULL if it has none. */
+static struct cookie *jar_find(struct user *u, const char *name, size_t nlen)
+{
+	for (unsigned i = 0; i < JAR_MAX; i++) {
+		struct cookie *c = &u->jar[i];
+		if (c->name[0] && strlen(c->name) == nlen && memcmp(c->name, name, nlen) == 0)
+			return c;
+	}
+	return NULL;
+}
+
+/* --session: store (or with an empty value, delete) one cookie. A changed
+ * JSESSIONID marks a new session. */
+static void jar_set(struct user *u, const char *name, size_t nlen, const char *val, size_t vlen)
+{
+	struct cookie *c = jar_find(u, name, nlen);
+	if (nlen == 10 && memcmp(name, "JSESSIONID", 10) == 0 && vlen &&
+	    (!c || strlen(c->value) != vlen || memcmp(c->value, val, vlen) != 0))
+		u->new_session = 1;
+	if (vlen == 0) {
+		if (c)
+			c->name[0] = 0;
+		return;
+	}
+	if (c && strlen(c->value) == vlen && memcmp(c->value, val, vlen) == 0)
+		return;
+	for (unsigned i = 0; !c && i < JAR_MAX; i++)
+		if (!u->jar[i].name[0])
+			c = &u->jar[i];
+	if (!c || nlen >= CNAME_MAX || vlen >= CVAL_MAX) {
+		if (measuring)
+			S.jar_full++;
+		return;
+	}
+	memcpy(c->name, name, nlen);
+	c->name[nlen] = 0;
+	memcpy(c->value, val, vlen);
+	c->value[vlen] = 0;
+	u->jar_changed = 1;
+}
+
+/* --session: "Set-Cookie: NAME=VALUE; attributes" (V: after the colon, up
+ * to EOL): the first NAME=VALUE only, attributes ignored. */
+static void set_cookie(struct user *u, const char *v, const char *eol)
+{
+	while (v < eol && (*v == ' ' || *v == '\t'))
+		v++;
+	const char *eq = memchr(v, '=', (size_t)(eol - v));
+	if (!eq || eq == v)
+		return;
+	const char *n_end = eq;
+	while (n_end > v && (n_end[-1] == ' ' || n_end[-1] == '\t'))
+		n_end--;
+	const char *val = eq + 1, *v_end = val;
+	while (v_end < eol && *v_end != ';')
+		v_end++;
+	while (v_end > val && (v_end[-1] == ' ' || v_end[-1] == '\t'))
+		v_end--;
+	jar_set(u, v, (size_t)(n_end - v), val, (size_t)(v_end - val));
+}
+
+/* Copy the header value V..EOL, trimmed, into OUT (ROUTE_MAX bytes). */
+static void copy_value(char *out, const char *v, const char *eol)
+{
+	while (v < eol && (*v == ' ' || *v == '\t'))
+		v++;
+	while (eol > v && (eol[-1] == ' ' || eol[-1] == '\t'))
+		eol--;
+	size_t n = (size_t)(eol - v) < ROUTE_MAX - 1 ? (size_t)(eol - v) : ROUTE_MAX - 1;
+	memcpy(out, v, n);
+	out[n] = 0;
+}
+
+/* --session: this user's request: the common one with a Cookie header of
+ * every stored cookie before its Connection line; the common one itself
+ * when the jar is empty (rq_len 0). */
+static void build_request(struct user *u)
+{
+	size_t n = 0;
+	u->jar_changed = 0;
+	u->rq_len = 0;
+	for (unsigned i = 0; i < JAR_MAX; i++) {
+		const struct cookie *c = &u->jar[i];
+		if (!c->name[0])
+			continue;
+		if (n == 0) {
+			memcpy(u->rq, req, req_head_len);
+			n = req_head_len;
+			memcpy(u->rq + n, "Cookie: ", 8);
+			n += 8;
+		} else {
+			memcpy(u->rq + n, "; ", 2);
+			n += 2;
+		}
+		n += (size_t)sprintf(u->rq + n, "%s=%s", c->name, c->value);
+	}
+	if (n == 0)
+		return;
+	memcpy(u->rq + n, "\r\n", 2);
+	n += 2;
+	memcpy(u->rq + n, req + req_head_len, req_len - req_head_len);
+	u->rq_len = n + req_len - req_head_len;
+}
+
+/* --session: note the session the next request carries. */
+static void session_start(struct user *u)
+{
+	if (u->jar_changed)
+		build_request(u);
+	const struct cookie *c = jar_find(u, "JSESSIONID", 10);
+	const char *dot = c ? strchr(c->value, '.') : NULL;
+	u->sent_session = c != NULL;
+	u->sent_route[0] = 0;
+	if (dot)
+		copy_value(u->sent_route, dot + 1, dot + 1 + strlen(dot + 1));
+	u->new_session = 0;
+	u->route[0] = 0;
 }
 
 /* Start a new request: socket, bind, non-blocking connect. */
@@ -234,6 +417,8 @@ static void user_start(struct user *u)
 	u->clen = -1;
 	u->body = 0;
 	memset(u->tail, 0, sizeof(u->tail));
+	if (session)
+		session_start(u);
 	S.started++;
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
@@ -276,6 +461,10 @@ static int parse_head(struct user *u)
 		else if (strncasecmp(l, "transfer-encoding:", 18) == 0 && strstr(l, "chunked") &&
 			 strstr(l, "chunked") < strstr(l, "\r\n"))
 			u->chunked = 1;
+		else if (session && strncasecmp(l, "set-cookie:", 11) == 0)
+			set_cookie(u, l + 11, strstr(l, "\r\n"));
+		else if (session && strncasecmp(l, "x-route:", 8) == 0)
+			copy_value(u->route, l + 8, strstr(l, "\r\n"));
 	}
 	return 0;
 }
@@ -356,11 +545,13 @@ static enum ekind io_errno_kind(int e)
 
 static void do_write(struct user *u)
 {
-	while (u->woff < req_len) {
+	const char *rq = u->rq_len ? u->rq : req;
+	size_t rq_len = u->rq_len ? u->rq_len : req_len;
+	while (u->woff < rq_len) {
 		ssize_t w;
 		if (u->ssl) {
 			ERR_clear_error();
-			int r = SSL_write(u->ssl, req + u->woff, (int)(req_len - u->woff));
+			int r = SSL_write(u->ssl, rq + u->woff, (int)(rq_len - u->woff));
 			if (r <= 0) {
 				int e = SSL_get_error(u->ssl, r);
 				if (e == SSL_ERROR_WANT_WRITE) { ep_set(u, EPOLLOUT); return; }
@@ -370,7 +561,7 @@ static void do_write(struct user *u)
 			}
 			w = r;
 		} else {
-			w = send(u->fd, req + u->woff, req_len - u->woff, MSG_NOSIGNAL);
+			w = send(u->fd, rq + u->woff, rq_len - u->woff, MSG_NOSIGNAL);
 			if (w < 0) {
 				if (errno == EAGAIN || errno == EWOULDBLOCK) { ep_set(u, EPOLLOUT); return; }
 				user_fail(u, io_errno_kind(errno));
@@ -522,7 +713,9 @@ static void usage(void)
 		"  --timeout MS      per request, connect to last byte (10000)\n"
 		"  --sources N       127.x source addresses to spread users over, 0 = no bind (256)\n"
 		"  --tls             TLS, full handshake on every connection (no tickets, no cache)\n"
-		"  --tls-max V       1.2 or 1.3: highest TLS version offered (1.2)\n");
+		"  --tls-max V       1.2 or 1.3: highest TLS version offered (1.2)\n"
+		"  --session         keep cookies per user, count requests that stayed on their\n"
+		"                    session's server (X-Route vs the JSESSIONID's route)\n");
 	exit(2);
 }
 
@@ -538,7 +731,7 @@ int main(int argc, char **argv)
 		{ "warmup", required_argument, 0, 'w' }, { "duration", required_argument, 0, 'd' },
 		{ "timeout", required_argument, 0, 't' }, { "sources", required_argument, 0, 's' },
 		{ "tls", no_argument, 0, 'T' }, { "tls-max", required_argument, 0, 'V' },
-		{ 0, 0, 0, 0 },
+		{ "session", no_argument, 0, 'S' }, { 0, 0, 0, 0 },
 	};
 	n_users = 100;
 	for (int c; (c = getopt_long(argc, argv, "", opts, NULL)) != -1;) {
@@ -553,6 +746,7 @@ int main(int argc, char **argv)
 		case 's': n_sources = (unsigned)atoi(optarg); break;
 		case 'T': tls = 1; break;
 		case 'V': tls_max = optarg; break;
+		case 'S': session = 1; break;
 		default: usage();
 		}
 	}
@@ -566,9 +760,11 @@ int main(int argc, char **argv)
 	int rl = snprintf(req, sizeof(req),
 			  "GET %s HTTP/1.1\r\nHost: %s:%d\r\nUser-Agent: userload\r\n"
 			  "Connection: close\r\n\r\n", path, host, port);
-	if (rl <= 0 || (size_t)rl >= sizeof(req))
+	/* Room in a user's rq[] for every cookie of a full jar. */
+	if (rl <= 0 || (size_t)rl + 10 + JAR_MAX * (CNAME_MAX + CVAL_MAX + 2) >= REQ_MAX)
 		die("request too long");
 	req_len = (size_t)rl;
+	req_head_len = (size_t)(strstr(req, "Connection: close") - req);
 
 	if (tls) {
 		ctx = SSL_CTX_new(TLS_client_method());
@@ -702,7 +898,22 @@ int main(int argc, char **argv)
 	       (unsigned long long)S.bytes_in);
 	for (unsigned i = 0; i < nbuckets; i++)
 		printf("%s%u", i ? "," : "", buckets[i]);
-	printf("]}\n");
+	printf("]");
+	if (session) {
+		printf(",\"session\":1,\"session_requests\":%llu,\"session_stayed\":%llu,"
+		       "\"session_new\":%llu,\"jar_full\":%llu,\"routes\":{",
+		       (unsigned long long)S.session_requests, (unsigned long long)S.session_stayed,
+		       (unsigned long long)S.session_new, (unsigned long long)S.jar_full);
+		for (unsigned i = 0; i < ROUTES_MAX && S.route_name[i][0]; i++) {
+			printf("%s\"", i ? "," : "");
+			for (const char *c = S.route_name[i]; *c; c++)   /* JSON string: printable ASCII */
+				if (*c >= 0x20 && *c < 0x7f && *c != '"' && *c != '\\')
+					putchar(*c);
+			printf("\":%llu", (unsigned long long)S.route_n[i]);
+		}
+		printf("},\"routes_other\":%llu", (unsigned long long)S.route_other);
+	}
+	printf("}\n");
 	fflush(stdout);
 	return 0;
 }

@@ -1,6 +1,15 @@
 <%@ page contentType="text/html; charset=UTF-8" session="false" import="java.security.MessageDigest" %><%
     // bench/offload: a JSP page that costs a few ms of CPU, deterministically:
     // @ITER@ rounds of SHA-256 over the previous digest (same result every time).
+    // In the cluster set (the condition below true): every request has a session, made
+    // when it has none (Set-Cookie: JSESSIONID=<id>.<jvmRoute>), and the
+    // X-Route header names the server that answered: the session id's part
+    // after the '.', the jvmRoute of this Tomcat's Engine.
+    if (@SESSION@) {
+        String sid = request.getSession(true).getId();
+        int dot = sid.indexOf('.');
+        response.setHeader("X-Route", dot >= 0 ? sid.substring(dot + 1) : "");
+    }
     MessageDigest md = MessageDigest.getInstance("SHA-256");
     byte[] h = new byte[32];
     for (int i = 0; i < @ITER@; i++) {
