@@ -120,9 +120,9 @@ void shm_kick_others(int w)
 	}
 }
 
-uint64_t shm_ticket_next(int slot)
+uint64_t shm_ticket_next(void)
 {
-	return atomic_fetch_add(&shm->slots[slot].ticket, 1) + 1;
+	return atomic_fetch_add(&shm->ticket, 1) + 1;
 }
 
 void shm_head_publish(int w, int slot, uint64_t ticket)

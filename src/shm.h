@@ -39,7 +39,6 @@ struct shm_slot {
 	 * CLOCK_MONOTONIC ms until which the server is out (0 = in). */
 	_Atomic uint32_t fails_5xx, fails_timeout;
 	_Atomic uint64_t ejected_until_ms;
-	_Atomic uint64_t ticket;        /* last queue ticket issued (backend and server slots) */
 	/* weblogic persistence (server slot): hash of the JVMID the server
 	 * last showed in a response, 0 = none learned. Kept across reloads. */
 	_Atomic uint64_t wl_id;
@@ -82,6 +81,7 @@ struct shm {
 	_Atomic pid_t master_pid;
 	/* POST /reload from a worker that may not signal a root master. */
 	_Atomic int reload_requested;
+	_Atomic uint64_t ticket;        /* last queue ticket issued */
 	struct shm_worker workers[SHM_MAX_WORKERS];
 	struct shm_slot slots[SHM_MAX_SLOTS];
 	_Atomic uint32_t contrib[SHM_MAX_WORKERS][SHM_MAX_SLOTS][SHM_NCOUNTERS];
@@ -112,9 +112,10 @@ static inline uint32_t shm_get(int slot, enum shm_counter c)
 {
 	return atomic_load_explicit(&shm->slots[slot].c[c], memory_order_relaxed);
 }
-/* Queue order across workers: tickets from one counter per backend slot;
- * each worker publishes the ticket of its queue head. */
-uint64_t shm_ticket_next(int slot);
+/* Queue order across workers and queues: tickets from one instance-wide
+ * counter, so that a backend's queue and its servers' compare by age; each
+ * worker publishes the ticket of each of its queue heads (head_ticket). */
+uint64_t shm_ticket_next(void);
 void shm_head_publish(int w, int slot, uint64_t ticket);
 /* 1 when another worker's queue head for SLOT is older than MINE. */
 int shm_older_waiter(int w, int slot, uint64_t mine);

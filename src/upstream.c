@@ -693,11 +693,13 @@ static unsigned eligible(struct stream *s, struct backend *be)
 
 /* SRV can take a request of S now: a usable idle connection here (*IDLE
  * set), or room under its instance-wide cap (the slot is then reserved). */
+static int waiters_before(struct server *srv, const struct stream *s);
+
 static int server_take(struct server *srv, struct stream *s, struct bconn **idle)
 {
 	*idle = NULL;
-	/* Requests whose session is here and that wait for it go first. */
-	if (shm_get(srv->slot, SHM_WAITING) && s->wq != &srv->q)
+	/* Requests waiting for their session's server, queued before S. */
+	if (waiters_before(srv, s))
 		return 0;
 	if ((*idle = server_find_idle(srv, s)) != NULL)
 		return 1;
@@ -727,7 +729,7 @@ static struct server *pick_server(struct stream *s, struct backend *be, struct b
 			uint32_t busy = shm_get(srv->slot, SHM_BUSY);
 			if (best && !lb_lc_better(busy, be->w[i], best_busy, best_w))
 				continue;
-			if (shm_get(srv->slot, SHM_WAITING))
+			if (waiters_before(srv, s))
 				continue;
 			if (server_find_idle(srv, s) == NULL &&
 			    shm_get(srv->slot, SHM_CONNS) >= upstream_server_max_conns(srv)) {
@@ -838,6 +840,19 @@ static int others_first(struct waitq *q, uint64_t mine)
 	return shm_get(q->slot, SHM_WAITING) > q->n && shm_older_waiter(W->slot, q->slot, mine);
 }
 
+/* Some request waits in SRV's own queue (this worker's or another's) that
+ * was queued before S (S fresh: any). S itself, in that queue, is its head
+ * when asked. Tickets come from one instance-wide counter, so requests of
+ * the backend's queue and of the servers' compare by age. */
+static int waiters_before(struct server *srv, const struct stream *s)
+{
+	if (shm_get(srv->slot, SHM_WAITING) == 0 || s->wq == &srv->q)
+		return 0;
+	uint64_t mine = s->queued ? s->ticket : UINT64_MAX;
+	struct stream *h = queue_head(&srv->q);
+	return (h && h->ticket < mine) || shm_older_waiter(W->slot, srv->slot, mine);
+}
+
 /* Someone in another worker waits in Q and this worker's head is younger
  * (or there is none). */
 static int others_waiting(struct waitq *q)
@@ -885,7 +900,7 @@ static enum reason enqueue(struct stream *s, struct waitq *q)
 {
 	if (q->n >= s->be->cfg->queue_max)
 		return REASON_QUEUE_FULL;
-	s->ticket = shm_ticket_next(q->slot);
+	s->ticket = shm_ticket_next();
 	list_add_tail(&q->list, &s->qlink);
 	s->queued = 1;
 	s->wq = q;
@@ -964,42 +979,51 @@ static void dispatched(struct stream *s, int rc, enum reason none)
 		ev->ready(s);
 }
 
-/* Requests waiting for their session's server SRV: served when it has
- * room; sent elsewhere (failover) when it can no longer keep sessions. */
-static void server_dispatch(struct server *srv)
+/* Serve waiting requests, oldest first across the backend's queue and its
+ * servers' own queues (HAProxy's rule too), until each queue's head must
+ * go on waiting: the backend's when no server has room for it, a server's
+ * when that server has none. A request whose session's server can no
+ * longer keep sessions is sent elsewhere (failover). Fairness matters
+ * under saturation: users with a session come back at once, and must not
+ * keep a server to themselves while new users wait. */
+static void backend_dispatch(struct backend *be)
 {
-	struct stream *s;
-	while ((s = queue_head(&srv->q)) != NULL) {
-		if (!upstream_server_keeps_sessions(srv)) {
+	uint8_t blocked[CFG_MAX_SERVERS] = { 0 };
+	int be_blocked = 0;
+	for (;;) {
+		struct stream *s = be_blocked ? NULL : queue_head(&be->q);
+		struct server *srv = NULL;
+		for (unsigned i = 0; i < be->nservers; i++) {
+			struct stream *h = blocked[i] ? NULL : queue_head(&be->servers[i].q);
+			if (h && (s == NULL || h->ticket < s->ticket)) {
+				s = h;
+				srv = &be->servers[i];
+			}
+		}
+		if (s == NULL)
+			return;
+		if (srv == NULL) {
+			int any_up = 1, rc = others_first(&be->q, s->ticket) ? 0 : try_acquire(s, &any_up);
+			if (rc == 0 && any_up) {
+				be_blocked = 1;  /* FIFO: nobody behind it goes first */
+				continue;
+			}
+			queue_remove(s);
+			dispatched(s, rc, REASON_NO_SERVER);
+		} else if (!upstream_server_keeps_sessions(srv)) {
 			queue_remove(s);
 			enum reason r = upstream_request(s);
 			if (r != REASON_OK)
 				ev->error(s, r);
-			continue;
+		} else {
+			int rc = others_first(&srv->q, s->ticket) ? 0 : try_acquire_on(s, srv);
+			if (rc == 0) {
+				blocked[srv - be->servers] = 1;
+				continue;
+			}
+			queue_remove(s);
+			dispatched(s, rc, REASON_NO_SERVER);
 		}
-		if (others_first(&srv->q, s->ticket))
-			return;
-		int rc = try_acquire_on(s, srv);
-		if (rc == 0)
-			return;
-		queue_remove(s);
-		dispatched(s, rc, REASON_NO_SERVER);
-	}
-}
-
-/* Hand waiting requests whatever connections are available now. */
-static void backend_dispatch(struct backend *be)
-{
-	struct stream *s;
-	while ((s = queue_head(&be->q)) != NULL) {
-		int any_up;
-		if (others_first(&be->q, s->ticket))
-			return;
-		int rc = try_acquire(s, &any_up);
-		if (rc == 0 && any_up)
-			return;  /* still nothing */
-		queue_remove(s);
-		dispatched(s, rc, REASON_NO_SERVER);
 	}
 }
 
@@ -1008,15 +1032,12 @@ void upstream_on_kick(void)
 	for (unsigned b = 0; b < W->nbackends; b++) {
 		struct backend *be = &W->backends[b];
 		/* A server taken out (health or operator) keeps no idle connections. */
-		for (unsigned s = 0; s < be->nservers; s++) {
-			struct server *srv = &be->servers[s];
-			server_shrink_idle(srv);
-			if (srv->q.n)
-				server_dispatch(srv);
-			if (others_waiting(&srv->q))
-				server_retire_idle(srv);
-		}
+		for (unsigned s = 0; s < be->nservers; s++)
+			server_shrink_idle(&be->servers[s]);
 		backend_dispatch(be);
+		for (unsigned s = 0; s < be->nservers; s++)
+			if (others_waiting(&be->servers[s].q))
+				server_retire_idle(&be->servers[s]);
 		/* Others wait, and our idle connections are of no use to us now:
 		 * give their slots up. */
 		if (others_waiting(&be->q))
@@ -1040,18 +1061,15 @@ void upstream_release(struct bconn *bc, int reusable)
 		bconn_retire(bc);
 		return;
 	}
-	/* Hand over directly to the head of our own queue (no slot changes),
-	 * unless another worker's waiter is older: then the slot moves there.
-	 * Requests waiting for this server's sessions go first. */
-	struct waitq *q = &srv->q;
-	if (others_waiting(q)) {
-		bconn_retire(bc);
-		return;
-	}
-	if (q->n == 0)
-		q = &be->q;
-	struct stream *s = queue_head(q);
-	if (s && others_first(q, s->ticket)) {
+	/* Hand over directly to the oldest of our waiters that may use it (the
+	 * head of this server's own queue or of the backend's), unless another
+	 * worker's waiter for either is older: then the slot moves there. */
+	struct stream *s = queue_head(&srv->q), *b = queue_head(&be->q);
+	if (b && (s == NULL || b->ticket < s->ticket))
+		s = b;
+	uint64_t mine = s ? s->ticket : UINT64_MAX;
+	if ((shm_get(srv->slot, SHM_WAITING) > srv->q.n && shm_older_waiter(W->slot, srv->slot, mine)) ||
+	    (shm_get(be->slot, SHM_WAITING) > be->q.n && shm_older_waiter(W->slot, be->slot, mine))) {
 		bconn_retire(bc);
 		return;
 	}

@@ -521,6 +521,45 @@ def test_full_session_server_queues_its_sessions_not_the_others(sluice, demo):
     slow.join(10)
 
 
+@pytest.mark.parametrize("workers", [1, 2])
+def test_saturated_servers_still_take_new_users(sluice, demo, workers):
+    """Both servers full with users whose sessions come straight back:
+    a new user (no session yet) is served in its turn, oldest first across
+    the backend's queue and the servers' own, not starved by them."""
+    da, db = demo(keepalive_ms=60000), demo(keepalive_ms=60000)
+    servers = [H.server(da.port, "a", max_connections=1, cookie="A"),
+               H.server(db.port, "b", max_connections=1, cookie="B")]
+    s = sluice(H.make_config(H.free_port(), servers, workers=workers,
+                             backend={"persistence": {"type": "cookie"}, "queue_timeout": "3s"}))
+    stop = threading.Event()
+    errors = []
+
+    def session_user(cookie):
+        while not stop.is_set():
+            r = H.http_request(s.port, "GET", "/sess?sleep_ms=40",
+                               headers=[("Cookie", "SLUICE_SERVER=%s" % cookie)], timeout=10)
+            if r.status != 200:
+                errors.append(r.status)
+
+    users = [threading.Thread(target=session_user, args=(c,)) for c in "AABBAB"]
+    for u in users:
+        u.start()
+    try:
+        H.wait_for(lambda: len(entries_for(s, "/sess")) >= 12, 10, what="the session users going")
+        for i in range(6):
+            r = H.http_request(s.port, "GET", "/new%d" % i, timeout=10)
+            assert r.status == 200, r
+    finally:
+        stop.set()
+        for u in users:
+            u.join(15)
+    assert errors == []
+    news = wait_entries(s, "/new", 6)
+    assert all(e["persistence"] == "miss" for e in news)
+    # each waited at most for the requests queued before it (a few of 40 ms)
+    assert max(int(e["queue_us"]) for e in news) < 1000000, news
+
+
 # --------------------------------------------------------------------------
 # sluice -t
 
