@@ -210,6 +210,32 @@ def test_cookie_attributes_exact(sluice, demo, pki):
     assert set_cookie(H.http_request(s2.port, "GET", "/y"), "SLUICE_SERVER") != tok
 
 
+def test_jvm_route_from_cookie_or_path_parameter(sluice, demo):
+    """The route after the first '.', from the JSESSIONID cookie first,
+    else from ;jsessionid= in the path (not from the query); a route no
+    server has is a miss; the request reaches the server unchanged."""
+    d1, d2 = demo(), demo()
+    servers = [H.server(d1.port, "a", route="node1"), H.server(d2.port, "b", route="node.2")]
+    s = sluice(H.make_config(H.free_port(), servers, backend={"persistence": {"type": "jvm_route"}}))
+    cases = [
+        ("/p1", [("Cookie", "JSESSIONID=0A1B.node.2")], "app/b", "hit"),          # dots in a route
+        ("/p2;jsessionid=0A1B.node1", None, "app/a", "hit"),
+        ("/p3;jsessionid=0A1B.node1/x?y=1", None, "app/a", "hit"),
+        ("/p4;jsessionid=0A1B.node1", [("Cookie", "JSESSIONID=0A1B.node.2")], "app/b", "hit"),
+        ("/p5?jsessionid=0A1B.node1", None, None, "miss"),
+        ("/p6", [("Cookie", "JSESSIONID=0A1B.node9")], None, "miss"),
+        ("/p7", [("Cookie", "JSESSIONID=0A1B")], None, "miss"),
+    ]
+    for path, hs, server, result in cases:
+        r = H.http_request(s.port, "GET", path, headers=hs)
+        assert r.status == 200, r
+        e = wait_entries(s, path.split(";")[0].split("?")[0], 1)[0]
+        assert e["persistence"] == result, (path, e)
+        if server:
+            assert e["server"] == server, (path, e)
+    assert set_cookie(H.http_request(s.port, "GET", "/none"), "SLUICE_SERVER") is None  # no cookie of sluice's
+
+
 # --------------------------------------------------------------------------
 # WebLogic-like cluster
 
