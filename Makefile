@@ -67,7 +67,7 @@ DEB_TEST_PKGS  = curl wrk haproxy nginx openssl python3 python3-pip python3-prom
                  logrotate systemd tomcat10
 
 .PHONY: all run test unit e2e e2e-tls asan test-asan fuzz fuzz-smoke soak valgrind deps test-deps bench bench-smoke bench-offload bench-inspection bench-churn \
-        bench-throughput bench-memory bench-reuse bench-core bench-tls bench-identity bench-stats install deb clean
+        bench-throughput bench-memory bench-reuse bench-core bench-persist bench-tls bench-identity bench-stats install deb clean
 all: $(BUILD)/sluice $(BUILD)/demo_backend
 
 # Rebuild everything when the flags change (conventions: "rebuild when flags change").
@@ -188,6 +188,11 @@ bench-memory: all
 
 bench-core: all
 	sh bench/core.sh
+
+# What routing and each session persistence type cost per request, sluice vs
+# HAProxy, in instructions counted by callgrind (docs/bench/persist.md).
+bench-persist: all
+	BUILD=$(BUILD) sh bench/persist.sh
 
 bench-tls: all
 	$(MAKE) TLS=openssl all
