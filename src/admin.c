@@ -351,7 +351,10 @@ void admin_status(struct buf *out)
 		uint64_t reqs = s->c[STAT_BCONN_NEW] + s->c[STAT_BCONN_REUSED];
 		buf_appendf(out, "%s{\"name\":", b ? "," : "");
 		json_str(out, be->cfg->name);
-		buf_appendf(out, ",\"queued\":%u,\"connection_reuse\":%.4f,", shm_get(be->slot, SHM_WAITING),
+		uint32_t queued = shm_get(be->slot, SHM_WAITING);
+		for (unsigned k = 0; k < be->nservers; k++)
+			queued += shm_get(be->servers[k].slot, SHM_WAITING);
+		buf_appendf(out, ",\"queued\":%u,\"connection_reuse\":%.4f,", queued,
 			    reqs ? (double)s->c[STAT_BCONN_REUSED] / (double)reqs : 0.0);
 		if (be->cfg->persist.type == CFG_PERSIST_NONE)
 			buf_append_str(out, "\"persistence\":null,");

@@ -413,9 +413,8 @@ int cookie_next(const char **pos, const char *end, const char *name, size_t nl,
 	while (p < end) {
 		while (p < end && (is_blank(*p) || *p == ';'))
 			p++;
-		const char *pair = p;
-		while (p < end && *p != ';')
-			p++;
+		const char *pair = p, *semi = memchr(p, ';', (size_t)(end - p));
+		p = semi ? semi : end;
 		const char *eq = memchr(pair, '=', (size_t)(p - pair));
 		if (eq == NULL)
 			continue;

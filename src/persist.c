@@ -295,9 +295,17 @@ static void cookie_insert(struct stream *s)
 {
 	const struct cfg_persist *p = &s->be->cfg->persist;
 	struct buf *b = &s->insp.resp_hdrs;
-	buf_appendf(b, "Set-Cookie: %s=%s; Path=%s", p->cookie, s->srv->cfg->cookie, p->path);
-	if (p->domain[0])
-		buf_appendf(b, "; Domain=%s", p->domain);
+	/* Plain appends: vsnprintf cost as much as the rest of persistence. */
+	buf_append_str(b, "Set-Cookie: ");
+	buf_append_str(b, p->cookie);
+	buf_append(b, "=", 1);
+	buf_append_str(b, s->srv->cfg->cookie);
+	buf_append_str(b, "; Path=");
+	buf_append_str(b, p->path);
+	if (p->domain[0]) {
+		buf_append_str(b, "; Domain=");
+		buf_append_str(b, p->domain);
+	}
 	if (p->max_age_s)
 		buf_appendf(b, "; Max-Age=%u", p->max_age_s);
 	if (p->secure > 0 || (p->secure < 0 && s->cl->tls))

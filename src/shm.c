@@ -142,14 +142,22 @@ int shm_older_waiter(int w, int slot, uint64_t mine)
 	return 0;
 }
 
+/* The set of KEY, locked; NULL when another worker holds it too long (a
+ * descheduled or stopped holder): the table is a cache, a miss is fine,
+ * and the event loop must not spin. */
 static struct stick_set *stick_lock(int w, uint64_t key)
 {
-	struct stick_set *set = &shm->stick[key % STICK_SETS];
-	uint32_t free_ = 0;
-	while (!atomic_compare_exchange_weak_explicit(&set->lock, &free_, (uint32_t)w + 1,
-						      memory_order_acquire, memory_order_relaxed))
-		free_ = 0;
-	return set;
+	struct stick_set *set = &shm->stick[(key >> 1) % STICK_SETS];
+	for (int spin = 0; spin < 4096; spin++) {
+		uint32_t free_ = 0;
+		if (atomic_compare_exchange_weak_explicit(&set->lock, &free_, (uint32_t)w + 1,
+							  memory_order_acquire, memory_order_relaxed))
+			return set;
+#if defined(__x86_64__) || defined(__i386__)
+		__builtin_ia32_pause();
+#endif
+	}
+	return NULL;
 }
 
 static void stick_unlock(struct stick_set *set)
@@ -159,9 +167,11 @@ static void stick_unlock(struct stick_set *set)
 
 int shm_stick_get(int w, uint64_t key, uint32_t now_s, uint32_t ttl_s)
 {
-	key |= 1;  /* 0 marks a free entry */
+	key |= 1;  /* 0 marks a free entry; the set comes from the other bits */
 	struct stick_set *set = stick_lock(w, key);
 	int slot = -1;
+	if (set == NULL)
+		return -1;
 	for (int i = 0; i < STICK_WAYS; i++) {
 		struct stick_entry *e = &set->e[i];
 		if (e->key != key)
@@ -182,6 +192,8 @@ void shm_stick_put(int w, uint64_t key, int slot, uint32_t now_s)
 {
 	key |= 1;
 	struct stick_set *set = stick_lock(w, key);
+	if (set == NULL)
+		return;
 	struct stick_entry *victim = &set->e[0];
 	for (int i = 0; i < STICK_WAYS; i++) {
 		struct stick_entry *e = &set->e[i];
@@ -192,8 +204,12 @@ void shm_stick_put(int w, uint64_t key, int slot, uint32_t now_s)
 		if (victim->key != 0 && (e->key == 0 || now_s - e->used_s > now_s - victim->used_s))
 			victim = e;
 	}
-	victim->key = key;
+	/* The key last: a worker killed half-way leaves a free entry, not
+	 * another key's server. */
+	victim->key = 0;
 	victim->slot = (uint32_t)slot;
 	victim->used_s = now_s;
+	atomic_thread_fence(memory_order_release);
+	victim->key = key;
 	stick_unlock(set);
 }

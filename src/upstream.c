@@ -896,12 +896,19 @@ static void queue_timer_cb(uv_timer_t *t)
 		uv_timer_stop(&W->queue_timer);
 }
 
-static enum reason enqueue(struct stream *s, struct waitq *q)
+/* KEEP: S keeps the ticket it had (moved from one queue to another) and
+ * its place by age. */
+static enum reason enqueue(struct stream *s, struct waitq *q, int keep)
 {
 	if (q->n >= s->be->cfg->queue_max)
 		return REASON_QUEUE_FULL;
-	s->ticket = shm_ticket_next();
-	list_add_tail(&q->list, &s->qlink);
+	struct list *after = q->list.prev;
+	if (!keep)
+		s->ticket = shm_ticket_next();
+	else
+		while (after != &q->list && CONTAINER_OF(after, struct stream, qlink)->ticket > s->ticket)
+			after = after->prev;
+	list_add_tail(after->next, &s->qlink);
 	s->queued = 1;
 	s->wq = q;
 	q->n++;
@@ -930,18 +937,22 @@ static enum reason acquired(struct stream *s, int rc)
 	return REASON_OK;
 }
 
-enum reason upstream_request(struct stream *s)
+/* REQUEUE: S waited already (its session's server stopped keeping
+ * sessions): it keeps its ticket and its queue time. */
+static enum reason request(struct stream *s, int requeue)
 {
 	struct backend *be = s->be;
 	int any_up, rc;
-	s->t_queue = now_us();
-	/* The session's server, if it can take it: its own queue. */
+	if (!requeue)
+		s->t_queue = now_us();
+	/* The session's server, if it can take it: its own queue. A request
+	 * waiting for any server was there first (oldest first, in dispatch). */
 	struct server *srv = persist_target(s);
 	if (srv) {
-		if (srv->q.n == 0 && shm_get(srv->slot, SHM_WAITING) == 0 &&
-		    (rc = try_acquire_on(s, srv)) != 0)
+		if (srv->q.n == 0 && shm_get(srv->slot, SHM_WAITING) == 0 && be->q.n == 0 &&
+		    shm_get(be->slot, SHM_WAITING) == 0 && (rc = try_acquire_on(s, srv)) != 0)
 			return acquired(s, rc);
-		return enqueue(s, &srv->q);
+		return enqueue(s, &srv->q, requeue);
 	}
 	/* FIFO: a newcomer may not overtake requests already waiting, here
 	 * or in another worker. */
@@ -952,7 +963,12 @@ enum reason upstream_request(struct stream *s)
 		if (!any_up)
 			return REASON_NO_SERVER;
 	}
-	return enqueue(s, &be->q);
+	return enqueue(s, &be->q, requeue);
+}
+
+enum reason upstream_request(struct stream *s)
+{
+	return request(s, 0);
 }
 
 void upstream_cancel(struct stream *s)
@@ -1010,9 +1026,11 @@ static void backend_dispatch(struct backend *be)
 			}
 			queue_remove(s);
 			dispatched(s, rc, REASON_NO_SERVER);
-		} else if (!upstream_server_keeps_sessions(srv)) {
+		} else if (persist_target(s) != srv) {
+			/* Its server stopped keeping sessions, or (weblogic) began
+			 * draining with the secondary able to take over. */
 			queue_remove(s);
-			enum reason r = upstream_request(s);
+			enum reason r = request(s, 1);
 			if (r != REASON_OK)
 				ev->error(s, r);
 		} else {
@@ -1057,16 +1075,22 @@ void upstream_release(struct bconn *bc, int reusable)
 		bconn_close(bc);
 		return;
 	}
-	if (!server_up(srv) || W->draining) {
+	int in_balancing = server_up(srv);
+	if (W->draining || (!in_balancing && !upstream_server_keeps_sessions(srv))) {
 		bconn_retire(bc);
 		return;
 	}
 	/* Hand over directly to the oldest of our waiters that may use it (the
-	 * head of this server's own queue or of the backend's), unless another
-	 * worker's waiter for either is older: then the slot moves there. */
-	struct stream *s = queue_head(&srv->q), *b = queue_head(&be->q);
+	 * head of this server's own queue or of the backend's; only the former
+	 * while the server drains), unless another worker's waiter for either
+	 * is older: then the slot moves there. */
+	struct stream *s = queue_head(&srv->q), *b = in_balancing ? queue_head(&be->q) : NULL;
 	if (b && (s == NULL || b->ticket < s->ticket))
 		s = b;
+	if (!in_balancing && (s == NULL || persist_target(s) != srv)) {
+		bconn_retire(bc);  /* the dispatch sends that one elsewhere */
+		return;
+	}
 	uint64_t mine = s ? s->ticket : UINT64_MAX;
 	if ((shm_get(srv->slot, SHM_WAITING) > srv->q.n && shm_older_waiter(W->slot, srv->slot, mine)) ||
 	    (shm_get(be->slot, SHM_WAITING) > be->q.n && shm_older_waiter(W->slot, be->slot, mine))) {

@@ -314,7 +314,7 @@ static void test_stick_table(void)
 	/* STICK_WAYS + 1 keys of one set: the least recently used one goes */
 	uint64_t k[STICK_WAYS + 1];
 	for (int i = 0; i <= STICK_WAYS; i++)
-		k[i] = 1000 + (uint64_t)i * STICK_SETS * 2;  /* same set, odd-bit aside */
+		k[i] = 1000 + (uint64_t)i * STICK_SETS * 2;  /* one set */
 	for (int i = 0; i < STICK_WAYS; i++)
 		shm_stick_put(0, k[i], i, 500 + (uint32_t)i);
 	CHECK(shm_stick_get(0, k[0], 520, 600) == 0);     /* k[0] used again: k[1] is now the oldest */
@@ -324,7 +324,8 @@ static void test_stick_table(void)
 	CHECK(shm_stick_get(0, k[0], 522, 600) == 0);
 	CHECK(shm_stick_get(0, k[2], 522, 600) == 2);
 	/* a worker that died holding a set's lock: the master breaks it */
-	atomic_store(&shm->stick[k[0] % STICK_SETS].lock, 3 + 1);
+	atomic_store(&shm->stick[((k[0] | 1) >> 1) % STICK_SETS].lock, 3 + 1);
+	CHECK(shm_stick_get(0, k[0], 523, 600) == -1);   /* held: a miss, not a spin */
 	shm_worker_reclaim(3);
 	CHECK(shm_stick_get(0, k[0], 523, 600) == 0);
 }
