@@ -164,15 +164,21 @@ def stop_all():
         stop(p, grace=5.0)
 
 
-def proc_ticks(pid):
-    """utime+stime of one process (all its threads), in clock ticks; None if gone."""
+def proc_times(pid):
+    """(utime, stime) of one process (all its threads), in clock ticks; None if gone."""
     try:
         with open(f"/proc/{pid}/stat") as f:
             s = f.read()
     except OSError:
         return None
     rest = s[s.rindex(")") + 2:].split()
-    return int(rest[11]) + int(rest[12])   # fields 14 and 15 of proc(5)
+    return int(rest[11]), int(rest[12])   # fields 14 and 15 of proc(5)
+
+
+def proc_ticks(pid):
+    """utime+stime of one process, in clock ticks; None if gone."""
+    t = proc_times(pid)
+    return None if t is None else t[0] + t[1]
 
 
 def tree_ticks(pid):

@@ -584,17 +584,6 @@ def keep_cg(rundir, tot, rnd):
 
 # ---------------------------------------------------------------- calibration
 
-def proc_times(pid):
-    """(utime, stime) of one process in clock ticks, or None."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            s = f.read()
-    except OSError:
-        return None
-    rest = s[s.rindex(")") + 2:].split()
-    return int(rest[11]), int(rest[12])
-
-
 def lua_string(b):
     return '"' + "".join({"\\": "\\\\", '"': '\\"', "\r": "\\r", "\n": "\\n"}.get(ch, ch)
                          for ch in b.decode("latin-1")) + '"'
@@ -645,12 +634,12 @@ def native_run(d, port, pid, proxy, backend, instr, raw):
     """One measured native wrk run: the proxy worker's (PID) user and system
     CPU per request, and others' CPU (the machine's busy time but the proxy's,
     the backend's and wrk's), for benchlib.Quiet."""
-    u0, s0 = proc_times(pid)
+    u0, s0 = benchlib.proc_times(pid)
     p0, b0 = benchlib.tree_ticks(proxy.pid), benchlib.tree_ticks(backend.pid)
     m0, w0, t0 = system_busy_ticks(), benchlib.children_cpu(), time.monotonic()
     w = run_wrk(wrk_cmd(d, port, CALIBRATE, LOAD_PIN), CALIBRATE, os.path.join(d, "raw", raw))
     wall = time.monotonic() - t0
-    u1, s1 = proc_times(pid)
+    u1, s1 = benchlib.proc_times(pid)
     p1, b1 = benchlib.tree_ticks(proxy.pid), benchlib.tree_ticks(backend.pid)
     m1, wrk_s = system_busy_ticks(), benchlib.children_cpu() - w0
     mine = sum(p1[q] - p0[q] for q in p1 if q in p0) + sum(b1[q] - b0[q] for q in b1 if q in b0)

@@ -11,9 +11,15 @@
 #include "log.h"
 #include "shm.h"
 #include "stats.h"
-#include "upstream.h"
 #include "util.h"
 #include "worker.h"
+
+static const struct persist_server_state *state;
+
+void persist_set_server_state(const struct persist_server_state *st)
+{
+	state = st;
+}
 
 const char *persist_result_text(enum persist_result r)
 {
@@ -215,7 +221,7 @@ static struct server *source_target(struct stream *s)
 	double top_score = 0, best_score = 0;
 	for (unsigned i = 0; i < be->nservers; i++) {
 		struct server *srv = &be->servers[i];
-		uint32_t w = upstream_server_weight(srv);
+		uint32_t w = state->weight(srv);
 		if (srv->cfg->backup || w == 0)
 			continue;
 		double sc = hrw_score(s->sticky_key, srv, w);
@@ -224,7 +230,7 @@ static struct server *source_target(struct stream *s)
 			top_score = sc;
 		}
 		/* Drain: the hash holds no sessions to keep, the clients move. */
-		if (srv != s->avoid && upstream_server_usable(srv) && (best == NULL || sc > best_score)) {
+		if (srv != s->avoid && state->usable(srv) && (best == NULL || sc > best_score)) {
 			best = srv;
 			best_score = sc;
 		}
@@ -253,7 +259,7 @@ struct server *persist_target(struct stream *s)
 		for (int i = 0; i < 2; i++) {
 			struct server *srv = s->sticky[i];
 			if (srv && srv != s->avoid &&
-			    (pass ? upstream_server_keeps_sessions(srv) : upstream_server_usable(srv))) {
+			    (pass ? state->keeps_sessions(srv) : state->usable(srv))) {
 				s->persist = i == 0 ? PERSIST_HIT : PERSIST_FAILOVER;
 				return srv;
 			}

@@ -19,6 +19,16 @@ enum persist_result {
 	PERSIST_FAILOVER,  /* that server could not take it: sent elsewhere */
 };
 
+/* What persistence must know of a server's state. The upstream layer
+ * owns it and calls persistence, so it hands these in at worker start
+ * rather than persistence calling back up by name. */
+struct persist_server_state {
+	int (*usable)(const struct server *srv);          /* in balancing now */
+	int (*keeps_sessions)(const struct server *srv);  /* ... or draining */
+	uint32_t (*weight)(const struct server *srv);     /* the operator's or the config's */
+};
+void persist_set_server_state(const struct persist_server_state *st);
+
 const char *persist_result_text(enum persist_result r);
 /* Worker start: the servers' hashes. */
 void persist_init_server(struct server *srv);

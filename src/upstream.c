@@ -55,8 +55,15 @@ static void bconn_timer(struct bconn *bc, uint64_t ms)
 }
 static void bconn_connect_cb(uv_connect_t *req, int status);
 
+static const struct persist_server_state persist_state = {
+	.usable = upstream_server_usable,
+	.keeps_sessions = upstream_server_keeps_sessions,
+	.weight = upstream_server_weight,
+};
+
 int upstream_init(struct worker *w, struct tls_set *tls)
 {
+	persist_set_server_state(&persist_state);
 	struct cfg *cfg = w->cfg;
 	w->backends = calloc(cfg->nbackends, sizeof(*w->backends));
 	AN(w->backends);

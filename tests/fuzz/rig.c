@@ -642,10 +642,12 @@ static void check_idle(void)
 			 W->nbconns);
 	for (unsigned b = 0; b < W->nbackends; b++) {
 		const struct backend *be = &W->backends[b];
-		if (be->nqueued || !list_empty(&be->queue) || shm_get(be->slot, SHM_WAITING))
-			RIG_FAIL("backend %s: %u requests still queued", be->cfg->name, be->nqueued);
+		if (be->q.n || !list_empty(&be->q.list) || shm_get(be->slot, SHM_WAITING))
+			RIG_FAIL("backend %s: %u requests still queued", be->cfg->name, be->q.n);
 		for (unsigned s = 0; s < be->nservers; s++) {
 			const struct server *sv = &be->servers[s];
+			if (sv->q.n || !list_empty(&sv->q.list) || shm_get(sv->slot, SHM_WAITING))
+				RIG_FAIL("server %s: %u session requests still queued", sv->cfg->name, sv->q.n);
 			if (sv->local_conns || sv->nidle || shm_get(sv->slot, SHM_CONNS) || shm_get(sv->slot, SHM_BUSY))
 				RIG_FAIL("server %s: %u connections still counted (%u idle, shm %u)", sv->cfg->name,
 					 sv->local_conns, sv->nidle, shm_get(sv->slot, SHM_CONNS));
