@@ -54,6 +54,13 @@ LIBS    = $(LIBS_BASE) $(ALLOC)
 
 LLHTTP_DIR = /usr/share/llhttp
 LLHTTP_OBJ = $(BUILD)/llhttp/api.o $(BUILD)/llhttp/http.o $(BUILD)/llhttp/llhttp.o
+# On x86-64, llhttp.c is compiled a second time with SSE4.2 and the CPU picks
+# one at start-up (src/llhttp_simd.c says why).
+ifneq ($(findstring x86_64,$(shell $(CC) -dumpmachine)),)
+  LLHTTP_SIMD = 1
+  LLHTTP_OBJ += $(BUILD)/llhttp/llhttp_sse42.o
+  CFLAGS_BASE += -DSLUICE_LLHTTP_SIMD
+endif
 
 SRC  = $(wildcard src/*.c)
 OBJ  = $(patsubst src/%.c,$(BUILD)/%.o,$(SRC)) $(BUILD)/dashboard.o
@@ -99,6 +106,19 @@ $(BUILD)/dashboard.o: $(BUILD)/dashboard.c
 # llhttp is compiled from the sources Debian's node-llhttp installs; never vendored.
 $(BUILD)/llhttp/%.o: $(LLHTTP_DIR)/%.c $(BUILD)/.flags
 	$(CC) -std=c11 $(O) -g -w $(XCFLAGS) $(LLHTTP_DEFS) -I/usr/share/include/llhttp -c -o $@ $<
+
+ifeq ($(LLHTTP_SIMD),1)
+$(BUILD)/llhttp/llhttp.o: $(LLHTTP_DIR)/llhttp.c $(BUILD)/.flags
+	$(CC) -std=c11 $(O) -g -w $(XCFLAGS) $(LLHTTP_DEFS) -Dllhttp__internal_execute=llhttp__internal_execute_generic \
+	  -I/usr/share/include/llhttp -c -o $@ $<
+
+# The second copy keeps only its renamed entry point global; its other
+# functions would clash with the first copy's.
+$(BUILD)/llhttp/llhttp_sse42.o: $(LLHTTP_DIR)/llhttp.c $(BUILD)/.flags
+	$(CC) -std=c11 $(O) -g -w $(XCFLAGS) $(LLHTTP_DEFS) -msse4.2 -Dllhttp__internal_execute=llhttp__internal_execute_sse42 \
+	  -I/usr/share/include/llhttp -c -o $@.tmp $<
+	objcopy --keep-global-symbol=llhttp__internal_execute_sse42 $@.tmp $@ && rm -f $@.tmp
+endif
 
 $(BUILD)/sluice: $(OBJ) $(LLHTTP_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
