@@ -26,7 +26,7 @@ WARN     = -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototyp
 # CRLF) a proxy must not be lenient about. Our code sees the same define.
 LLHTTP_DEFS = -DLLHTTP_STRICT_MODE=1
 CFLAGS_BASE = -std=c11 $(O) -g $(WARN) -D_GNU_SOURCE $(LLHTTP_DEFS) $(STATS_DEF) $(TLS_CFLAGS) -I/usr/share/include/llhttp -I/usr/include/lua5.4 -Isrc
-LIBS_BASE = -luv -lcyaml -lyaml $(TLS_LIBS) -llua5.4 -lpcre2-8 -lhs -lpthread -lm
+LIBS_BASE = -luv -lcyaml -lyaml $(TLS_LIBS) -llua5.4 -lpcre2-8 -lhs -lnghttp2 -lpthread -lm
 # STATS=0 compiles the statistics calls out (for measuring what they cost:
 # make bench-stats); never for production.
 STATS ?= 1
@@ -69,8 +69,8 @@ UNIT_SRC = $(wildcard tests/unit/test_*.c)
 UNIT_BIN = $(patsubst tests/unit/%.c,$(BUILD)/unit/%,$(UNIT_SRC))
 
 DEB_BUILD_PKGS = gcc make pkg-config openssl libuv1-dev node-llhttp libssl-dev android-libboringssl-dev \
-                 liblua5.4-dev libjemalloc-dev libcyaml-dev libyaml-dev libpcre2-dev libhyperscan-dev
-DEB_TEST_PKGS  = curl wrk haproxy nginx openssl python3 python3-pip python3-prometheus-client chromium \
+                 liblua5.4-dev libjemalloc-dev libcyaml-dev libyaml-dev libpcre2-dev libhyperscan-dev libnghttp2-dev
+DEB_TEST_PKGS  = curl wrk haproxy nginx nghttp2-client python3-h2 openssl python3 python3-pip python3-prometheus-client chromium \
                  logrotate systemd tomcat10
 
 .PHONY: all run test unit e2e e2e-tls asan test-asan fuzz fuzz-smoke soak valgrind deps test-deps bench bench-smoke bench-offload bench-inspection bench-churn \
@@ -146,6 +146,9 @@ test-deps: deps
 	@# Debian's python3-prometheus-client serves /usr/bin/python3; another python3 on PATH gets it from pip
 	@python3 -c 'import prometheus_client' 2>/dev/null || python3 -m pip install -q prometheus_client 2>/dev/null || \
 	  python3 -m pip install -q --break-system-packages prometheus_client
+	@# the HTTP/2 tests' frame-level client: Debian's python3-h2, or h2 from pip likewise
+	@python3 -c 'import h2' 2>/dev/null || python3 -m pip install -q h2 2>/dev/null || \
+	  python3 -m pip install -q --break-system-packages h2
 
 unit: $(UNIT_BIN)
 	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; $$t; done

@@ -135,8 +135,16 @@ struct y_route {
 	unsigned remove_response_headers_count;
 };
 
+struct y_http2 {
+	char *max_concurrent_streams, *initial_window_size;
+};
+
 struct y_listener {
 	char *name, *address, *backlog, *backend, *headers_with_underscores;
+	char *h2c;
+	char **protocols;
+	unsigned protocols_count;
+	struct y_http2 *http2;
 	struct y_tls *tls;
 	struct y_inspect *inspect;
 	struct y_route *routes;

@@ -309,6 +309,13 @@ struct cfg_listener {
 	struct cidr *trusted_forwarders;
 	unsigned ntrusted_forwarders;
 	enum cfg_underscores underscores;
+	/* HTTP/2 (h2.c). TLS listeners offer by ALPN what PROTOCOLS lists
+	 * (h2 first when both); a plain one speaks h2 with prior knowledge
+	 * only with h2c on. */
+	uint8_t alpn_h2, alpn_h1;       /* protocols: [h2, http/1.1] (TLS default both) */
+	uint8_t h2c;                    /* h2c: off (default) */
+	uint32_t h2_max_streams;        /* http2.max_concurrent_streams, default 100 */
+	uint32_t h2_window;             /* http2.initial_window_size: per-stream receive window, default 65535 */
 	struct cfg_inspect inspect;
 	struct cfg_route *routes;       /* in order: the first that matches wins */
 	unsigned nroutes;

@@ -220,6 +220,53 @@ void cfg_conv_inspect(struct cfg_load *ld, const char *pre, const struct y_inspe
 	}
 }
 
+/* protocols, h2c and http2. A plain listener's `protocols` may only say
+ * http/1.1: h2 over cleartext is prior knowledge (`h2c`), never ALPN. */
+static void conv_http2(struct cfg_load *ld, const char *pre, const struct y_listener *y,
+		       struct cfg_listener *l)
+{
+	char k[CFG_PATH_MAX], ep[CFG_PATH_MAX];
+	l->alpn_h2 = y->tls != NULL;
+	l->alpn_h1 = 1;
+	l->h2_max_streams = 100;
+	l->h2_window = 65535;
+	if (y->protocols != NULL) {
+		kp(k, pre, "protocols");
+		if (y->protocols_count == 0)
+			cfg_err_at(ld, k, AT_VALUE, "list h2, http/1.1 or both, or remove the key");
+		l->alpn_h2 = l->alpn_h1 = 0;
+		for (unsigned i = 0; i < y->protocols_count; i++) {
+			path_index(ep, k, i);
+			const char *p = y->protocols[i] ? y->protocols[i] : "";
+			if (strcmp(p, "h2") == 0 && y->tls == NULL)
+				cfg_err_at(ld, ep, AT_VALUE, "h2 is offered by ALPN on TLS listeners only; "
+					   "for HTTP/2 over cleartext set h2c: on");
+			else if (strcmp(p, "h2") == 0)
+				l->alpn_h2 = 1;
+			else if (strcmp(p, "http/1.1") == 0)
+				l->alpn_h1 = 1;
+			else
+				cfg_err_at(ld, ep, AT_VALUE, "unknown protocol \"%.40s\" (h2 or http/1.1)", p);
+		}
+	}
+	int h2c = 0;
+	cfg_conv_bool(ld, kp(k, pre, "h2c"), y->h2c, &h2c);
+	if (h2c && y->tls != NULL)
+		cfg_err_at(ld, k, AT_VALUE, "h2c is HTTP/2 over cleartext: on a TLS listener, "
+			   "list h2 in protocols instead");
+	l->h2c = (uint8_t)h2c;
+	if (y->http2 != NULL) {
+		char hp[CFG_PATH_MAX];
+		kp(hp, pre, "http2");
+		cfg_conv_uint(ld, kp(k, hp, "max_concurrent_streams"), y->http2->max_concurrent_streams, 1,
+			      10000, &l->h2_max_streams);
+		uint64_t w = l->h2_window;
+		cfg_conv_size(ld, kp(k, hp, "initial_window_size"), y->http2->initial_window_size, 1024,
+			      (1u << 31) - 1, &w);
+		l->h2_window = (uint32_t)w;
+	}
+}
+
 int cfg_conv_listener(struct cfg_load *ld, const char *pre, unsigned idx,
 		      const struct y_listener *y, struct cfg_listener *l)
 {
@@ -250,6 +297,7 @@ int cfg_conv_listener(struct cfg_load *ld, const char *pre, unsigned idx,
 		if (v >= 0)
 			l->underscores = (enum cfg_underscores)v;
 	}
+	conv_http2(ld, pre, y, l);
 	if (y->inspect != NULL)
 		cfg_conv_inspect(ld, kp(k, pre, "inspect"), y->inspect, &l->inspect, ld->lua_memory_max);
 	if (cfg_conv_routes(ld, pre, y, l) < 0)

@@ -265,6 +265,12 @@ static const cyaml_schema_value_t y_route_schema = {
 	CYAML_VALUE_MAPPING(CYAML_FLAG_DEFAULT, struct y_route, y_route_fields),
 };
 
+static const cyaml_schema_field_t y_http2_fields[] = {
+	F_STR("max_concurrent_streams", OPT, struct y_http2, max_concurrent_streams),
+	F_STR("initial_window_size", OPT, struct y_http2, initial_window_size),
+	CYAML_FIELD_END
+};
+
 static const cyaml_schema_field_t y_listener_fields[] = {
 	F_STR("name", OPT, struct y_listener, name),
 	F_STR("address", REQ, struct y_listener, address),
@@ -275,6 +281,9 @@ static const cyaml_schema_field_t y_listener_fields[] = {
 	F_STRS("accept_proxy_from", struct y_listener, accept_proxy_from),
 	F_STRS("trusted_forwarders", struct y_listener, trusted_forwarders),
 	F_STR("headers_with_underscores", OPT, struct y_listener, headers_with_underscores),
+	F_STRS("protocols", struct y_listener, protocols),
+	F_STR("h2c", OPT, struct y_listener, h2c),
+	CYAML_FIELD_MAPPING_PTR("http2", OPT, struct y_listener, http2, y_http2_fields),
 	CYAML_FIELD_SEQUENCE("routes", CYAML_FLAG_POINTER | OPT, struct y_listener, routes,
 			     &y_route_schema, 0, CFG_ROUTES_MAX),
 	CYAML_FIELD_END

@@ -112,8 +112,16 @@ struct stream_events {
 void codec_events_set(const struct stream_events *ev);
 extern const struct stream_events *codec_ev;
 
-/* The protocol every connection starts with (registered at worker start). */
+/* The protocol every connection starts with, and HTTP/2 (registered at
+ * worker start). */
 void codec_default_set(const struct codec_ops *ops);
+void codec_h2_set(const struct codec_ops *ops);
 extern const struct codec_ops *codec_default;
+
+/* The codec for a connection whose first plaintext bytes are DATA: h2 when
+ * TLS chose it by ALPN, or when a plain listener with h2c on sees the
+ * HTTP/2 connection preface; else the default. NULL: DATA is a strict
+ * beginning of the preface on such a listener, more bytes decide. */
+const struct codec_ops *codec_choose(const struct client *cl, const char *data, size_t len);
 
 #endif

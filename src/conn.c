@@ -431,10 +431,47 @@ static void client_on_tls(struct client *cl, const char *data, size_t len)
 		client_on_eof(cl);
 }
 
+/* The first plaintext bytes choose the protocol (codec_choose). A strict
+ * beginning of the HTTP/2 preface waits in cl->in for the rest. */
+static void client_choose_codec(struct client *cl, const char *data, size_t len)
+{
+	struct buf held = { 0 };
+	if (cl->in.len) {
+		buf_append(&cl->in, data, len);
+		held = cl->in;
+		cl->in = (struct buf){ 0 };
+		data = held.data;
+		len = held.len;
+	}
+	const struct codec_ops *ops = codec_choose(cl, data, len);
+	if (ops == NULL) {
+		if (held.data)
+			cl->in = held;
+		else
+			buf_append(&cl->in, data, len);
+		return;
+	}
+	cl->codec_chosen = 1;
+	cl->codec = ops;
+	cl->codec->data(cl, data, len);
+	if (held.data) {
+		if (cl->in.data == NULL) {  /* keep the capacity */
+			held.len = 0;
+			cl->in = held;
+		} else {
+			buf_free(&held);
+		}
+	}
+}
+
 static void client_on_plain(struct client *cl, const char *data, size_t len)
 {
 	if (cl->state == CL_LINGER)
 		return;  /* discard */
+	if (!cl->codec_chosen) {
+		client_choose_codec(cl, data, len);
+		return;
+	}
 	cl->codec->data(cl, data, len);
 }
 

@@ -72,7 +72,8 @@ static int req_method(lua_State *L)
 
 static int req_version(lua_State *L)
 {
-	lua_pushstring(L, req_stream(L)->http_minor ? "1.1" : "1.0");
+	const struct stream *s = req_stream(L);
+	lua_pushstring(L, s->http_major == 2 ? "2" : s->http_minor ? "1.1" : "1.0");
 	return 1;
 }
 

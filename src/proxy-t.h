@@ -107,6 +107,7 @@ struct stream {
 	enum stream_state state;
 	uint8_t method;            /* llhttp_method_t */
 	uint8_t http_minor;        /* the client's HTTP/1.x minor version (1 for later protocols) */
+	uint8_t http_major;        /* 1, or 2 for HTTP/2 */
 	uint8_t req_chunked;       /* the body's length is unknown: chunked to the backend */
 	uint8_t req_done, head_done, queued;
 	uint8_t resp_started, resp_head_sent, resp_done;
@@ -163,6 +164,7 @@ struct client {
 	uint8_t trim_pending;      /* idle keepalive: the timer first gives the buffers back */
 	uint8_t proxy_required;    /* CL_PROXY: the peer is trusted and must send a header */
 	uint8_t trusted_fwd;       /* SRC may send identity headers (trusted_forwarders) */
+	uint8_t codec_chosen;      /* its first plaintext bytes chose the codec */
 };
 
 enum bconn_state {

@@ -39,7 +39,9 @@
 	X(EJECTIONS,       "server_ejections_total",    "Times passive outlier detection took the server out (server)") \
 	X(PERSIST_MISS,    "persistence_misses_total",  "Requests with no session key, or one naming no server: balanced (backend)") \
 	X(PERSIST_HIT,     "persistence_hits_total",    "Requests sent to the server their session key names (backend)") \
-	X(PERSIST_FAILOVER,"persistence_failovers_total","Requests whose session's server could not take them, sent elsewhere (backend)")
+	X(PERSIST_FAILOVER,"persistence_failovers_total","Requests whose session's server could not take them, sent elsewhere (backend)") \
+	X(H2_REQUESTS,     "h2_requests_total",         "Requests received over HTTP/2 (listener; the rest of requests_total came over HTTP/1.x)") \
+	X(H2_CONNS,        "h2_connections_total",      "Client connections that spoke HTTP/2 (listener)")
 
 enum stats_counter {
 #define STATS_ENUM(id, name, help) STAT_##id,
@@ -53,7 +55,9 @@ enum stats_counter {
 	X(CLIENTS,     "client_connections",       "Open client connections (listener)") \
 	X(BCONN_IDLE,  "backend_connections_idle", "Idle pooled backend connections (server)") \
 	X(BCONN_BUSY,  "backend_connections_busy", "Backend connections carrying a request (server)") \
-	X(QUEUED,      "queued_requests",          "Requests waiting for a backend connection (backend)")
+	X(QUEUED,      "queued_requests",          "Requests waiting for a backend connection (backend)") \
+	X(H2_CONNS,    "h2_client_connections",    "Open HTTP/2 client connections (listener)") \
+	X(H2_STREAMS,  "h2_streams",               "Open HTTP/2 streams (listener)")
 
 enum stats_gauge {
 #define STATS_ENUM(id, name, help) GAUGE_##id,

@@ -64,6 +64,8 @@ static void stream_stats(struct stream *t, uint64_t total, uint64_t queue, uint6
 	if (t->resp_head_sent && t->status >= 100 && t->status < 600)
 		cls = (enum stats_counter)(STAT_RESP_1XX + t->status / 100 - 1);
 	stream_count(cl->li->st, t, cls, total);
+	if (t->http_major == 2)
+		stats_add(cl->li->st, STAT_H2_REQUESTS, 1);
 	if (t->route)
 		routestats_count(W->slot, t->route->stats_slot, cls == STAT_RESP_NONE ? 0 : t->status / 100,
 				 t->bytes_out);
@@ -85,6 +87,17 @@ static void stream_stats(struct stream *t, uint64_t total, uint64_t queue, uint6
 		stats_observe_us(t->be->st, HIST_BACKEND, be);
 		stats_observe_us(t->srv->st, HIST_BACKEND, be);
 	}
+}
+
+/* The request's protocol as the client spoke it; NULL before an HTTP/1
+ * request line was parsed. */
+static const char *stream_proto(const struct stream *t)
+{
+	if (t->http_major == 2)
+		return "HTTP/2.0";
+	if (!t->head_done)
+		return NULL;
+	return t->http_minor ? "HTTP/1.1" : "HTTP/1.0";
 }
 
 /* One JSON object per line: the fields of the text format, typed. */
@@ -140,7 +153,12 @@ static void stream_log_json(struct stream *t, uint64_t total, uint64_t queue, ui
 	}
 	if (t->persist != PERSIST_NONE)
 		buf_appendf(b, ",\"persistence\":\"%s\"", persist_result_text((enum persist_result)t->persist));
-	buf_appendf(b, ",\"reason\":\"%s\"", reason_name(t->reason));
+	buf_appendf(b, ",\"reason\":\"%s\",\"proto\":", reason_name(t->reason));
+	const char *proto = stream_proto(t);
+	if (proto)
+		buf_appendf(b, "\"%s\"", proto);
+	else
+		buf_append_str(b, "null");
 	if (cl->tls)
 		tls_conn_describe_json(cl->tls, b);
 	buf_append_str(b, "}");
@@ -183,7 +201,7 @@ static void stream_log_text(struct stream *t, uint64_t total, uint64_t queue, ui
 		buf_appendf(b, " route=%s", t->route->name);
 	if (t->persist != PERSIST_NONE)
 		buf_appendf(b, " persistence=%s", persist_result_text((enum persist_result)t->persist));
-	buf_appendf(b, " reason=%s", reason_name(t->reason));
+	buf_appendf(b, " reason=%s proto=%s", reason_name(t->reason), stream_proto(t) ? stream_proto(t) : "-");
 	if (cl->tls)
 		tls_conn_describe(cl->tls, b);
 	log_access_commit();

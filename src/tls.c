@@ -48,6 +48,7 @@ struct tls_server {
 	struct tls_ticket_keys keys;
 	uint16_t ecdsa_suites[32];  /* TLS 1.2 ECDSA suites the server allows */
 	unsigned necdsa_suites;
+	uint8_t alpn_h2, alpn_h1;  /* the listener's protocols */
 };
 
 struct tls_client {
@@ -271,23 +272,48 @@ static int client_hello_cb(SSL *ssl, int *alert, void *arg)
 }
 #endif
 
-static int alpn_cb(SSL *ssl, const uint8_t **out, uint8_t *outlen, const uint8_t *in, unsigned inlen,
-		   void *arg)
+/* The client's protocol ID NAME (LEN bytes) in its ALPN list IN, or NULL. */
+static const uint8_t *alpn_find(const uint8_t *in, unsigned inlen, const char *name, unsigned len)
 {
-	(void)ssl;
-	(void)arg;
 	for (unsigned i = 0; i < inlen;) {
 		unsigned n = in[i];
 		if (i + 1 + n > inlen)
 			break;
-		if (n == 8 && memcmp(in + i + 1, "http/1.1", 8) == 0) {
-			*out = in + i + 1;
-			*outlen = 8;
-			return SSL_TLSEXT_ERR_OK;
-		}
+		if (n == len && memcmp(in + i + 1, name, len) == 0)
+			return in + i + 1;
 		i += 1 + n;
 	}
-	return SSL_TLSEXT_ERR_NOACK;  /* no overlap: go on without ALPN, speak HTTP/1.1 */
+	return NULL;
+}
+
+/* The server's preference: h2, then http/1.1, among what the listener
+ * offers. h2 needs TLS 1.2 or later (RFC 9113 9.2). A client whose list has
+ * neither goes on without ALPN and speaks HTTP/1.1, unless the listener
+ * offers h2 only: then the handshake fails with no_application_protocol. */
+static int alpn_cb(SSL *ssl, const uint8_t **out, uint8_t *outlen, const uint8_t *in, unsigned inlen,
+		   void *arg)
+{
+	const struct tls_server *srv = arg;
+	const uint8_t *p;
+	if (srv->alpn_h2 && SSL_version(ssl) >= TLS1_2_VERSION && (p = alpn_find(in, inlen, "h2", 2)) != NULL) {
+		*out = p;
+		*outlen = 2;
+		return SSL_TLSEXT_ERR_OK;
+	}
+	if (srv->alpn_h1 && (p = alpn_find(in, inlen, "http/1.1", 8)) != NULL) {
+		*out = p;
+		*outlen = 8;
+		return SSL_TLSEXT_ERR_OK;
+	}
+	return srv->alpn_h1 ? SSL_TLSEXT_ERR_NOACK : SSL_TLSEXT_ERR_ALERT_FATAL;
+}
+
+int tls_conn_h2(const struct tls_conn *t)
+{
+	const uint8_t *alpn = NULL;
+	unsigned len = 0;
+	SSL_get0_alpn_selected(t->ssl, &alpn, &len);
+	return len == 2 && memcmp(alpn, "h2", 2) == 0;
 }
 
 /* Optional client certificates: verify, record, never fail the handshake. */
@@ -367,7 +393,7 @@ static int ctx_configure(SSL_CTX *ctx, const struct cfg_tls *tc, struct tls_serv
 #endif
 	} else
 		SSL_CTX_set_tlsext_ticket_key_cb(ctx, ticket_key_cb);
-	SSL_CTX_set_alpn_select_cb(ctx, alpn_cb, NULL);
+	SSL_CTX_set_alpn_select_cb(ctx, alpn_cb, srv);
 #ifdef OPENSSL_IS_BORINGSSL
 	SSL_CTX_set_select_certificate_cb(ctx, select_cert_cb);
 #else
@@ -510,6 +536,8 @@ struct tls_server *tls_server_new(const struct cfg *cfg, const struct cfg_listen
 	AN(srv);
 	srv->cfg = tc;
 	srv->def_ecdsa = srv->def_rsa = -1;
+	srv->alpn_h2 = l->alpn_h2;
+	srv->alpn_h1 = l->alpn_h1;
 	srv->certs = calloc(tc->ncerts, sizeof(*srv->certs));
 	AN(srv->certs);
 	srv->ncerts = tc->ncerts;

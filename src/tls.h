@@ -91,6 +91,8 @@ struct tls_facts {
 };
 /* All zero (verify -1) until the handshake is done. */
 void tls_conn_facts(const struct tls_conn *t, struct tls_facts *f);
+/* The handshake chose h2 by ALPN. */
+int tls_conn_h2(const struct tls_conn *t);
 /* The client certificate's subject CN into OUT (NUL-terminated); its length, 0 if none. */
 size_t tls_conn_peer_cn(const struct tls_conn *t, char *out, size_t cap);
 /* The subject of a verified client certificate, RFC 2253 ("CN=a,O=b"),

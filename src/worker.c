@@ -15,6 +15,7 @@
 #include "health.h"
 #include "conn.h"
 #include "h1.h"
+#include "h2.h"
 #include "stream.h"
 #include "inspect.h"
 #include "log.h"
@@ -178,6 +179,8 @@ void worker_start(struct cfg *cfg, int index, int slot, const struct worker_fd *
 	conn_init();
 	h1_init();
 	codec_default_set(&h1_codec);
+	h2_init();
+	codec_h2_set(&h2_codec);
 	stream_init();
 	upstream_init(&w, tls);
 

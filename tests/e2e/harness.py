@@ -355,7 +355,7 @@ ACCESS_RE = re.compile(
     r"^(?P<ts>\S+) (?P<client>\S+):(?P<cport>\d+) (?P<method>\S+) (?P<target>\S+) "
     r"(?P<status>\d{3}) (?P<bytes>\d+) (?P<server>\S+) total_us=(?P<total_us>\d+) "
     r"queue_us=(?P<queue_us>\d+|-) connect_us=(?P<connect_us>\d+|-) "
-    r"backend_us=(?P<backend_us>\d+|-) be_conn_req=(?P<be_conn_req>\d+|-) inspect_us=(?P<inspect_us>\S+) inspect=(?P<inspect>\S+)(?: tags=(?P<tags>\S+))?(?: route=(?P<route>\S+))?(?: persistence=(?P<persistence>\S+))? reason=(?P<reason>\S+)"
+    r"backend_us=(?P<backend_us>\d+|-) be_conn_req=(?P<be_conn_req>\d+|-) inspect_us=(?P<inspect_us>\S+) inspect=(?P<inspect>\S+)(?: tags=(?P<tags>\S+))?(?: route=(?P<route>\S+))?(?: persistence=(?P<persistence>\S+))? reason=(?P<reason>\S+)(?: proto=(?P<proto>\S+))?"
     # TLS connections append: tls= cipher= sni= alpn= resumed= cert= ccert="..." [verify=]
     r"(?: tls=(?P<tls>\S+)(?P<tls_rest>.*))?$")
 

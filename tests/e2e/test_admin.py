@@ -578,7 +578,7 @@ def test_admin_port_in_use_is_reported(sluice, demo):
 
 JSON_FIELDS = {"ts", "client", "client_port", "method", "target", "status", "bytes", "backend",
                "server", "total_us", "queue_us", "connect_us", "backend_us", "be_conn_req",
-               "inspect_us", "inspect", "reason"}
+               "inspect_us", "inspect", "reason", "proto"}
 TS_RE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$")
 
 
@@ -594,6 +594,7 @@ def check_json_entry(e, tls=False):
     assert e["inspect_us"] is None or isinstance(e["inspect_us"], int)
     assert e["inspect"] in ("off", "allow", "deny", "redirect", "error", "would_deny", "would_redirect")
     assert isinstance(e["reason"], str)
+    assert e["proto"] in (None, "HTTP/1.0", "HTTP/1.1", "HTTP/2.0")
     for k in ("method", "target", "backend", "server"):
         assert e[k] is None or isinstance(e[k], str), k
 

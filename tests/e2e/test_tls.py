@@ -48,13 +48,13 @@ def tls_lib(sluice_bin):
 @pytest.fixture
 def https(sluice, demo, pki):
     """Factory: https(tls=None, workers=1, start=True, name=None,
-    timeouts=None) -> Sluice with one TLS listener in front of one demo
+    timeouts=None, listener=None) -> Sluice with one TLS listener in front of one demo
     backend (shared by the instances of a test). TLS is merged into the
     listener's tls mapping; certificates default to the ECDSA P-256 +
     RSA-2048 pair."""
     state = {}
 
-    def make(tls=None, workers=1, start=True, name=None, timeouts=None):
+    def make(tls=None, workers=1, start=True, name=None, timeouts=None, listener=None):
         if "demo" not in state:
             state["demo"] = demo(keepalive_ms=60000)
         t = {"certificates": [pki.ecdsa.entry(), pki.rsa.entry()]}
@@ -63,6 +63,7 @@ def https(sluice, demo, pki):
                             timeouts=timeouts)
         cfg["listeners"][0]["name"] = "https"
         cfg["listeners"][0]["tls"] = t
+        cfg["listeners"][0].update(listener or {})
         s = sluice(cfg, start=start, name=name)
         s.demo = state["demo"]
         return s
@@ -266,7 +267,8 @@ def test_curl_resolve_verifies_each_name(https, pki):
         assert rc == 0, (name, rc, err)      # curl checked the name against the certificate
         assert out == "200 0", (name, out)
         e = tls_entry(s, "/curl-%d" % i)
-        assert e["sni"] == name and e["alpn"] == "http/1.1" and e["tls"] == "TLSv1.3", e
+        # curl offers h2 first, and sluice's TLS listeners offer it by default
+        assert e["sni"] == name and e["alpn"] == "h2" and e["tls"] == "TLSv1.3", e
     # a name only the default covers fails curl's host check (the default is served)
     rc, out, err = curl(["--cacert", pki.ca.cert, "--resolve", "other.test:%d:127.0.0.1" % s.port,
                          "https://other.test:%d/x" % s.port])
@@ -422,10 +424,17 @@ def test_ciphersuites_openssl_only(https, pki, tls_lib):
 
 
 def test_alpn(https, pki):
+    """Default protocols [h2, http/1.1]: the server's preference, h2, when
+    the client offers it in any order; http/1.1 when only that is offered;
+    no ALPN at all is HTTP/1.1."""
     s = https()
-    cases = [(["-alpn", "http/1.1"], "http/1.1"), (["-alpn", "h2"], None),
-             (["-alpn", "h2,http/1.1"], "http/1.1"), ([], None)]
+    cases = [(["-alpn", "http/1.1"], "http/1.1"), (["-alpn", "h2"], "h2"),
+             (["-alpn", "h2,http/1.1"], "h2"), (["-alpn", "http/1.1,h2"], "h2"), ([], None)]
     for i, (args, want) in enumerate(cases):
+        if want == "h2":
+            rc, out = s_client(s.port, *args, stdin=None)
+            assert rc == 0 and "ALPN protocol: h2" in out, (args, out[-3000:])
+            continue
         req = REQ.replace(b"/sclient", b"/alpn-%d" % i)
         rc, out = s_client(s.port, *args, stdin=req)
         assert rc == 0 and "HTTP/1.1 200" in out, (args, out[-2000:])
@@ -434,10 +443,41 @@ def test_alpn(https, pki):
         else:
             assert "No ALPN negotiated" in out, (args, out[-3000:])
         assert tls_entry(s, "/alpn-%d" % i)["alpn"] == (want or "-")
-    r, info = tls_get(s.port, cctx(alpn=["h2", "http/1.1"]), path="/alpn-py")
+    r, info = tls_get(s.port, cctx(alpn=["http/1.1"]), path="/alpn-py")
     assert r.status == 200 and info["alpn"] == "http/1.1"
-    r, info = tls_get(s.port, cctx(alpn=["h2"]), path="/alpn-py2")
+    r, info = tls_get(s.port, cctx(alpn=["spdy/3"]), path="/alpn-py2")
     assert r.status == 200 and info["alpn"] is None and r.version == "HTTP/1.1"
+
+
+def test_alpn_http11_only(https, pki):
+    """protocols: [http/1.1] turns h2 off: a client offering only h2 goes
+    on without ALPN and speaks HTTP/1.1, as before HTTP/2 existed."""
+    s2 = https(listener={"protocols": ["http/1.1"]})
+    cases = [(["-alpn", "http/1.1"], "http/1.1"), (["-alpn", "h2"], None),
+             (["-alpn", "h2,http/1.1"], "http/1.1"), ([], None)]
+    for i, (args, want) in enumerate(cases):
+        req = REQ.replace(b"/sclient", b"/alpn-%d" % i)
+        rc, out = s_client(s2.port, *args, stdin=req)
+        assert rc == 0 and "HTTP/1.1 200" in out, (args, out[-2000:])
+        if want:
+            assert "ALPN protocol: %s" % want in out, (args, out[-3000:])
+        else:
+            assert "No ALPN negotiated" in out, (args, out[-3000:])
+        assert tls_entry(s2, "/alpn-%d" % i)["alpn"] == (want or "-")
+    r, info = tls_get(s2.port, cctx(alpn=["h2"]), path="/alpn-py2")
+    assert r.status == 200 and info["alpn"] is None and r.version == "HTTP/1.1"
+
+
+def test_alpn_h2_only(https, pki):
+    """protocols: [h2]: a client that offers only http/1.1 fails the
+    handshake (no_application_protocol) instead of speaking what the
+    listener does not offer; one that offers nothing is HTTP/1.1's
+    compatibility case and is refused the same way."""
+    s2 = https(listener={"protocols": ["h2"]})
+    rc, out = s_client(s2.port, "-alpn", "h2", stdin=None)
+    assert rc == 0 and "ALPN protocol: h2" in out, out[-3000:]
+    rc, out = s_client(s2.port, "-alpn", "http/1.1", stdin=None)
+    assert "no application protocol" in out.lower(), out[-3000:]
 
 
 # --------------------------------------------------------------------------

@@ -34,7 +34,7 @@ LLHTTP_DEFS = -DLLHTTP_STRICT_MODE=1
 SAN      = -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 FCFLAGS  = -std=c11 -O1 -g $(WARN) -D_GNU_SOURCE $(LLHTTP_DEFS) $(TLS_CFLAGS) \
            -I/usr/share/include/llhttp -I/usr/include/lua5.4 -Isrc $(SAN) -fsanitize=fuzzer-no-link
-FLIBS    = -luv -lcyaml -lyaml $(TLS_LIBS) -llua5.4 -lpcre2-8 -lhs -lpthread -lm -ldl
+FLIBS    = -luv -lcyaml -lyaml $(TLS_LIBS) -llua5.4 -lpcre2-8 -lhs -lnghttp2 -lpthread -lm -ldl
 
 LLHTTP_DIR = /usr/share/llhttp
 LLHTTP_OBJ = $(FBUILD)/llhttp/api.o $(FBUILD)/llhttp/http.o $(FBUILD)/llhttp/llhttp.o
