@@ -46,9 +46,13 @@ struct h2c {
 	uint32_t nstreams;         /* h2s alive (nghttp2 has not closed them) */
 	uint32_t nactive;          /* of which a struct stream is attached */
 	uint32_t heads_pending;    /* response heads to submit at the next flush */
-	uint8_t in_recv;           /* inside nghttp2_session_mem_recv */
+	uint32_t heads_ready;      /* request heads waiting for the end of the input */
+	uint64_t client_resets;    /* RST_STREAM from the client on a stream still under way */
+	uint64_t completed;        /* streams the stream layer finished */
+	uint8_t in_recv;           /* inside nghttp2_session_mem_recv, or dispatching after it */
 	uint8_t flush_wanted;      /* a flush was asked for meanwhile */
 	uint8_t goaway;            /* GOAWAY queued: no new stream */
+	uint8_t send_timer;        /* the connection's timer is client_send, for a write in flight */
 };
 
 struct h2s {
@@ -57,6 +61,7 @@ struct h2s {
 	struct list link;          /* in c->streams; in the pool when free */
 	struct deadline dl;
 	struct buf out;            /* response body not yet framed; read from out_off */
+	struct buf early;          /* request DATA that came with a head not yet dispatched */
 	size_t out_off;
 	int32_t id;
 	uint32_t unconsumed;       /* request DATA taken but not credited to the client */
@@ -70,6 +75,8 @@ struct h2s {
 	uint8_t deferred;          /* nghttp2 waits for body bytes (resume_data) */
 	uint8_t held;              /* the backend side is full: the window stays closed */
 	uint8_t req_end;           /* END_STREAM received */
+	uint8_t head_ready;        /* the head is complete, dispatched after the input */
+	uint8_t head_end;          /* ... and its HEADERS frame ended the stream */
 	uint8_t has_path, has_method;
 	uint8_t was_full;          /* the stream layer saw its output above high water */
 };
@@ -104,10 +111,12 @@ static struct h2s *h2s_new(struct h2c *c, int32_t id)
 		h = calloc(1, sizeof(*h));
 		AN(h);
 	}
-	struct buf out = h->out;
+	struct buf out = h->out, early = h->early;
 	memset(h, 0, sizeof(*h));
 	h->out = out;
 	h->out.len = 0;
+	h->early = early;
+	h->early.len = 0;
 	h->c = c;
 	h->id = id;
 	list_add_tail(&c->streams, &h->link);
@@ -141,23 +150,37 @@ static void h2s_free_one(struct h2s *h)
 	list_del(&h->link);
 	c->nstreams--;
 	stats_gauge_add(c->cl->li->st, GAUGE_H2_STREAMS, -1);
+	if (h->head_ready) {
+		h->head_ready = 0;
+		c->heads_ready--;
+	}
 	if (h2s_nfree >= H2S_POOL_KEEP) {
 		buf_free(&h->out);
+		buf_free(&h->early);
 		free(h);
 		return;
 	}
-	h->out.len = 0;
+	h->out.len = h->early.len = 0;
 	buf_trim(&h->out, H2S_OUT_KEEP);
+	buf_trim(&h->early, H2S_OUT_KEEP);
 	list_add_head(&h2s_free, &h->link);
 	h2s_nfree++;
 }
 
+/* A stream's timer: the stream layer's, or, once it is done with the
+ * stream, the client_send bound on the rest of its response (a client that
+ * keeps the stream's window shut would hold it for ever). */
 static void h2s_deadline_fired(struct deadline *d)
 {
 	struct h2s *h = CONTAINER_OF(d, struct h2s, dl);
 	struct h2c *c = h->c;
-	if (h->s)
+	if (h->s) {
 		codec_ev->timeout(h->s);
+	} else {
+		log_info("%s h2 stream %d: client did not take the response within client_send", c->cl->peer,
+			 h->id);
+		nghttp2_submit_rst_stream(c->ng, NGHTTP2_FLAG_NONE, h->id, NGHTTP2_CANCEL);
+	}
 	h2c_flush(c);
 }
 
@@ -386,10 +409,9 @@ static enum reason h2_check(struct h2s *h, int end_stream)
 	return REASON_OK;
 }
 
-/* END_STREAM from the client: the request is complete. */
+/* END_STREAM from the client (h->req_end): the request is complete. */
 static void h2s_req_end(struct h2s *h)
 {
-	h->req_end = 1;
 	struct stream *s = h->s;
 	if (s == NULL || !s->head_done || s->req_done)
 		return;
@@ -401,41 +423,90 @@ static void h2s_req_end(struct h2s *h)
 	h2s_pushed(h);
 }
 
-static void h2s_head(struct h2s *h, int end_stream)
+/* A complete head goes to the stream layer only once the input it came in
+ * has been read: a stream that the same input resets (Rapid Reset, or a
+ * browser's cancel) is gone by then and never reaches a backend. DATA that
+ * came meanwhile waited in h->early. */
+static void h2s_dispatch(struct h2s *h)
 {
 	struct stream *s = h->s;
+	h->head_ready = 0;
+	h->c->heads_ready--;
 	if (s == NULL)
 		return;
 	s->head_done = 1;
 	deadline_set(&h2_deadlines, &h->dl, 0);
-	enum reason r = h2_check(h, end_stream);
+	enum reason r = h2_check(h, h->head_end);
 	if (r == REASON_OK)
 		r = codec_ev->head(s);
+	if (r == REASON_OK && h->early.len && h->s) {
+		r = codec_ev->body(s, h->early.data, h->early.len);
+		h->early.len = 0;
+	}
 	if (r != REASON_OK) {
 		codec_ev->fail(s, r);
-		if (end_stream)
-			h->req_end = 1;
 		return;
 	}
-	if (end_stream)
+	if (h->s == NULL)
+		return;
+	if (h->req_end)
 		h2s_req_end(h);
-	else if (h->s)
+	else
 		h2s_pushed(h);
+}
+
+static void h2c_dispatch(struct h2c *c)
+{
+	struct list *pos = c->streams.next;
+	while (pos != &c->streams && c->heads_ready) {
+		struct h2s *h = CONTAINER_OF(pos, struct h2s, link);
+		pos = pos->next;  /* nothing is freed here: in_recv holds nghttp2's callbacks */
+		if (h->head_ready)
+			h2s_dispatch(h);
+	}
+}
+
+/* A client that resets streams faster than it lets them complete (CVE-2023-
+ * 44487, Rapid Reset) costs us work and gives nothing back: past 100 resets,
+ * more than twice the completed streams ends the connection. nghttp2's own
+ * token bucket (1,000, then 33/s) bounds the rate on top. */
+#define RESETS_FREE 100
+
+static void h2c_count_reset(struct h2c *c)
+{
+	c->client_resets++;
+	if (c->client_resets > RESETS_FREE && c->client_resets > 2 * c->completed) {
+		log_warn("%s h2: %llu streams reset by the client, %llu completed: closing (rapid reset)",
+			 c->cl->peer, (unsigned long long)c->client_resets, (unsigned long long)c->completed);
+		nghttp2_session_terminate_session(c->ng, NGHTTP2_ENHANCE_YOUR_CALM);
+	}
 }
 
 static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
 {
 	(void)ud;
+	if (f->hd.type == NGHTTP2_RST_STREAM) {
+		struct h2s *r = nghttp2_session_get_stream_user_data(ng, f->hd.stream_id);
+		if (r != NULL && r->s != NULL)
+			h2c_count_reset(r->c);
+		return 0;
+	}
 	if (f->hd.type != NGHTTP2_HEADERS && f->hd.type != NGHTTP2_DATA)
 		return 0;
 	struct h2s *h = nghttp2_session_get_stream_user_data(ng, f->hd.stream_id);
 	if (h == NULL)
 		return 0;
 	int end = (f->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0;
+	if (end)
+		h->req_end = 1;
 	if (f->hd.type == NGHTTP2_HEADERS && f->headers.cat == NGHTTP2_HCAT_REQUEST) {
-		h2s_head(h, end);
+		h->head_ready = 1;
+		h->head_end = (uint8_t)end;
+		h->c->heads_ready++;
 		return 0;
 	}
+	if (h->head_ready)
+		return 0;  /* the dispatch takes it from here */
 	if (end)
 		h2s_req_end(h);
 	else if (f->hd.type == NGHTTP2_DATA)
@@ -453,6 +524,10 @@ static int on_data_chunk(nghttp2_session *ng, uint8_t flags, int32_t id, const u
 	if (h == NULL)
 		return 0;
 	h->unconsumed += (uint32_t)len;
+	if (h->head_ready) {
+		buf_append(&h->early, (const char *)data, len);
+		return 0;
+	}
 	struct stream *s = h->s;
 	if (s == NULL || !s->head_done || s->req_done)
 		return 0;  /* answered already: read and dropped (credited by h2s_pushed) */
@@ -509,6 +584,8 @@ static ssize_t body_read(nghttp2_session *ng, int32_t id, uint8_t *dst, size_t c
 	size_t n = avail < cap ? avail : cap;
 	memcpy(dst, h->out.data + h->out_off, n);
 	h->out_off += n;
+	if (h->s == NULL && n > 0)  /* progress: the client_send bound starts over */
+		deadline_set(&h2_deadlines, &h->dl, timeouts()->client_send_ms);
 	if (h->out_off == h->out.len)
 		h->out.len = h->out_off = 0;
 	if (h->out.len == 0 && h->out_eof) {
@@ -674,8 +751,18 @@ static struct h2c *h2c_new(struct client *cl)
 static void h2c_conn_timer(struct h2c *c)
 {
 	struct client *cl = c->cl;
-	if (cl->state != CL_OPEN || conn_writing(cl))
-		return;  /* the write callback arms client_send */
+	if (cl->state != CL_OPEN)
+		return;
+	if (conn_writing(cl)) {
+		/* A write in flight must progress within client_send (h2_sent
+		 * re-arms it on progress); otherwise the client is not reading. */
+		if (!c->send_timer) {
+			c->send_timer = 1;
+			conn_timer(cl, timeouts()->client_send_ms);
+		}
+		return;
+	}
+	c->send_timer = 0;
 	if (c->nactive)
 		conn_timer(cl, 0);
 	else
@@ -723,6 +810,13 @@ static void h2c_flush(struct h2c *c)
 		if (n == 0 || conn_writing(cl))
 			break;
 	}
+	/* A client that does not read what we send gets no more of its input
+	 * read (its PINGs, SETTINGS and requests would each queue more output);
+	 * client_send then ends it. */
+	if (conn_queued(cl) >= OUT_HIGH_WATER)
+		conn_read_pause(cl, 1);
+	else if (cl->read_stopped && conn_queued(cl) < OUT_LOW_WATER)
+		conn_read_pause(cl, 0);
 	struct list *pos = c->streams.next;
 	while (pos != &c->streams) {
 		struct h2s *h = CONTAINER_OF(pos, struct h2s, link);
@@ -753,6 +847,8 @@ static void h2_data(struct client *cl, const char *data, size_t len)
 		c = h2c_new(cl);
 	c->in_recv = 1;
 	ssize_t n = nghttp2_session_mem_recv(c->ng, (const uint8_t *)data, len);
+	if (c->heads_ready)
+		h2c_dispatch(c);
 	c->in_recv = 0;
 	if (n < 0) {
 		log_info("%s h2: %s", cl->peer, nghttp2_strerror((int)n));
@@ -760,7 +856,10 @@ static void h2_data(struct client *cl, const char *data, size_t len)
 			nghttp2_session_terminate_session(c->ng, NGHTTP2_PROTOCOL_ERROR);
 		c->flush_wanted = 0;
 		h2c_flush(c);
-		if (cl->state == CL_OPEN)
+		/* A flood is not read to its end (CL_LINGER would): closed now. */
+		if (n == NGHTTP2_ERR_FLOODED)
+			conn_close(cl);
+		else if (cl->state == CL_OPEN)
 			conn_end(cl, 1);
 		return;
 	}
@@ -793,12 +892,16 @@ static void h2_sent(struct client *cl, int more)
 	struct h2c *c = conn_of(cl);
 	if (more) {
 		conn_timer(cl, timeouts()->client_send_ms);
+		if (c)
+			c->send_timer = 1;
 		return;
 	}
-	if (c)
-		h2c_flush(c);
-	else
+	if (c == NULL) {
 		conn_keepalive_wait(cl);
+		return;
+	}
+	c->send_timer = 0;
+	h2c_flush(c);
 }
 
 static void h2_fail(struct client *cl, enum reason r)
@@ -1083,7 +1186,10 @@ static void h2_done(struct stream *s, int close)
 			nghttp2_session_resume_data(c->ng, h->id);
 		}
 	}
+	c->completed++;
 	h2s_detach(h);
+	if (h->out.len - h->out_off > 0 || !h->head_sent || h->deferred)
+		deadline_set(&h2_deadlines, &h->dl, timeouts()->client_send_ms);
 	h2c_flush(c);
 }
 

@@ -438,3 +438,184 @@ def test_access_log_and_metrics(sluice, recorder):
     e = s.wait_access_entry(lambda e: e["target"] == "/h1")
     assert e["proto"] == "HTTP/1.1"
     assert s.wait_access_entry(lambda e: e["target"] == "/m0")["proto"] == "HTTP/2.0"
+
+
+# ---- limits and attacks ----
+
+ENHANCE_YOUR_CALM = 11
+REFUSED_STREAM = 7
+
+
+def test_rapid_reset_is_cut_off_and_never_reaches_backend(sluice, recorder):
+    """CVE-2023-44487: streams opened and reset at once. Every pair in one
+    write: none reaches the backend (a head waits for the end of the input it
+    came in), and the connection ends with GOAWAY ENHANCE_YOUR_CALM."""
+    be = recorder()
+    s = sluice(h2c_cfg(be.port))
+    c = H2Client(s.port)
+    c.pump(lambda: c.remote_settings.get(3) is not None, what="settings")
+    for i in range(400):
+        sid = c.conn.get_next_available_stream_id()
+        c.conn.send_headers(sid, [(":method", "GET"), (":scheme", "http"), (":authority", "a"),
+                                  (":path", "/rr/%d" % i)], end_stream=True)
+        c.conn.reset_stream(sid, error_code=8)
+    c.flush()
+    c.pump(lambda: c.goaway is not None, timeout=10, what="GOAWAY")
+    assert c.goaway.error_code == ENHANCE_YOUR_CALM, c.goaway
+    got = [q.target for conn in be.conns for q in conn.requests]
+    assert got == [], got
+    s.wait_error_log(r"rapid reset")
+    # the worker serves on
+    c2 = H2Client(s.port)
+    assert c2.get("/after").status == 200
+    c2.close()
+
+
+def test_resets_among_completed_requests_are_tolerated(sluice, recorder):
+    """A browser cancels streams now and then: resets below the completed
+    count keep the connection."""
+    be = recorder()
+    s = sluice(h2c_cfg(be.port))
+    c = H2Client(s.port)
+    for i in range(150):
+        assert c.get("/ok/%d" % i).status == 200
+        sid = c.request("/cancel/%d" % i)
+        c.reset(sid)
+    assert c.get("/last").status == 200 and c.goaway is None
+    c.close()
+
+
+def test_max_concurrent_streams_refuses_the_excess(sluice, recorder):
+    import threading
+    gate = threading.Event()
+
+    def held(conn):
+        while True:
+            conn.read_request()
+            gate.wait(10)
+            conn.respond(b"x")
+
+    be = recorder(held)
+    s = sluice(h2c_cfg(be.port, listener={"http2": {"max_concurrent_streams": 3}}))
+    c = H2Client(s.port)
+    c.pump(lambda: c.remote_settings.get(3) == 3, what="SETTINGS_MAX_CONCURRENT_STREAMS 3")
+    # the client library enforces the limit itself: bypass it for the 4th
+    c.conn.remote_settings._settings[3] = [100]
+    sids = [c.request("/mc/%d" % i) for i in range(4)]
+    c.pump(lambda: c.streams[sids[3]].reset is not None or c.goaway is not None, what="4th stream refused")
+    # RFC 9113 5.1.2: a stream error (REFUSED_STREAM); nghttp2 makes it a
+    # connection error once our SETTINGS are acknowledged (5.4.1 allows it):
+    # GOAWAY naming the third stream as the last one it takes
+    if c.goaway is not None:
+        assert c.goaway.error_code == PROTOCOL_ERROR and c.goaway.last_stream_id == sids[2], c.goaway
+    else:
+        assert c.streams[sids[3]].reset == REFUSED_STREAM
+        gate.set()
+        recs = c.wait(*sids[:3])
+        assert all(r.status == 200 for r in recs)
+    gate.set()
+    c.close()
+    assert "/mc/3" not in [q.target for conn in be.conns for q in conn.requests]
+
+
+def test_stalled_window_bounded_by_client_send(sluice, demo):
+    """A client that never opens a stream's window: the response waits for
+    client_send, then the stream is cancelled; the connection serves on."""
+    be = demo()
+    s = sluice(h2c_cfg(be.port, timeouts={"client_send": "1s"}))
+    c = H2Client(s.port, settings={4: 0})
+    c.pump(lambda: c.remote_settings.get(3) is not None, what="settings")
+    stuck = c.request("/?size=1000")
+    r = c.wait(stuck, timeout=10)[0]
+    assert r.reset == 8 and len(r.data) == 0, (r.reset, len(r.data))  # CANCEL
+    s.wait_error_log(r"did not take the response within client_send")
+    ok = c.request("/?size=10")
+    c.conn.increment_flow_control_window(100, stream_id=ok)
+    c.flush()
+    assert c.wait(ok)[0].status == 200
+    c.close()
+
+
+def test_idle_body_bounded_by_client_body(sluice, recorder):
+    """A stream that opens a body and stops sending: client_body ends it
+    with a 408 and the backend connection, which has a partial request, is
+    not reused."""
+    be = recorder()
+    s = sluice(h2c_cfg(be.port, timeouts={"client_body": "1s"}))
+    c = H2Client(s.port)
+    sid = c.request("/slow", method="POST", headers=[("content-length", "10")], body=b"12345", end=False)
+    r = c.wait(sid, timeout=10)[0]
+    assert r.status == 408 or r.reset is not None, (r.status, r.reset)
+    e = s.wait_access_entry(lambda e: e["target"] == "/slow")
+    assert e["reason"] == "client_body_timeout"
+    assert c.get("/after").status == 200
+    c.close()
+
+
+def test_continuation_flood_is_cut_off(sluice, recorder):
+    """HEADERS followed by endless CONTINUATION frames (the 2024 family):
+    the connection ends; nothing reaches the backend."""
+    import struct
+    be = recorder()
+    s = sluice(h2c_cfg(be.port))
+    c = H2Client(s.port)
+    c.pump(lambda: c.remote_settings.get(3) is not None, what="settings")
+
+    def frame(ftype, flags, sid, payload):
+        return struct.pack(">I", len(payload))[1:] + bytes([ftype, flags]) + struct.pack(">I", sid) + payload
+
+    # HEADERS without END_HEADERS: ":method GET" indexed (0x82), then literal fields in CONTINUATIONs
+    data = frame(1, 0x1, 1, b"\x82\x86\x84")
+    lit = b"\x00\x01a\x01b"  # literal without indexing, name "a", value "b"
+    for _ in range(2000):
+        data += frame(9, 0, 1, lit * 20)
+    try:
+        c.send_raw(data)
+    except OSError:
+        pass
+    closed = c.pump(lambda: c.goaway is not None or c.closed, timeout=10, what="connection cut")
+    assert closed
+    assert all(not conn.requests for conn in be.conns)
+    c2 = H2Client(s.port)
+    assert c2.get("/after").status == 200
+    c2.close()
+
+
+@pytest.mark.parametrize("kind", ["ping", "settings"])
+def test_control_frame_flood_from_a_non_reader(sluice, recorder, kind):
+    """PING or SETTINGS frames from a client that reads none of the
+    acknowledgements: once 256 KiB of output wait, sluice stops reading the
+    connection (no ACK queue grows without bound), and client_send ends it."""
+    import socket
+    import struct
+    import time
+    be = recorder()
+    s = sluice(h2c_cfg(be.port, timeouts={"client_send": "2s"}))
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.settimeout(3)
+    sock.connect((H.HOST, s.port))
+
+    def frame(ftype, flags, sid, payload):
+        return struct.pack(">I", len(payload))[1:] + bytes([ftype, flags]) + struct.pack(">I", sid) + payload
+
+    one = frame(6, 0, 0, b"12345678") if kind == "ping" else frame(4, 0, 0, b"")
+    batch = one * 2000
+    sock.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + frame(4, 0, 0, b""))
+    sent, stopped = 0, False
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and sent < 2000000:
+        try:
+            sock.sendall(batch)
+            sent += 2000
+        except OSError:  # blocked (sluice stopped reading) or closed
+            stopped = True
+            break
+    assert stopped, "sluice kept reading %d %s frames from a client that read nothing" % (sent, kind)
+    # nghttp2 counts the ACKs it has queued (1,000 at most), or sluice stops
+    # reading and client_send ends it: either way a line says which
+    s.wait_error_log(r"Flooding was detected|client did not read within client_send", timeout=10)
+    sock.close()
+    c2 = H2Client(s.port)
+    assert c2.get("/after").status == 200
+    c2.close()
