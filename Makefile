@@ -146,6 +146,10 @@ test-deps: deps
 	@# Debian's python3-prometheus-client serves /usr/bin/python3; another python3 on PATH gets it from pip
 	@python3 -c 'import prometheus_client' 2>/dev/null || python3 -m pip install -q prometheus_client 2>/dev/null || \
 	  python3 -m pip install -q --break-system-packages prometheus_client
+	@# h2spec, the HTTP/2 conformance suite (tests/e2e/test_h2spec.py), from the Go module proxy
+	@export PATH="$$PATH:/usr/local/go/bin"; command -v h2spec >/dev/null || \
+	  test -x "$$(go env GOPATH)/bin/h2spec" || \
+	  go install github.com/summerwind/h2spec/cmd/h2spec@v2.2.1+incompatible
 	@# the HTTP/2 tests' frame-level client: Debian's python3-h2, or h2 from pip likewise
 	@python3 -c 'import h2' 2>/dev/null || python3 -m pip install -q h2 2>/dev/null || \
 	  python3 -m pip install -q --break-system-packages h2

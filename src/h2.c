@@ -49,10 +49,15 @@ struct h2c {
 	uint32_t heads_ready;      /* request heads waiting for the end of the input */
 	uint64_t client_resets;    /* RST_STREAM from the client on a stream still under way */
 	uint64_t completed;        /* streams the stream layer finished */
+	int32_t max_id;            /* highest stream id the client opened */
+	uint8_t ngaps;             /* ranges of ids it skipped, kept in gaps */
+	struct { int32_t lo, hi; } gaps[8];
 	uint8_t in_recv;           /* inside nghttp2_session_mem_recv, or dispatching after it */
 	uint8_t flush_wanted;      /* a flush was asked for meanwhile */
-	uint8_t goaway;            /* GOAWAY queued: no new stream */
+	uint8_t goaway;            /* the last GOAWAY is queued: no new stream */
+	uint8_t draining;          /* the shutdown notice and its PING went out */
 	uint8_t send_timer;        /* the connection's timer is client_send, for a write in flight */
+	struct deadline dl;        /* draining: when the last GOAWAY goes */
 };
 
 struct h2s {
@@ -81,8 +86,19 @@ struct h2s {
 	uint8_t was_full;          /* the stream layer saw its output above high water */
 };
 
+/* Draining, in two steps (RFC 9113 6.8): a GOAWAY naming no stream says no
+ * more will be taken, with a PING behind it; its ACK proves the client has
+ * seen the notice. A request it queued before the notice may still follow
+ * the ACK (a client library sends control frames first), so the real
+ * GOAWAY, naming the last stream served, waits DRAIN_GRACE_MS more; the
+ * open streams finish, and the connection ends. No request the client sent
+ * before it saw the notice is refused. (timeouts.drain bounds it all.) */
+#define DRAIN_GRACE_MS 200
+static const uint8_t drain_ping[8] = { 's', 'l', 'u', 'i', 'c', 'e', '-', 'd' };
+
 static nghttp2_session_callbacks *h2_callbacks;
 static struct deadline_heap h2_deadlines;
+static struct deadline_heap h2c_deadlines;
 static struct list h2s_free = { &h2s_free, &h2s_free };
 static unsigned h2s_nfree;
 /* Name-value scratch for one header block (valid until the submit call
@@ -97,6 +113,7 @@ static struct h2c *conn_of(const struct client *cl) { return cl->codec_ctx; }
 static struct h2s *of(const struct stream *s) { return s->codec_ctx; }
 
 static void h2c_flush(struct h2c *c);
+static void h2c_goaway(struct h2c *c);
 
 /* ---- streams ---- */
 
@@ -245,6 +262,15 @@ static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *f, void *u
 	struct h2c *c = ud;
 	if (f->hd.type != NGHTTP2_HEADERS || f->headers.cat != NGHTTP2_HCAT_REQUEST)
 		return 0;
+	int32_t id = f->hd.stream_id, next = c->max_id ? c->max_id + 2 : 1;
+	if (id > next && c->ngaps < ARRAY_SIZE(c->gaps)) {
+		/* ids skipped: closed for good (RFC 9113 5.1.1) */
+		c->gaps[c->ngaps].lo = next;
+		c->gaps[c->ngaps].hi = id - 2;
+		c->ngaps++;
+	}
+	if (id > c->max_id)
+		c->max_id = id;
 	struct h2s *h = h2s_new(c, f->hd.stream_id);
 	nghttp2_session_set_stream_user_data(ng, f->hd.stream_id, h);
 	h->s = codec_ev->open(c->cl, h);
@@ -254,6 +280,22 @@ static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *f, void *u
 	h->s->http_major = 2;
 	deadline_set(&h2_deadlines, &h->dl, timeouts()->client_header_ms);
 	conn_timer(c->cl, 0);  /* a stream is open: its own timer governs */
+	return 0;
+}
+
+/* RFC 9113 5.1.1: HEADERS on a stream id the client skipped (lower than
+ * one it opened since) is a connection error, PROTOCOL_ERROR; nghttp2
+ * ignores it silently. Ids it did open, closed since, stay ignored as
+ * nghttp2 does: the client may not have seen our RST_STREAM yet. */
+static int on_begin_frame(nghttp2_session *ng, const nghttp2_frame_hd *hd, void *ud)
+{
+	(void)ng;
+	struct h2c *c = ud;
+	if (hd->type != NGHTTP2_HEADERS || !(hd->stream_id & 1) || hd->stream_id >= c->max_id)
+		return 0;
+	for (unsigned i = 0; i < c->ngaps; i++)
+		if (hd->stream_id >= c->gaps[i].lo && hd->stream_id <= c->gaps[i].hi)
+			return NGHTTP2_ERR_CALLBACK_FAILURE;  /* h2_data: GOAWAY(PROTOCOL_ERROR) */
 	return 0;
 }
 
@@ -484,7 +526,13 @@ static void h2c_count_reset(struct h2c *c)
 
 static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
 {
-	(void)ud;
+	if (f->hd.type == NGHTTP2_PING) {
+		struct h2c *c = ud;
+		if ((f->hd.flags & NGHTTP2_FLAG_ACK) && c->draining && !c->goaway &&
+		    memcmp(f->ping.opaque_data, drain_ping, sizeof(drain_ping)) == 0)
+			deadline_set(&h2c_deadlines, &c->dl, DRAIN_GRACE_MS);
+		return 0;
+	}
 	if (f->hd.type == NGHTTP2_RST_STREAM) {
 		struct h2s *r = nghttp2_session_get_stream_user_data(ng, f->hd.stream_id);
 		if (r != NULL && r->s != NULL)
@@ -946,22 +994,37 @@ static void h2_closed(struct client *cl)
 		h2s_detach(h);
 		h2s_free_one(h);
 	}
+	deadline_set(&h2c_deadlines, &c->dl, 0);
 	nghttp2_session_del(c->ng);
 	stats_gauge_add(cl->li->st, GAUGE_H2_CONNS, -1);
 	cl->codec_ctx = NULL;
 	free(c);
 }
 
-/* Draining: GOAWAY names the last stream that will be served; the open
- * ones finish, then the connection ends. */
-static void h2_drain(struct client *cl)
+static void h2c_goaway(struct h2c *c)
 {
-	struct h2c *c = conn_of(cl);
-	if (c == NULL || c->goaway)
-		return;
 	c->goaway = 1;
 	nghttp2_submit_goaway(c->ng, NGHTTP2_FLAG_NONE, nghttp2_session_get_last_proc_stream_id(c->ng),
 			      NGHTTP2_NO_ERROR, NULL, 0);
+}
+
+static void h2c_deadline_fired(struct deadline *d)
+{
+	struct h2c *c = CONTAINER_OF(d, struct h2c, dl);
+	if (c->draining && !c->goaway && c->cl->state == CL_OPEN) {
+		h2c_goaway(c);
+		h2c_flush(c);
+	}
+}
+
+static void h2_drain(struct client *cl)
+{
+	struct h2c *c = conn_of(cl);
+	if (c == NULL || c->draining || c->goaway)
+		return;
+	c->draining = 1;
+	nghttp2_submit_shutdown_notice(c->ng);
+	nghttp2_submit_ping(c->ng, NGHTTP2_FLAG_NONE, drain_ping);
 	h2c_flush(c);
 }
 
@@ -1235,11 +1298,13 @@ const struct codec_ops h2_codec = {
 void h2_init(void)
 {
 	deadline_heap_init(&h2_deadlines, &W->loop, h2s_deadline_fired);
+	deadline_heap_init(&h2c_deadlines, &W->loop, h2c_deadline_fired);
 	if (h2_callbacks)
 		return;
 	AZ(nghttp2_session_callbacks_new(&h2_callbacks));
 	nghttp2_session_callbacks_set_send_callback(h2_callbacks, no_send);
 	nghttp2_session_callbacks_set_on_begin_headers_callback(h2_callbacks, on_begin_headers);
+	nghttp2_session_callbacks_set_on_begin_frame_callback(h2_callbacks, on_begin_frame);
 	nghttp2_session_callbacks_set_on_header_callback(h2_callbacks, on_header);
 	nghttp2_session_callbacks_set_on_frame_recv_callback(h2_callbacks, on_frame_recv);
 	nghttp2_session_callbacks_set_on_data_chunk_recv_callback(h2_callbacks, on_data_chunk);
