@@ -630,7 +630,8 @@ static ssize_t body_read(nghttp2_session *ng, int32_t id, uint8_t *dst, size_t c
 	struct h2s *h = src->ptr;
 	size_t avail = h->out.len - h->out_off;
 	size_t n = avail < cap ? avail : cap;
-	memcpy(dst, h->out.data + h->out_off, n);
+	if (n)  /* an empty buffer may have no storage yet */
+		memcpy(dst, h->out.data + h->out_off, n);
 	h->out_off += n;
 	if (h->s == NULL && n > 0)  /* progress: the client_send bound starts over */
 		deadline_set(&h2_deadlines, &h->dl, timeouts()->client_send_ms);
