@@ -329,6 +329,13 @@ void admin_status(struct buf *out)
 			    (long long)s->gauge[GAUGE_CLIENTS], (unsigned long long)s->c[STAT_CONN_ACCEPTED],
 			    (unsigned long long)s->c[STAT_TLS_FULL_ECDSA], (unsigned long long)s->c[STAT_TLS_FULL_RSA],
 			    (unsigned long long)s->c[STAT_TLS_RESUMED], (unsigned long long)s->c[STAT_TLS_FAILED]);
+		const struct cfg_listener *li = &cfg->listeners[l];
+		buf_appendf(out, "\"protocols\":[%s%s%s],\"h2c\":%s,\"h2\":{\"connections\":%lld,\"streams\":%lld,"
+			    "\"connections_total\":%llu,\"requests\":%llu},",
+			    li->alpn_h2 ? "\"h2\"" : "", li->alpn_h2 && li->alpn_h1 ? "," : "",
+			    li->alpn_h1 ? "\"http/1.1\"" : "", li->h2c ? "true" : "false",
+			    (long long)s->gauge[GAUGE_H2_CONNS], (long long)s->gauge[GAUGE_H2_STREAMS],
+			    (unsigned long long)s->c[STAT_H2_CONNS], (unsigned long long)s->c[STAT_H2_REQUESTS]);
 		const struct cfg_inspect *ic = &cfg->listeners[l].inspect;
 		if (ic->enabled) {
 			buf_append_str(out, "\"inspect\":{\"script\":");

@@ -659,3 +659,48 @@ def test_reloads_under_h2load_fail_no_request(sluice, demo, tmp_path):
     assert len(sent) > 1000, out
     assert failed == [], (failed[:10], out)
     assert s.alive()
+
+
+def test_status_reports_protocols_and_h2_figures(sluice, recorder, pki):
+    be = recorder()
+    cfg = tls_cfg(be.port, pki, admin=H.admin_config())
+    s = sluice(cfg)
+    c = H2Client(s.port, tls=True)
+    assert c.get("/st").status == 200
+    import json
+    st = json.loads(s.admin_get("/status").body)
+    li = st["listeners"][0]
+    assert li["protocols"] == ["h2", "http/1.1"] and li["h2c"] is False
+    assert li["h2"]["connections"] == 1 and li["h2"]["connections_total"] == 1
+    assert li["h2"]["requests"] == 1 and li["h2"]["streams"] == 0
+    c.close()
+
+
+def test_interim_103_passes_through(sluice, recorder):
+    def early_hints(conn):
+        conn.read_request()
+        conn.send(b"HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\n")
+        conn.respond(b"final")
+        while True:
+            conn.read_request()
+            conn.respond(b"x")
+
+    be = recorder(early_hints)
+    s = sluice(h2c_cfg(be.port))
+    c = H2Client(s.port)
+    r = c.get("/hints")
+    assert r.status == 200 and bytes(r.data) == b"final"
+    assert len(r.interim) == 1
+    fields = dict(r.interim[0])
+    assert fields[":status"] == "103" and fields["link"] == "</a.css>; rel=preload"
+    c.close()
+
+
+def test_ten_megabyte_upload_checksummed(sluice, demo):
+    be = demo()
+    s = sluice(h2c_cfg(be.port))
+    body = H.pattern_bytes(10 * 1024 * 1024, seed=11)
+    p = subprocess.run(["curl", "-sS", "--http2-prior-knowledge", "--data-binary", "@-", "-o", "-",
+                        "-H", "Content-Type: application/octet-stream",
+                        "http://127.0.0.1:%d/echo" % s.port], input=body, capture_output=True, timeout=60)
+    assert p.returncode == 0 and H.sha256(p.stdout) == H.sha256(body), p.stderr
