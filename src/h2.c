@@ -49,6 +49,7 @@ struct h2c {
 	uint32_t heads_ready;      /* request heads waiting for the end of the input */
 	uint64_t client_resets;    /* RST_STREAM from the client on a stream still under way */
 	uint64_t completed;        /* streams the stream layer finished */
+	uint64_t glitches;         /* frames that asked for work and made no request progress */
 	int32_t max_id;            /* highest stream id the client opened */
 	uint8_t ngaps;             /* ranges of ids it skipped, kept in gaps */
 	struct { int32_t lo, hi; } gaps[8];
@@ -57,6 +58,7 @@ struct h2c {
 	uint8_t goaway;            /* the last GOAWAY is queued: no new stream */
 	uint8_t draining;          /* the shutdown notice and its PING went out */
 	uint8_t send_timer;        /* the connection's timer is client_send, for a write in flight */
+	uint8_t cut;               /* ended for abuse (rapid reset, flood): said once */
 	struct deadline dl;        /* draining: when the last GOAWAY goes */
 };
 
@@ -517,15 +519,54 @@ static void h2c_dispatch(struct h2c *c)
 static void h2c_count_reset(struct h2c *c)
 {
 	c->client_resets++;
-	if (c->client_resets > RESETS_FREE && c->client_resets > 2 * c->completed) {
+	if (!c->cut && c->client_resets > RESETS_FREE && c->client_resets > 2 * c->completed) {
+		c->cut = 1;
 		log_warn("%s h2: %llu streams reset by the client, %llu completed: closing (rapid reset)",
 			 c->cl->peer, (unsigned long long)c->client_resets, (unsigned long long)c->completed);
 		nghttp2_session_terminate_session(c->ng, NGHTTP2_ENHANCE_YOUR_CALM);
 	}
 }
 
+/* Frames that cost us work and move no request forward: PRIORITY, PING
+ * and SETTINGS (not ACKs), and DATA with nothing in it and no end. A client
+ * that reads what we send escapes nghttp2's limit on queued ACKs, so past
+ * GLITCHES_FREE of them, more than GLITCHES_PER_STREAM per completed stream
+ * ends the connection (the SETTINGS/PING/PRIORITY and empty-frame floods;
+ * CVE-2019-9512, -9513, -9515, -9518). WINDOW_UPDATE is not counted: a long
+ * download has the client send one per window it empties. */
+#define GLITCHES_FREE 1000
+#define GLITCHES_PER_STREAM 100
+
+static void h2c_count_glitch(struct h2c *c)
+{
+	c->glitches++;
+	if (!c->cut && c->glitches > GLITCHES_FREE && c->glitches > GLITCHES_PER_STREAM * c->completed) {
+		c->cut = 1;
+		log_warn("%s h2: %llu control or empty frames for %llu completed streams: closing (flood)",
+			 c->cl->peer, (unsigned long long)c->glitches, (unsigned long long)c->completed);
+		nghttp2_session_terminate_session(c->ng, NGHTTP2_ENHANCE_YOUR_CALM);
+	}
+}
+
 static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
 {
+	struct h2c *gc = ud;
+	switch (f->hd.type) {
+	case NGHTTP2_PRIORITY:
+		h2c_count_glitch(gc);
+		return 0;
+	case NGHTTP2_SETTINGS:
+	case NGHTTP2_PING:
+		if (!(f->hd.flags & NGHTTP2_FLAG_ACK))
+			h2c_count_glitch(gc);
+		break;
+	case NGHTTP2_DATA:
+		if (f->hd.length == 0 && !(f->hd.flags & NGHTTP2_FLAG_END_STREAM))
+			h2c_count_glitch(gc);
+		break;
+	default:
+		break;
+	}
 	if (f->hd.type == NGHTTP2_PING) {
 		struct h2c *c = ud;
 		if ((f->hd.flags & NGHTTP2_FLAG_ACK) && c->draining && !c->goaway &&

@@ -704,3 +704,97 @@ def test_ten_megabyte_upload_checksummed(sluice, demo):
                         "-H", "Content-Type: application/octet-stream",
                         "http://127.0.0.1:%d/echo" % s.port], input=body, capture_output=True, timeout=60)
     assert p.returncode == 0 and H.sha256(p.stdout) == H.sha256(body), p.stderr
+
+
+def _frame(ftype, flags, sid, payload):
+    import struct
+    return struct.pack(">I", len(payload))[1:] + bytes([ftype, flags]) + struct.pack(">I", sid) + payload
+
+
+@pytest.mark.parametrize("kind", ["priority", "ping", "settings", "empty-data"])
+def test_frame_flood_from_a_reader_is_cut_off(sluice, recorder, kind):
+    """Frames that cost work and move no request forward, from a client
+    that does read the ACKs: past 1,000 of them, more than 100 per completed
+    stream ends the connection with GOAWAY ENHANCE_YOUR_CALM; other clients
+    are served meanwhile."""
+    import struct
+    be = recorder()
+    s = sluice(h2c_cfg(be.port))
+    c = H2Client(s.port)
+    c.pump(lambda: c.remote_settings.get(3) is not None, what="settings")
+    if kind == "empty-data":
+        sid = c.request("/upload", method="POST", end=False)
+        one = _frame(0, 0, sid, b"")
+    elif kind == "priority":
+        one = _frame(2, 0, 1001, struct.pack(">I", 0) + b"\x10")
+    elif kind == "ping":
+        one = _frame(6, 0, 0, b"pingpong")
+    else:
+        one = _frame(4, 0, 0, b"")
+    for _ in range(6):
+        try:
+            c.send_raw(one * 500)
+        except OSError:
+            break
+        other = H2Client(s.port)
+        assert other.get("/other").status == 200
+        other.close()
+    c.pump(lambda: c.goaway is not None or c.closed, timeout=10, what="GOAWAY")
+    assert c.goaway is not None and c.goaway.error_code == ENHANCE_YOUR_CALM, (c.goaway, c.closed)
+    s.wait_error_log(r"control or empty frames for \d+ completed streams: closing \(flood\)")
+
+
+def test_normal_pings_and_window_updates_are_fine(sluice, demo):
+    """A client that pings now and then and opens windows as it reads a
+    large download is no flood."""
+    be = demo()
+    s = sluice(h2c_cfg(be.port))
+    c = H2Client(s.port)
+    for i in range(20):
+        c.conn.ping(b"keepaliv")
+        c.flush()
+        r = c.get("/?size=2000000")
+        assert r.status == 200 and len(r.data) == 2000000
+    assert c.goaway is None
+    c.close()
+
+
+def test_max_headers_count_is_431(sluice, recorder):
+    be = recorder()
+    s = sluice(h2c_cfg(be.port, limits={"max_headers": 20}))
+    c = H2Client(s.port)
+    r = c.get("/many", headers=[("x-h%d" % i, "v") for i in range(25)])
+    assert r.status == 431
+    ok = c.get("/few", headers=[("x-h%d" % i, "v") for i in range(10)])
+    assert ok.status == 200
+    c.close()
+    assert [q.target for conn in be.conns for q in conn.requests] == ["/few"]
+
+
+def test_body_limits(sluice, recorder):
+    be = recorder(echo_handler)
+    s = sluice(h2c_cfg(be.port, limits={"max_body_size": "1k"}))
+    c = H2Client(s.port)
+    r = c.get("/declared", method="POST", headers=[("content-length", "2000")], body=b"x" * 2000)
+    assert r.status == 413
+    r = c.get("/streamed", method="POST", body=b"y" * 3000)  # no content-length: chunked, cut when it grows past
+    assert r.status == 413 or r.reset is not None, (r.status, r.reset)
+    ok = c.get("/small", method="POST", body=b"z" * 100)
+    assert ok.status == 200 and bytes(ok.data) == b"z" * 100
+    c.close()
+    targets = [q.target for conn in be.conns for q in conn.requests]
+    assert "/declared" not in targets and "/small" in targets
+
+
+def test_hpack_table_size_beyond_our_setting_is_a_compression_error(sluice, recorder):
+    """SETTINGS_HEADER_TABLE_SIZE is 4,096: a header block that grows the
+    decoder's table past it is a connection error (COMPRESSION_ERROR)."""
+    be = recorder()
+    s = sluice(h2c_cfg(be.port))
+    c = H2Client(s.port, validate=False)
+    c.pump(lambda: c.remote_settings.get(3) is not None, what="settings")
+    # dynamic table size update to 65,536 (0x3f e1 ff 03), then :method GET
+    c.send_raw(_frame(1, 0x5, 1, b"\x3f\xe1\xff\x03\x82\x86\x84\x41\x01a"))
+    c.pump(lambda: c.goaway is not None or c.closed, timeout=5, what="GOAWAY")
+    assert c.goaway is not None and c.goaway.error_code == 9, c.goaway  # COMPRESSION_ERROR
+    assert all(not conn.requests for conn in be.conns)
