@@ -322,8 +322,10 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *f, const uint8_t 
 			int ok;
 			s->method = method_of(value, vl, &ok);
 			h->has_method = 1;
-			if (!ok)
+			if (!ok) {
+				s->method = STREAM_METHOD_UNKNOWN;
 				return h2s_fail_field(h, REASON_METHOD_UNSUPPORTED);
+			}
 		} else if (nl == 5 && memcmp(n, ":path", 5) == 0) {
 			if (vl > limits()->max_request_line)
 				return h2s_fail_field(h, REASON_URI_TOO_LONG);
@@ -408,13 +410,18 @@ static enum reason h2_check(struct h2s *h, int end_stream)
 	struct msg *m = &s->req;
 	if (h->bad != REASON_OK)
 		return h->bad;
+	if (h->has_method && s->method == HTTP_CONNECT)
+		return REASON_METHOD_UNSUPPORTED;  /* before :path, which CONNECT has none of */
 	if (!h->has_method || !h->has_path || m->url_len == 0)
 		return REASON_BAD_REQUEST;
-	if (s->method == HTTP_CONNECT)
-		return REASON_METHOD_UNSUPPORTED;
 	const char *path = msg_str(m, m->url_off);
 	if (path[0] != '/' && !(s->method == HTTP_OPTIONS && m->url_len == 1 && path[0] == '*'))
 		return REASON_BAD_REQUEST;
+	/* What an HTTP/1.1 request line may carry (llhttp's strict URL check):
+	 * visible ASCII. nghttp2 lets other bytes through in :path. */
+	for (uint32_t i = 0; i < m->url_len; i++)
+		if ((unsigned char)path[i] < 0x21 || (unsigned char)path[i] > 0x7e)
+			return REASON_BAD_REQUEST;
 	int hosts = msg_count(m, HDR_HOST);
 	if (hosts > 1)
 		return REASON_MISSING_HOST;
@@ -442,6 +449,10 @@ static enum reason h2_check(struct h2s *h, int end_stream)
 	if (clens == 1) {
 		const struct hdr *cl = msg_find(m, HDR_CONTENT_LENGTH);
 		int64_t n = parse_length(msg_str(m, cl->val_off), cl->val_len);
+		/* DATA that came with the head must agree with it now: nghttp2's
+		 * own reset for it is only queued, and the head is about to go. */
+		if (n >= 0 && (h->early.len > (uint64_t)n || (h->req_end && h->early.len != (uint64_t)n)))
+			return REASON_BAD_REQUEST;
 		if (n < 0)
 			return REASON_BAD_REQUEST;
 		s->req_clen = (uint64_t)n;
@@ -861,6 +872,28 @@ static void h2c_conn_timer(struct h2c *c)
 
 /* Frame what may go now and write it; then tell streams whose output
  * drained that their backends may send again. */
+/* Frame what nghttp2 has to send into the connection's output, up to the
+ * high water mark, without writing it. Returns the last mem_send result
+ * (0: nothing more), or -1 once the connection is closed. */
+static ssize_t h2c_frame(struct h2c *c)
+{
+	struct client *cl = c->cl;
+	ssize_t n = 0;
+	while (conn_queued(cl) < OUT_HIGH_WATER) {
+		const uint8_t *p;
+		n = nghttp2_session_mem_send(c->ng, &p);
+		if (n < 0) {
+			log_info("%s h2: %s", cl->peer, nghttp2_strerror((int)n));
+			conn_close(cl);
+			return -1;
+		}
+		if (n == 0)
+			break;
+		buf_append(&cl->out.pending, p, (size_t)n);
+	}
+	return n;
+}
+
 static void h2c_flush(struct h2c *c)
 {
 	struct client *cl = c->cl;
@@ -881,19 +914,9 @@ static void h2c_flush(struct h2c *c)
 	/* Frame up to the high water mark and write; a write that completes
 	 * at once makes room again, and no callback will say so. */
 	for (;;) {
-		ssize_t n = 0;
-		while (conn_queued(cl) < OUT_HIGH_WATER) {
-			const uint8_t *p;
-			n = nghttp2_session_mem_send(c->ng, &p);
-			if (n < 0) {
-				log_info("%s h2: %s", cl->peer, nghttp2_strerror((int)n));
-				conn_close(cl);
-				return;
-			}
-			if (n == 0)
-				break;
-			buf_append(&cl->out.pending, p, (size_t)n);
-		}
+		ssize_t n = h2c_frame(c);
+		if (n < 0)
+			return;
 		conn_flush(cl);
 		if (cl->state == CL_CLOSING)
 			return;
@@ -937,9 +960,18 @@ static void h2_data(struct client *cl, const char *data, size_t len)
 		c = h2c_new(cl);
 	c->in_recv = 1;
 	ssize_t n = nghttp2_session_mem_recv(c->ng, (const uint8_t *)data, len);
-	if (c->heads_ready)
-		h2c_dispatch(c);
 	c->in_recv = 0;
+	if (n >= 0 && c->heads_ready) {
+		/* nghttp2 only queues the RST_STREAM of a stream it found
+		 * malformed in this input (bad trailers, DATA past its length):
+		 * frame those first (written with the rest below), so that such
+		 * streams close before their heads are dispatched. */
+		if (h2c_frame(c) < 0 || cl->state != CL_OPEN)
+			return;
+		c->in_recv = 1;
+		h2c_dispatch(c);
+		c->in_recv = 0;
+	}
 	if (n < 0) {
 		log_info("%s h2: %s", cl->peer, nghttp2_strerror((int)n));
 		if (n != NGHTTP2_ERR_BAD_CLIENT_MAGIC)

@@ -22,6 +22,8 @@ static const struct { const char *name; uint8_t len; enum hdr_kind kind; uint8_t
 	KNOWN("forwarded",         HDR_FORWARDED,         0),
 	KNOWN("x-real-ip",         HDR_IDENTITY,          0),
 	KNOWN("proxy-client-ip",   HDR_IDENTITY,          0),
+	/* RFC 7540 3.2.1: only for the h2c upgrade of one connection */
+	KNOWN("http2-settings",    HDR_OTHER,             1),
 };
 
 /* Families of headers an app server reads the client's identity from. */

@@ -105,7 +105,7 @@ struct stream {
 	uint32_t bconn_req;        /* this request's ordinal on its backend connection */
 	uint32_t resp_timeout_ms;  /* its backend's response_timeout, or its route's */
 	enum stream_state state;
-	uint8_t method;            /* llhttp_method_t */
+	uint8_t method;            /* llhttp_method_t, or STREAM_METHOD_UNKNOWN */
 	uint8_t http_minor;        /* the client's HTTP/1.x minor version (1 for later protocols) */
 	uint8_t http_major;        /* 1, or 2 for HTTP/2 */
 	uint8_t req_chunked;       /* the body's length is unknown: chunked to the backend */
@@ -119,6 +119,9 @@ struct stream {
 	int status;
 	struct txn_insp insp;
 };
+
+/* A method llhttp has no id for (HTTP/2 carries any token): never forwarded. */
+#define STREAM_METHOD_UNKNOWN 0xff
 
 /* How the backend framed a response (upstream_h1 -> stream -> codec). */
 #define RESP_BODYLESS 1u  /* no body whatever the headers say (HEAD, 204, 304) */

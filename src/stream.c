@@ -89,6 +89,11 @@ static void stream_stats(struct stream *t, uint64_t total, uint64_t queue, uint6
 	}
 }
 
+static const char *stream_method(const struct stream *t)
+{
+	return t->method == STREAM_METHOD_UNKNOWN ? "-" : llhttp_method_name((llhttp_method_t)t->method);
+}
+
 /* The request's protocol as the client spoke it; NULL before an HTTP/1
  * request line was parsed. */
 static const char *stream_proto(const struct stream *t)
@@ -113,7 +118,7 @@ static void stream_log_json(struct stream *t, uint64_t total, uint64_t queue, ui
 	buf_append_json(b, ip, strlen(ip));
 	buf_appendf(b, ",\"client_port\":%u,\"method\":", netaddr_port(&cl->src));
 	if (t->req.url_len || t->head_done) {
-		const char *m = llhttp_method_name((llhttp_method_t)t->method);
+		const char *m = stream_method(t);
 		buf_append_json(b, m, strlen(m));
 	} else {
 		buf_append_str(b, "null");
@@ -169,7 +174,7 @@ static void stream_log_text(struct stream *t, uint64_t total, uint64_t queue, ui
 {
 	struct client *cl = t->cl;
 	struct buf *b = log_access_begin();
-	const char *method = t->req.url_len || t->head_done ? llhttp_method_name((llhttp_method_t)t->method) : "-";
+	const char *method = t->req.url_len || t->head_done ? stream_method(t) : "-";
 	buf_appendf(b, "%s %s ", cl->peer, method);
 	if (t->req.url_len)
 		buf_append(b, msg_str(&t->req, t->req.url_off), t->req.url_len);
