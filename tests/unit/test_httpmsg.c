@@ -172,6 +172,8 @@ static void test_classify(void)
 	CHECK(hdr_classify("Host", 4, &hop) == HDR_HOST && !hop);
 	CHECK(hdr_classify("TE", 2, &hop) == HDR_TE && hop);
 	CHECK(hdr_classify("Trailer", 7, &hop) == HDR_TRAILER && hop);
+	CHECK(hdr_classify("HTTP2-Settings", 14, &hop) == HDR_OTHER && hop);
+	CHECK(hdr_classify("Content-Length", 14, &hop) == HDR_CONTENT_LENGTH && !hop);
 	CHECK(hdr_classify("UPGRADE", 7, &hop) == HDR_UPGRADE && hop);
 	CHECK(hdr_classify("keep-alive", 10, &hop) == HDR_KEEP_ALIVE && hop);
 	CHECK(hdr_classify("Connection", 10, &hop) == HDR_CONNECTION && hop);
