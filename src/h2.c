@@ -43,6 +43,7 @@ struct h2c {
 	struct client *cl;
 	nghttp2_session *ng;
 	struct list streams;       /* its struct h2s */
+	struct list flush_link;    /* in flush_due while a flush waits for the loop's check phase */
 	uint32_t nstreams;         /* h2s alive (nghttp2 has not closed them) */
 	uint32_t nactive;          /* of which a struct stream is attached */
 	uint32_t heads_pending;    /* response heads to submit at the next flush */
@@ -59,6 +60,7 @@ struct h2c {
 	uint8_t draining;          /* the shutdown notice and its PING went out */
 	uint8_t send_timer;        /* the connection's timer is client_send, for a write in flight */
 	uint8_t cut;               /* ended for abuse (rapid reset, flood): said once */
+	uint8_t flush_due;         /* on the flush_due list */
 	struct deadline dl;        /* draining: when the last GOAWAY goes */
 };
 
@@ -894,13 +896,42 @@ static ssize_t h2c_frame(struct h2c *c)
 	return n;
 }
 
+/* Flushes wait for the end of the loop iteration (libuv's check phase),
+ * so the responses that several backends delivered in one iteration leave
+ * in one write (and one TLS record) per connection, not one each. */
+static struct list flush_due = { &flush_due, &flush_due };
+static uv_check_t flush_check;
+static void h2c_flush_now(struct h2c *c);
+
+static void flush_check_cb(uv_check_t *h)
+{
+	(void)h;
+	while (!list_empty(&flush_due)) {
+		struct h2c *c = CONTAINER_OF(flush_due.next, struct h2c, flush_link);
+		list_del(&c->flush_link);
+		c->flush_due = 0;
+		h2c_flush_now(c);
+	}
+	uv_check_stop(&flush_check);
+}
+
 static void h2c_flush(struct h2c *c)
 {
-	struct client *cl = c->cl;
 	if (c->in_recv) {
 		c->flush_wanted = 1;
 		return;
 	}
+	if (c->flush_due || c->cl->state == CL_CLOSING)
+		return;
+	c->flush_due = 1;
+	list_add_tail(&flush_due, &c->flush_link);
+	if (!uv_is_active((uv_handle_t *)&flush_check))
+		uv_check_start(&flush_check, flush_check_cb);
+}
+
+static void h2c_flush_now(struct h2c *c)
+{
+	struct client *cl = c->cl;
 	if (cl->state == CL_CLOSING)
 		return;
 	if (c->heads_pending) {
@@ -943,7 +974,11 @@ static void h2c_flush(struct h2c *c)
 		codec_ev->writable(s);
 	}
 	if (!nghttp2_session_want_read(c->ng) && !nghttp2_session_want_write(c->ng)) {
-		conn_end(cl, 1);
+		/* An abuser's input is not read to its end (CL_LINGER would). */
+		if (c->cut)
+			conn_close(cl);
+		else
+			conn_end(cl, 1);
 		return;
 	}
 	if (c->goaway && c->nstreams == 0 && conn_queued(cl) == 0) {
@@ -977,7 +1012,7 @@ static void h2_data(struct client *cl, const char *data, size_t len)
 		if (n != NGHTTP2_ERR_BAD_CLIENT_MAGIC)
 			nghttp2_session_terminate_session(c->ng, NGHTTP2_PROTOCOL_ERROR);
 		c->flush_wanted = 0;
-		h2c_flush(c);
+		h2c_flush_now(c);
 		/* A flood is not read to its end (CL_LINGER would): closed now. */
 		if (n == NGHTTP2_ERR_FLOODED)
 			conn_close(cl);
@@ -1069,6 +1104,8 @@ static void h2_closed(struct client *cl)
 		h2s_free_one(h);
 	}
 	deadline_set(&h2c_deadlines, &c->dl, 0);
+	if (c->flush_due)
+		list_del(&c->flush_link);
 	nghttp2_session_del(c->ng);
 	stats_gauge_add(cl->li->st, GAUGE_H2_CONNS, -1);
 	cl->codec_ctx = NULL;
@@ -1373,6 +1410,8 @@ void h2_init(void)
 {
 	deadline_heap_init(&h2_deadlines, &W->loop, h2s_deadline_fired);
 	deadline_heap_init(&h2c_deadlines, &W->loop, h2c_deadline_fired);
+	uv_check_init(&W->loop, &flush_check);
+	uv_unref((uv_handle_t *)&flush_check);  /* a pending flush keeps no loop alive by itself */
 	if (h2_callbacks)
 		return;
 	AZ(nghttp2_session_callbacks_new(&h2_callbacks));
