@@ -74,7 +74,8 @@ DEB_TEST_PKGS  = curl wrk haproxy nginx nghttp2-client python3-h2 openssl python
                  logrotate systemd tomcat10
 
 .PHONY: all run test unit e2e e2e-tls asan test-asan fuzz fuzz-smoke soak valgrind deps test-deps bench bench-smoke bench-offload bench-inspection bench-churn \
-        bench-throughput bench-memory bench-reuse bench-core bench-persist bench-tls bench-identity bench-stats install deb clean
+        bench-throughput bench-memory bench-reuse bench-core bench-persist bench-tls bench-h2 bench-identity bench-stats \
+        install deb clean
 all: $(BUILD)/sluice $(BUILD)/demo_backend
 
 # Rebuild everything when the flags change (conventions: "rebuild when flags change").
@@ -225,6 +226,11 @@ bench-tls: all
 	$(MAKE) TLS=openssl all
 	$(MAKE) TLS=boringssl all
 	sh bench/tls.sh
+
+# HTTP/2 over TLS to the proxy, HTTP/1.1 keepalive to the origin (issue 20):
+# h2load at 100 x 10 and 1,000 x 1 streams, memory per idle h2 connection.
+bench-h2: all
+	BUILD=$(BUILD) sh bench/h2.sh
 
 # Header-only vs PROXY v2 identity: req/s and backend connection reuse with
 # 1,000 clients from distinct 127.x addresses (bench/srcload.c).

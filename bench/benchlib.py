@@ -213,6 +213,19 @@ def tree_rss_kb(pid):
     return out
 
 
+def proc_pss_kb(pid):
+    """Pss of one process in KiB (/proc/PID/smaps_rollup: shared pages split
+    between the processes that map them); None if gone."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            for line in f:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
 def system_busy_ticks():
     """Busy ticks of all CPUs together: user+nice+system+irq+softirq from
     /proc/stat's cpu line (guest time is inside user; steal is not ours)."""
@@ -683,6 +696,22 @@ def paired(runs, a, b, key, metric, key_b=None, clean=True):
               and r.get(metric) and not (only_clean and r["noisy"])}
         return [va[k] / vb[k] for k in va if k in vb]
     return mmm((clean and ratios(True)) or ratios(False))
+
+
+def lsq_slope(xs, ys):
+    """Least-squares slope of ys over xs, and R²."""
+    n = len(xs)
+    if n < 2:
+        return None, None
+    mx, my = sum(xs) / n, sum(ys) / n
+    sxx = sum((x - mx) ** 2 for x in xs)
+    if sxx == 0:
+        return None, None
+    sxy = sum((x - mx) * (y - my) for x, y in zip(xs, ys))
+    b = sxy / sxx
+    ss_tot = sum((y - my) ** 2 for y in ys)
+    ss_res = sum((y - my - b * (x - mx)) ** 2 for x, y in zip(xs, ys))
+    return b, (1 - ss_res / ss_tot) if ss_tot else 1.0
 
 
 def fmt_mmm(t, nd=2, collapse=False):

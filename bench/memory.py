@@ -88,7 +88,8 @@ import time
 
 import benchlib
 from benchlib import (BASELINE, BODY_SIZE, BUILD, CLK_TCK, PIN, QUICK, RESULTS, ROOT, SLUICE_BIN, STARTED,
-                      baseline_binaries, cmd_out, fmt, free_port, fsize, machine_facts, mmm, need_sluice_bins,
+                      baseline_binaries, cmd_out, fmt, free_port, fsize, lsq_slope, machine_facts, mmm,
+                      need_sluice_bins, proc_pss_kb,
                       sluice_describe, with_baseline, nginx_main, nginx_temp_paths, nginx_upstream,
                       pinning, read_tail, refresh_latest, report_end, results_dirs, run_main, show_report,
                       start, start_backend_nginx, stop, tree_rss_kb, tree_ticks, wait_children, wait_port, write)
@@ -346,17 +347,6 @@ def start_proxy(tgt, d, bport, certs, sluice_bin, tls=True, notes=None):
 
 # ---------------------------------------------------------------- memory readings
 
-def proc_pss_kb(pid):
-    try:
-        with open(f"/proc/{pid}/smaps_rollup") as f:
-            for line in f:
-                if line.startswith("Pss:"):
-                    return int(line.split()[1])
-    except OSError:
-        return None
-    return None
-
-
 def reading(p):
     """RSS and PSS (KiB) of the proxy's process tree; the worker's RSS (the
     largest process: sluice/nginx worker, HAProxy's only process)."""
@@ -429,22 +419,6 @@ class Holder:
             pass
         stop(self.p)
         self.err.close()
-
-
-def lsq_slope(xs, ys):
-    """Least-squares slope of ys over xs, and R²."""
-    n = len(xs)
-    if n < 2:
-        return None, None
-    mx, my = sum(xs) / n, sum(ys) / n
-    sxx = sum((x - mx) ** 2 for x in xs)
-    if sxx == 0:
-        return None, None
-    sxy = sum((x - mx) * (y - my) for x, y in zip(xs, ys))
-    b = sxy / sxx
-    ss_tot = sum((y - my) ** 2 for y in ys)
-    ss_res = sum((y - my - b * (x - mx)) ** 2 for x, y in zip(xs, ys))
-    return b, (1 - ss_res / ss_tot) if ss_tot else 1.0
 
 
 def settle(p, kind):

@@ -22,6 +22,8 @@ SCENARIOS = {
     "reuse": {"CLIENTS": "50", "DURATION": "1", "WARMUP": "0",
               "TARGETS": "sluice-hdr,haproxy-hdr,sluice-pp2", "QUIET_BUDGET": "0"},
     "throughput": {"DURATION": "1", "ROUNDS": "3", "CASES": "plain-100,tls-20k"},
+    "h2": {"DURATION": "1", "WARMUP": "1", "ROUNDS": "1", "SHAPES": "c100m10", "STEPS": "0,200",
+           "MEM_ROUNDS": "1", "QUIET_BUDGET": "0"},
 }
 
 NUM = re.compile(r"(?<![\w.])-?\d[\d,]*(?:\.\d+)?")
