@@ -759,7 +759,8 @@ static void h1_send_local(struct stream *s, enum reason r, int close)
 	else if (s->http_minor == 0)
 		h1_out(s, "Connection: keep-alive\r\n", 24);
 	h1_out(s, "\r\n", 2);
-	if (!s->is_head)
+	/* s->is_head is the stream layer's; a head this codec refused never got there */
+	if (!s->is_head && s->method != HTTP_HEAD)
 		h1_out(s, body, blen);
 }
 

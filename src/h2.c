@@ -755,7 +755,7 @@ static size_t nv_add_fields(size_t at, const struct msg *m, const struct buf *ex
 			nv_set(&nvs[k++], lc, hd->name_len, msg_str(m, hd->val_off), hd->val_len);
 		}
 	}
-	if (extra) {
+	if (extra && extra->len) {  /* an empty buffer may have no storage: no pointer arithmetic on it */
 		const char *p = extra->data, *end = p + extra->len;
 		while (p < end) {
 			const char *eol = memchr(p, '\n', (size_t)(end - p));
@@ -896,14 +896,16 @@ static ssize_t h2c_frame(struct h2c *c)
 	return n;
 }
 
-/* Flushes wait for the end of the loop iteration (libuv's check phase),
- * so the responses that several backends delivered in one iteration leave
- * in one write (and one TLS record) per connection, not one each. */
+/* Flushes wait for the end of the loop iteration, so the responses that
+ * several backends delivered in one iteration leave in one write (and one
+ * TLS record) per connection, not one each. They run in libuv's prepare
+ * phase, the last before poll blocks: whatever phase asked for a flush (I/O
+ * callbacks, timers, close callbacks), it happens before the loop waits. */
 static struct list flush_due = { &flush_due, &flush_due };
-static uv_check_t flush_check;
+static uv_prepare_t flush_prepare;
 static void h2c_flush_now(struct h2c *c);
 
-static void flush_check_cb(uv_check_t *h)
+static void flush_prepare_cb(uv_prepare_t *h)
 {
 	(void)h;
 	while (!list_empty(&flush_due)) {
@@ -912,7 +914,7 @@ static void flush_check_cb(uv_check_t *h)
 		c->flush_due = 0;
 		h2c_flush_now(c);
 	}
-	uv_check_stop(&flush_check);
+	uv_prepare_stop(&flush_prepare);
 }
 
 static void h2c_flush(struct h2c *c)
@@ -925,8 +927,8 @@ static void h2c_flush(struct h2c *c)
 		return;
 	c->flush_due = 1;
 	list_add_tail(&flush_due, &c->flush_link);
-	if (!uv_is_active((uv_handle_t *)&flush_check))
-		uv_check_start(&flush_check, flush_check_cb);
+	if (!uv_is_active((uv_handle_t *)&flush_prepare))
+		uv_prepare_start(&flush_prepare, flush_prepare_cb);
 }
 
 static void h2c_flush_now(struct h2c *c)
@@ -1319,14 +1321,16 @@ static void h2_send_local(struct stream *s, enum reason r, int close)
 	if (redirect)
 		nv_set(&nvs[n++], "location", 8, in->local.data, in->local.len);
 	s->bytes_out += nv_bytes(n);
-	if (!s->is_head) {
+	/* s->is_head is the stream layer's; a head this codec refused never got there */
+	int head = s->is_head || s->method == HTTP_HEAD;
+	if (!head) {
 		buf_append(&h->out, body, blen);
 		s->bytes_out += blen;
 	}
 	h->out_eof = 1;
 	h->head_sent = 1;
 	nghttp2_data_provider dp = { .source.ptr = h, .read_callback = body_read };
-	nghttp2_submit_response(h->c->ng, h->id, nvs, n, s->is_head ? NULL : &dp);
+	nghttp2_submit_response(h->c->ng, h->id, nvs, n, head ? NULL : &dp);
 }
 
 static void h2_tunnel(struct stream *s, const char *data, size_t len)
@@ -1410,8 +1414,8 @@ void h2_init(void)
 {
 	deadline_heap_init(&h2_deadlines, &W->loop, h2s_deadline_fired);
 	deadline_heap_init(&h2c_deadlines, &W->loop, h2c_deadline_fired);
-	uv_check_init(&W->loop, &flush_check);
-	uv_unref((uv_handle_t *)&flush_check);  /* a pending flush keeps no loop alive by itself */
+	uv_prepare_init(&W->loop, &flush_prepare);
+	uv_unref((uv_handle_t *)&flush_prepare);  /* a pending flush keeps no loop alive by itself */
 	if (h2_callbacks)
 		return;
 	AZ(nghttp2_session_callbacks_new(&h2_callbacks));

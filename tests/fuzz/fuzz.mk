@@ -13,7 +13,7 @@
 # libc allocator (no jemalloc).
 
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS ?= fuzz_request fuzz_response fuzz_proxy_proto fuzz_cfg fuzz_lua_req fuzz_route
+FUZZ_TARGETS ?= fuzz_request fuzz_response fuzz_proxy_proto fuzz_cfg fuzz_lua_req fuzz_route fuzz_h2
 # Start from the seeds only (otherwise the corpus found by earlier runs in
 # build-fuzz/corpus/ is kept and grows).
 FUZZ_FRESH ?= 0
@@ -72,8 +72,9 @@ $(FBUILD)/llhttp/%.o: $(LLHTTP_DIR)/%.c $(FBUILD)/.flags
 $(FBUILD)/rig.o: tests/fuzz/rig.c tests/fuzz/rig.h $(wildcard src/*.h) $(FBUILD)/.flags
 	$(FCC) $(FCFLAGS) -Itests/fuzz -c -o $@ $<
 
-# The in-process proxy rig's targets.
-$(FBUILD)/fuzz_request $(FBUILD)/fuzz_response $(FBUILD)/fuzz_lua_req: $(FBUILD)/%: tests/fuzz/%.c $(RIG_OBJ) $(OBJ)
+# The in-process proxy rig's targets (fuzz_h2's oracles and mutator also use
+# libnghttp2's HPACK coder, already in FLIBS).
+$(FBUILD)/fuzz_request $(FBUILD)/fuzz_response $(FBUILD)/fuzz_lua_req $(FBUILD)/fuzz_h2: $(FBUILD)/%: tests/fuzz/%.c $(RIG_OBJ) $(OBJ)
 	$(FCC) $(FCFLAGS) -Itests/fuzz -fsanitize=fuzzer -o $@ $< $(RIG_OBJ) $(OBJ) $(FLIBS)
 
 $(FBUILD)/fuzz_proxy_proto $(FBUILD)/fuzz_cfg $(FBUILD)/fuzz_route: $(FBUILD)/%: tests/fuzz/%.c $(OBJ)
@@ -92,6 +93,7 @@ MAXLEN_fuzz_proxy_proto = 1100
 MAXLEN_fuzz_cfg         = 4096
 MAXLEN_fuzz_lua_req     = 2048
 MAXLEN_fuzz_route       = 1024
+MAXLEN_fuzz_h2          = 4096
 
 replay: $(BINS)
 	@set -e; for t in $(FUZZ_TARGETS); do \

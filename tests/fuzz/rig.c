@@ -1,4 +1,5 @@
 /* The in-process proxy rig of the data-path fuzz targets (rig.h). */
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -8,12 +9,15 @@
 #include <strings.h>
 #include <unistd.h>
 #include <poll.h>
+#include <time.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <uv.h>
 #include "rig.h"
 #include "cfg.h"
+#include "codec.h"
 #include "log.h"
 #include "master.h"
 #include "proxy_proto.h"
@@ -22,12 +26,54 @@
 #include "tls.h"
 #include "worker.h"
 
-#define RIG_PEERS 64            /* rig-side sockets open at once */
+#define RIG_PEERS 256           /* rig-side sockets open at once (an HTTP/2 input may
+				 * carry hundreds of requests, on as many connections) */
 #define RIG_CLIENT_MAX (4u << 20)
 #define RIG_DEADLINE_US 8000000 /* one exchange; the config's timeouts are far shorter */
 
 static const char answer[] = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
 static const char answer_head[] = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n";
+
+void (*rig_on_request)(const char *p, size_t n, const struct rig_req *rq, const char *body);
+int rig_settle_ms;
+const size_t *rig_split;
+size_t rig_nsplit;
+
+/* ---------------------------------------------------------------------- */
+/* A virtual monotonic clock                                              */
+
+/* Every timer of the worker runs on libuv's loop time (uv_now: deadlines,
+ * the connection heap, the backend and queue timers), which libuv reads
+ * from CLOCK_MONOTONIC(_COARSE). This definition takes the place of libc's
+ * for the whole process (libuv's calls included) and adds VT_OFFSET_NS to
+ * those clocks, so RIG_WAIT_CLOSE can move time on to the worker's next
+ * timer instead of sleeping. libFuzzer times runs on the realtime clock,
+ * and the rig its own deadlines on CLOCK_MONOTONIC_RAW: neither moves. */
+static int64_t vt_offset_ns;
+static int (*libc_clock_gettime)(clockid_t, struct timespec *);
+
+int clock_gettime(clockid_t id, struct timespec *ts)
+{
+	if (libc_clock_gettime == NULL) {
+		libc_clock_gettime = (int (*)(clockid_t, struct timespec *))dlsym(RTLD_NEXT, "clock_gettime");
+		AN(libc_clock_gettime);
+	}
+	int r = libc_clock_gettime(id, ts);
+	if (r == 0 && vt_offset_ns && (id == CLOCK_MONOTONIC || id == CLOCK_MONOTONIC_COARSE)) {
+		int64_t ns = ts->tv_nsec + vt_offset_ns % 1000000000;
+		ts->tv_sec += (time_t)(vt_offset_ns / 1000000000 + ns / 1000000000);
+		ts->tv_nsec = ns % 1000000000;
+	}
+	return r;
+}
+
+/* The rig's own deadlines: real time. */
+static uint64_t real_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC_RAW, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
 
 void rig_fail(const char *file, int line, const char *fmt, ...)
 {
@@ -303,6 +349,7 @@ struct peer {
 	int pp;               /* backend port B: a PROXY v2 header comes first */
 	int used, closing;
 	int eof;
+	int stalled;          /* RIG_CLIENT_STALL: not read (not polled) */
 	int answered;         /* RIG_ANSWER_FUZZ: the response went out */
 	struct buf in;
 	size_t off;           /* parsed up to */
@@ -358,6 +405,12 @@ static struct peer *peer_new(int fd, int kind)
 		pe->used = 1;
 		pe->fd = fd;
 		pe->kind = kind;
+		/* No Nagle: a small write must not wait for the ACK of the last
+		 * one (a delayed ACK: tens of ms) when an input is written in
+		 * pieces or a backend answers twice on one connection. */
+		int one = 1;
+		if (kind != PEER_BLISTEN)
+			setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 		AZ(uv_poll_init(&W->loop, &pe->poll, fd));
 		pe->poll.data = pe;
 		AZ(uv_poll_start(&pe->poll, UV_READABLE, on_peer));
@@ -369,9 +422,9 @@ static struct peer *peer_new(int fd, int kind)
 static void wait_writable(int fd)
 {
 	struct pollfd pfd = { .fd = fd, .events = POLLOUT };
-	uint64_t deadline = now_us() + RIG_DEADLINE_US;
+	uint64_t deadline = real_us() + RIG_DEADLINE_US;
 	while (poll(&pfd, 1, 100) <= 0)
-		if (now_us() > deadline)
+		if (real_us() > deadline)
 			RIG_FAIL("a rig socket stayed unwritable for %d s", RIG_DEADLINE_US / 1000000);
 }
 
@@ -419,6 +472,9 @@ static void backend_input(struct peer *pe)
 				 (int)(pe->in.len > 4000 ? 4000 : pe->in.len), pe->in.data);
 		if (r == 0)
 			return;
+		if (rig_on_request)
+			rig_on_request(pe->in.data + pe->off, (size_t)r, &rq,
+				       rq.body_len ? res.bodies.data + rq.body_off : "");
 		pe->off += (size_t)r;
 		if (res.nreqs >= RIG_MAX_REQS)
 			RIG_FAIL("more than %d requests in one exchange", RIG_MAX_REQS);
@@ -428,6 +484,19 @@ static void backend_input(struct peer *pe)
 				write_all(pe->fd, answer_head, sizeof(answer_head) - 1);
 			else
 				write_all(pe->fd, answer, sizeof(answer) - 1);
+		} else if (cur_mode == RIG_ANSWER_FIXED) {
+			/* To a HEAD: the heads only, interim ones included. */
+			size_t len = cur_resp_len, at = 0;
+			while (strcmp(rq.method, "HEAD") == 0) {
+				const uint8_t *e = memmem(cur_resp + at, cur_resp_len - at, "\r\n\r\n", 4);
+				if (e == NULL)
+					break;
+				int interim = cur_resp_len - at > 10 && cur_resp[at + 9] == '1';
+				at = len = (size_t)(e + 4 - cur_resp);
+				if (!interim)
+					break;
+			}
+			write_all(pe->fd, cur_resp, len);
 		} else if (!pe->answered) {
 			pe->answered = 1;
 			write_all(pe->fd, cur_resp, cur_resp_len);
@@ -470,9 +539,82 @@ static void on_peer(uv_poll_t *h, int status, int events)
 		if (pe->kind == PEER_CLIENT && pe->in.len > RIG_CLIENT_MAX)
 			RIG_FAIL("the client received more than %u bytes", RIG_CLIENT_MAX);
 	}
-	if (pe->kind == PEER_BACKEND)
+	if (pe->kind == PEER_BACKEND) {
 		backend_input(pe);
+		if (pe->eof)  /* sluice closed it: its slot is free for the next one */
+			peer_close(pe);
+	}
 }
+
+/* ---------------------------------------------------------------------- */
+/* The codecs' reports to the stream layer, watched                       */
+
+/* Streams a codec opened and has not released: a stream is pooled, so a
+ * report about one already released would reach a stream that may serve
+ * another request by then, with no sanitizer to notice. */
+static const struct stream_events *real_ev;
+static struct stream **live;
+static size_t nlive, live_cap;
+
+static size_t live_find(const struct stream *s)
+{
+	for (size_t i = 0; i < nlive; i++)
+		if (live[i] == s)
+			return i;
+	return (size_t)-1;
+}
+
+static void live_check(const struct stream *s, const char *ev)
+{
+	if (s == NULL || live_find(s) == (size_t)-1)
+		RIG_FAIL("a codec reported %s about a stream %s", ev, s ? "it had released (or never opened)" : "NULL");
+}
+
+static struct stream *w_open(struct client *cl, void *ctx)
+{
+	struct stream *s = real_ev->open(cl, ctx);
+	if (s == NULL || live_find(s) != (size_t)-1)
+		RIG_FAIL("stream_events.open gave a stream that is already open");
+	if (nlive == live_cap) {
+		live_cap = live_cap ? 2 * live_cap : 64;
+		live = realloc(live, live_cap * sizeof(*live));
+		AN(live);
+	}
+	live[nlive++] = s;
+	res.nstreams++;
+	return s;
+}
+
+static void w_release(struct stream *s)
+{
+	size_t i = live_find(s);
+	if (i == (size_t)-1)
+		RIG_FAIL("a codec released a stream %s", s ? "twice (or one it never opened)" : "NULL");
+	live[i] = live[--nlive];
+	real_ev->release(s);
+}
+
+#define W_EV(name, ret, decl, args) \
+	static ret w_##name decl { live_check(s, #name); return real_ev->name args; }
+#define W_EV_VOID(name, decl, args) \
+	static void w_##name decl { live_check(s, #name); real_ev->name args; }
+W_EV(head, enum reason, (struct stream *s), (s))
+W_EV(body, enum reason, (struct stream *s, const char *d, size_t n), (s, d, n))
+W_EV(chunk, enum reason, (struct stream *s, uint64_t n), (s, n))
+W_EV(end, enum reason, (struct stream *s), (s))
+W_EV(pushed, int, (struct stream *s), (s))
+W_EV(tunnel_in, int, (struct stream *s, const char *d, size_t n), (s, d, n))
+W_EV(peer_eof, int, (struct stream *s), (s))
+W_EV_VOID(timeout, (struct stream *s), (s))
+W_EV_VOID(fail, (struct stream *s, enum reason r), (s, r))
+W_EV_VOID(writable, (struct stream *s), (s))
+W_EV_VOID(abort, (struct stream *s), (s))
+
+static const struct stream_events watched_ev = {
+	.open = w_open, .head = w_head, .body = w_body, .chunk = w_chunk, .end = w_end, .pushed = w_pushed,
+	.tunnel_in = w_tunnel_in, .peer_eof = w_peer_eof, .timeout = w_timeout, .fail = w_fail,
+	.writable = w_writable, .abort = w_abort, .release = w_release,
+};
 
 /* ---------------------------------------------------------------------- */
 /* Set-up                                                                 */
@@ -507,6 +649,12 @@ static void cleanup(void)
 }
 
 void rig_init(const char *listener_extra, const char *top_extra, const char *const *files)
+{
+	rig_init2(listener_extra, NULL, top_extra, files);
+}
+
+void rig_init2(const char *listener_extra, const char *proxied_extra, const char *top_extra,
+	       const char *const *files)
 {
 	/* No chdir: libFuzzer reads its corpus by relative paths. */
 	if (mkdtemp(dir) == NULL)
@@ -548,7 +696,7 @@ void rig_init(const char *listener_extra, const char *top_extra, const char *con
 		    "listeners:\n"
 		    "  - name: plain\n    address: 127.0.0.1:%u\n    backend: app\n%s"
 		    "  - name: proxied\n    address: 127.0.0.1:%u\n    backend: pp\n"
-		    "    accept_proxy_from: [127.0.0.0/8]\n    trusted_forwarders: [127.0.0.0/8]\n"
+		    "    accept_proxy_from: [127.0.0.0/8]\n    trusted_forwarders: [127.0.0.0/8]\n%s"
 		    "backends:\n"
 		    "  - name: app\n    queue_timeout: 300ms\n    connect_timeout: 300ms\n    response_timeout: 300ms\n"
 		    "    idle_timeout: 300ms\n"
@@ -561,7 +709,8 @@ void rig_init(const char *listener_extra, const char *top_extra, const char *con
 		    "      wl_proxy_client_port: true\n"
 		    "    servers:\n      - name: b\n        address: 127.0.0.1:%u\n        max_connections: 8\n"
 		    "        proxy_protocol: v2\n        proxy_tlvs: [unique_id, crc32c]\n",
-		    top_extra ? top_extra : "", lport[0], li.data, lport[1], bport[0], bport[1]);
+		    top_extra ? top_extra : "", lport[0], li.data, lport[1], proxied_extra ? proxied_extra : "",
+		    bport[0], bport[1]);
 	buf_append(&y, "", 1);
 	snprintf(path, sizeof(path), "%s/rig.yaml", dir);
 	write_file(path, y.data);
@@ -604,6 +753,8 @@ void rig_init(const char *listener_extra, const char *top_extra, const char *con
 			 "run the fuzzer from a shell or make that waits for it");
 	worker_start(cfg, 0, slot, fds, 2, tls);
 	AZ(W->draining);
+	real_ev = codec_ev;
+	codec_events_set(&watched_ev);
 	for (int i = 0; i < 2; i++)
 		blisten[i] = peer_new(bfd[i], PEER_BLISTEN);
 }
@@ -613,10 +764,10 @@ void rig_init(const char *listener_extra, const char *top_extra, const char *con
 
 static void run_until(int (*done)(void), const char *what)
 {
-	uint64_t deadline = now_us() + RIG_DEADLINE_US;
+	uint64_t deadline = real_us() + RIG_DEADLINE_US;
 	while (!done()) {
 		uv_run(&W->loop, UV_RUN_ONCE);
-		if (now_us() > deadline)
+		if (real_us() > deadline)
 			RIG_FAIL("stuck: %s after %d s (clients %u, backend connections %u, client eof %d)", what,
 				 RIG_DEADLINE_US / 1000000, W->nclients, W->nbconns, client ? client->eof : -1);
 	}
@@ -625,6 +776,35 @@ static void run_until(int (*done)(void), const char *what)
 static int client_done(void)
 {
 	return client->eof && W->nclients == 0;
+}
+
+/* Sluice has closed or half-closed the client connection (a stalled
+ * client sees only the full close, once sluice has taken it at all). */
+static uint64_t serial0;  /* W->conn_serial before the client connected */
+
+static int client_gone(void)
+{
+	return client->eof || (client->stalled && W->conn_serial > serial0 && W->nclients == 0);
+}
+
+/* A stalled client reads what it got at last. */
+static void client_drain(void)
+{
+	for (;;) {
+		buf_reserve(&client->in, 16384);
+		ssize_t r = recv(client->fd, client->in.data + client->in.len, client->in.cap - client->in.len, 0);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r > 0) {
+			client->in.len += (size_t)r;
+			if (client->in.len > RIG_CLIENT_MAX)
+				RIG_FAIL("the client received more than %u bytes", RIG_CLIENT_MAX);
+			continue;
+		}
+		break;  /* EOF, a reset (what it had not read is lost), or nothing more */
+	}
+	client->eof = 1;
+	client->stalled = 0;
 }
 
 static int all_closed(void)
@@ -640,6 +820,17 @@ static void check_idle(void)
 	if (W->nclients || W->nbconns || !list_empty(&W->clients) || !list_empty(&W->bconns))
 		RIG_FAIL("worker not idle after the exchange: %u clients, %u backend connections", W->nclients,
 			 W->nbconns);
+	if (nlive)
+		RIG_FAIL("%zu stream(s) opened by a codec were never released", nlive);
+	for (unsigned l = 0; l < W->nlisteners; l++) {
+		const struct stats_block *st = W->listeners[l].st;
+		int64_t g[] = { atomic_load(&st->gauge[GAUGE_CLIENTS]), atomic_load(&st->gauge[GAUGE_H2_CONNS]),
+				atomic_load(&st->gauge[GAUGE_H2_STREAMS]) };
+		if (g[0] || g[1] || g[2])
+			RIG_FAIL("listener %s after the exchange: gauges client_connections %lld, "
+				 "h2_client_connections %lld, h2_streams %lld (all should be 0)",
+				 W->listeners[l].cfg->name, (long long)g[0], (long long)g[1], (long long)g[2]);
+	}
 	for (unsigned b = 0; b < W->nbackends; b++) {
 		const struct backend *be = &W->backends[b];
 		if (be->q.n || !list_empty(&be->q.list) || shm_get(be->slot, SHM_WAITING))
@@ -703,12 +894,74 @@ static void check_client(void)
 	}
 }
 
+/* Nothing to do now: no callback pending, no timer due, no watched
+ * descriptor ready (the loop's epoll descriptor polls readable when one
+ * is), after waiting rig_settle_ms for one. Loopback delivers a write to
+ * its reader within the send call, so what sluice and the rig's peers sent
+ * each other is visible here. */
+static int loop_quiet(void)
+{
+	if (uv_backend_timeout(&W->loop) == 0)
+		return 0;
+	struct pollfd pfd = { .fd = uv_backend_fd(&W->loop), .events = POLLIN };
+	return poll(&pfd, 1, rig_settle_ms) == 0;
+}
+
+/* Run the loop until the worker has nothing left to do but wait for a
+ * timer or the client: twice quiet in a row (the first turn after a
+ * watcher starts is when libuv hands it to epoll), or sluice closed. */
+static void run_until_quiet(void)
+{
+	uint64_t deadline = real_us() + RIG_DEADLINE_US;
+	for (int quiet = 0; quiet < 2 && !client_gone();) {
+		uv_run(&W->loop, UV_RUN_NOWAIT);
+		quiet = loop_quiet() ? quiet + 1 : 0;
+		if (real_us() > deadline)
+			RIG_FAIL("stuck: the worker was never quiet within %d s (clients %u, backend connections %u)",
+				 RIG_DEADLINE_US / 1000000, W->nclients, W->nbconns);
+	}
+}
+
+/* RIG_WAIT_CLOSE: whenever the worker is quiet, on to its next timer,
+ * until sluice closes (or half-closes) the client connection. */
+#define RIG_VIRTUAL_MAX_MS 120000
+
+static void wait_close(void)
+{
+	int64_t waited = 0;
+	for (;;) {
+		run_until_quiet();
+		if (client_gone())
+			return;
+		int t = uv_backend_timeout(&W->loop);
+		if (t < 0)
+			RIG_FAIL("the client waits, and sluice holds its connection open with no timer armed: "
+				 "it would never close it (clients %u, backend connections %u)", W->nclients, W->nbconns);
+		if (t == 0)
+			continue;
+		waited += t;
+		if (waited > RIG_VIRTUAL_MAX_MS)
+			RIG_FAIL("the client waits, and sluice has not closed its connection after %d virtual seconds",
+				 RIG_VIRTUAL_MAX_MS / 1000);
+		vt_offset_ns += (int64_t)t * 1000000;
+	}
+}
+
 const struct rig_result *rig_exchange(int listener, const uint8_t *in, size_t n, enum rig_backend_mode mode,
 				      const uint8_t *resp, size_t resp_len)
 {
+	return rig_exchange2(listener, in, n, mode, resp, resp_len, 0);
+}
+
+const struct rig_result *rig_exchange2(int listener, const uint8_t *in, size_t n, enum rig_backend_mode mode,
+				       const uint8_t *resp, size_t resp_len, unsigned flags)
+{
 	res.client.len = res.bodies.len = 0;
 	res.client_eof = 0;
+	res.nreqs_held = res.nstreams = 0;
 	res.nreqs = res.nconns = res.nresp = 0;
+	if (flags & RIG_CLIENT_STALL)
+		flags |= RIG_WAIT_CLOSE;
 	res.resp_chunked = res.tunnel = res.truncated = 0;
 	cur_mode = mode;
 	cur_resp = resp;
@@ -723,6 +976,10 @@ const struct rig_result *rig_exchange(int listener, const uint8_t *in, size_t n,
 				   .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	if (fd < 0 || bind(fd, (struct sockaddr *)&src, sizeof(src)) < 0)
 		RIG_FAIL("client socket: %s", strerror(errno));
+	if (flags & RIG_CLIENT_STALL) {
+		int small = 1;  /* the kernel's minimum: a few KiB, set before the window is */
+		setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+	}
 	/* Non-blocking: libFuzzer's timers interrupt a blocking connect. On
 	 * loopback the handshake completes without sluice's help (backlog). */
 	if (connect(fd, (struct sockaddr *)&dst, sizeof(dst)) < 0) {
@@ -735,9 +992,30 @@ const struct rig_result *rig_exchange(int listener, const uint8_t *in, size_t n,
 		if (err)
 			RIG_FAIL("client connect: %s", strerror(err));
 	}
-	write_all(fd, in, n);
-	shutdown(fd, SHUT_WR);
 	client = peer_new(fd, PEER_CLIENT);
+	serial0 = W->conn_serial;
+	if (flags & RIG_CLIENT_STALL) {
+		client->stalled = 1;
+		uv_poll_stop(&client->poll);
+	}
+	size_t at = 0;
+	for (size_t i = 0; i < rig_nsplit; i++) {
+		if (rig_split[i] <= at || rig_split[i] >= n)
+			continue;
+		write_all(fd, in + at, rig_split[i] - at);
+		at = rig_split[i];
+		run_until_quiet();
+	}
+	if (n > at)
+		write_all(fd, in + at, n - at);
+	if (flags & (RIG_HOLD_OPEN | RIG_WAIT_CLOSE))
+		run_until_quiet();
+	res.nreqs_held = res.nreqs;
+	if (flags & RIG_WAIT_CLOSE)
+		wait_close();  /* then close as any client does once the server has */
+	if (client->stalled)
+		client_drain();
+	shutdown(fd, SHUT_WR);
 
 	run_until(client_done, "waiting for sluice to close the client connection");
 	buf_append(&res.client, client->in.data, client->in.len);
@@ -750,7 +1028,8 @@ const struct rig_result *rig_exchange(int listener, const uint8_t *in, size_t n,
 	/* Close callbacks and anything sluice left for the next turn. */
 	uv_run(&W->loop, UV_RUN_NOWAIT);
 	check_idle();
-	check_client();
+	if (!(flags & RIG_CLIENT_RAW))
+		check_client();
 	client = NULL;
 	static int verbose = -1;
 	if (verbose < 0)
