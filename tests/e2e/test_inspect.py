@@ -1905,10 +1905,14 @@ def waf_send(s, e):
     if isinstance(body, str):
         body = body.encode("utf-8")
     kw = {"host": None} if any(k.lower() == "host" for k, _ in hs) else {}
+    # Only lines written after this request's: over a long run the client's
+    # ephemeral port comes round again, and an older line would match it.
+    n0 = len(s.access_entries())
     with H.Client(s.port) as c:
         cport = c.sock.getsockname()[1]
         r = c.request(e["method"], e["target"], headers=hs, body=body, **kw)
-    ent = s.wait_access_entry(lambda x: x["cport"] == str(cport))
+    ent = H.wait_for(lambda: next((x for x in s.access_entries()[n0:] if x["cport"] == str(cport)), None),
+                     3.0, what="the access log line of client port %d" % cport)
     return r, ent
 
 
