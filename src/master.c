@@ -176,7 +176,7 @@ static void lsocks_close_unused(void)
  * ignore new SYNs (the client retries, and once the socket is gone it is
  * refused), and the workers, not yet told to drain, accept what is queued.
  * Gives up after QUIESCE_MAX_MS (a stopped or stuck worker). */
-static void lsocks_quiesce(int all)
+static unsigned lsocks_ignore_syns(int all)
 {
 	static struct sock_filter drop_all[] = { BPF_STMT(BPF_RET | BPF_K, 0) };
 	struct sock_fprog prog = { ARRAY_SIZE(drop_all), drop_all };
@@ -188,8 +188,11 @@ static void lsocks_quiesce(int all)
 			if (setsockopt(lsocks[i].fds[k], SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof(prog)) < 0)
 				log_warn("listening socket: cannot stop new connections: %s", strerror(errno));
 	}
-	if (nsocks == 0)
-		return;
+	return nsocks;
+}
+
+static void lsocks_wait_accepted(int all)
+{
 	struct timespec t0, now;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (;;) {
@@ -567,7 +570,8 @@ static void reload_commit(void)
 	/* The old generation stops accepting only now that the new one is up
 	 * (on the same sockets, so nothing queued is lost), and only after
 	 * it has taken what waits on the sockets of dropped listeners. */
-	lsocks_quiesce(0);
+	if (lsocks_ignore_syns(0))
+		lsocks_wait_accepted(0);
 	signal_generation(generation, SIGTERM, 0);
 	lsocks_close_unused();
 	/* Old workers keep their own copy of the configuration. */
@@ -762,14 +766,18 @@ int master_run(struct cfg *cfg)
 			if (!stopping) {
 				stopping = 1;
 				announce = ANNOUNCE_NONE;
-				notify_send("STOPPING=1\nSTATUS=stopping: draining workers");
-				log_info("stopping: draining workers (up to %u ms)", cur->timeouts.drain_ms);
 				/* Stop accepting now: new connections are refused
 				 * instead of queueing where no worker will look;
-				 * those already queued are served first. */
+				 * those already queued are served first. The
+				 * announcement follows the filter so that whoever
+				 * reads it can rely on new connections not landing. */
 				for (int i = 0; i < MAX_LSOCKS; i++)
 					lsocks[i].in_use = 0;
-				lsocks_quiesce(1);
+				unsigned closing = lsocks_ignore_syns(1);
+				notify_send("STOPPING=1\nSTATUS=stopping: draining workers");
+				log_info("stopping: draining workers (up to %u ms)", cur->timeouts.drain_ms);
+				if (closing)
+					lsocks_wait_accepted(1);
 				lsocks_close_unused();
 				signal_generation(0, SIGTERM, 0);
 				signal_generation(0, SIGTERM, 1);
