@@ -212,6 +212,12 @@ global
     nbthread 1
     maxconn {MAXCONN}
     pidfile {d}/haproxy.pid
+    # HAProxy stops keeping idle server connections once a quarter of its
+    # descriptors are in use (tune.pool-high-fd-ratio 25): with 1,000 h2
+    # clients and a smaller MAXCONN it then opens a server connection per
+    # stream. The other proxies keep their pool whatever the client count.
+    tune.pool-low-fd-ratio 90
+    tune.pool-high-fd-ratio 95
 
 defaults
     mode http

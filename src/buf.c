@@ -4,10 +4,8 @@
 #include "buf.h"
 #include "util.h"
 
-void buf_reserve(struct buf *b, size_t extra)
+void buf_grow(struct buf *b, size_t extra)
 {
-	if (b->cap - b->len >= extra)
-		return;
 	size_t cap = b->cap ? b->cap : 512;
 	while (cap - b->len < extra)
 		cap *= 2;
@@ -15,15 +13,6 @@ void buf_reserve(struct buf *b, size_t extra)
 	AN(p);
 	b->data = p;
 	b->cap = cap;
-}
-
-void buf_append(struct buf *b, const void *data, size_t len)
-{
-	if (len == 0)
-		return;
-	buf_reserve(b, len);
-	memcpy(b->data + b->len, data, len);
-	b->len += len;
 }
 
 void buf_append_u64(struct buf *b, uint64_t v)

@@ -16,8 +16,22 @@ struct buf {
 
 /* Make room for EXTRA more bytes; aborts on out-of-memory (a proxy that
  * cannot allocate a few KiB cannot serve anything safely). */
-void buf_reserve(struct buf *b, size_t extra);
-void buf_append(struct buf *b, const void *data, size_t len);
+void buf_grow(struct buf *b, size_t extra);
+/* Inline: a proxied request makes dozens of small appends, nearly all of
+ * which fit the capacity kept from earlier requests. */
+static inline void buf_reserve(struct buf *b, size_t extra)
+{
+	if (b->cap - b->len < extra)
+		buf_grow(b, extra);
+}
+static inline void buf_append(struct buf *b, const void *data, size_t len)
+{
+	if (len == 0)
+		return;
+	buf_reserve(b, len);
+	memcpy(b->data + b->len, data, len);
+	b->len += len;
+}
 void buf_appendf(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Append V in decimal, and in lower-case hexadecimal (chunk sizes). */
 void buf_append_u64(struct buf *b, uint64_t v);

@@ -124,4 +124,18 @@ extern const struct codec_ops *codec_default;
  * beginning of the preface on such a listener, more bytes decide. */
 const struct codec_ops *codec_choose(const struct client *cl, const char *data, size_t len);
 
+/* What sluice's own answer (an error, the hook's deny or redirect, a
+ * route's response) says, whatever protocol carries it: the body, its
+ * type, whether a Location (s->insp.local) and the route's response
+ * headers (s->insp.resp_hdrs) go with it. BODY may point into TEXT. */
+struct local_answer {
+	const char *body, *ctype;
+	size_t blen;
+	int redirect, route;
+	char text[200];
+};
+void local_answer(const struct stream *s, enum reason r, struct local_answer *a);
+/* The reason phrase of STATUS ("Error" for one sluice does not name). */
+const char *http_status_text(int status);
+
 #endif

@@ -76,6 +76,12 @@ static void timer_cb(uv_timer_t *t)
 	h->timer_due = 0;
 	while (h->n > 0 && h->v[1]->due <= now) {
 		struct deadline *d = h->v[1];
+		if (d->later) {
+			d->due += d->later;
+			d->later = 0;
+			sift_down(h, 1);
+			continue;
+		}
 		heap_remove(h, d);
 		h->fire(d);
 	}
@@ -93,14 +99,38 @@ void deadline_heap_init(struct deadline_heap *h, uv_loop_t *loop, void (*fire)(s
 	h->timer.data = h;
 }
 
+/* Most re-arms push a deadline back (activity on a connection or stream
+ * renews its timeout), many of them to the same millisecond. A push back
+ * only notes how much later the deadline now is; the heap moves the node
+ * when its old key comes up, once, instead of on every re-arm. Bringing a
+ * deadline forward sifts it up in place. */
 void deadline_set(struct deadline_heap *h, struct deadline *d, uint64_t ms)
 {
-	int was_first = d->idx == 1;
-	if (d->idx)
-		heap_remove(h, d);
 	if (ms == 0) {
-		if (was_first && h->n == 0)
-			rearm(h);  /* nothing left to wait for */
+		if (d->idx) {
+			int was_first = d->idx == 1;
+			heap_remove(h, d);
+			if (was_first && h->n == 0)
+				rearm(h);  /* nothing left to wait for */
+		}
+		return;
+	}
+	uint64_t due = uv_now(h->loop) + ms;
+	if (d->idx) {
+		if (due >= d->due && due - d->due <= UINT32_MAX) {
+			d->later = (uint32_t)(due - d->due);
+			return;
+		}
+		d->later = 0;
+		if (due < d->due) {
+			d->due = due;
+			sift_up(h, d->idx);
+		} else {
+			d->due = due;
+			sift_down(h, d->idx);
+		}
+		if (d->idx == 1)
+			rearm(h);
 		return;
 	}
 	if (h->n + 1 >= h->cap) {
@@ -110,7 +140,8 @@ void deadline_set(struct deadline_heap *h, struct deadline *d, uint64_t ms)
 		h->v = v;
 		h->cap = cap;
 	}
-	d->due = uv_now(h->loop) + ms;
+	d->due = due;
+	d->later = 0;
 	place(h, ++h->n, d);
 	sift_up(h, h->n);
 	if (d->idx == 1)

@@ -10,8 +10,9 @@
 #include <uv.h>
 
 struct deadline {
-	uint64_t due;           /* loop time (ms) */
+	uint64_t due;           /* heap key: loop time (ms) */
 	uint32_t idx;           /* position in the heap, 1-based; 0 = not armed */
+	uint32_t later;         /* ms the real deadline lies beyond due (see deadline_set) */
 };
 
 struct deadline_heap {

@@ -683,73 +683,23 @@ static void h1_send_end(struct stream *s)
 		h1_out(s, "0\r\n\r\n", 5);
 }
 
-static const char *status_text(int status)
-{
-	switch (status) {
-	case 200: return "OK";
-	case 201: return "Created";
-	case 202: return "Accepted";
-	case 204: return "No Content";
-	case 301: return "Moved Permanently";
-	case 302: return "Found";
-	case 303: return "See Other";
-	case 307: return "Temporary Redirect";
-	case 308: return "Permanent Redirect";
-	case 400: return "Bad Request";
-	case 401: return "Unauthorized";
-	case 403: return "Forbidden";
-	case 404: return "Not Found";
-	case 405: return "Method Not Allowed";
-	case 410: return "Gone";
-	case 429: return "Too Many Requests";
-	case 408: return "Request Timeout";
-	case 413: return "Content Too Large";
-	case 414: return "URI Too Long";
-	case 417: return "Expectation Failed";
-	case 431: return "Request Header Fields Too Large";
-	case 500: return "Internal Server Error";
-	case 501: return "Not Implemented";
-	case 502: return "Bad Gateway";
-	case 503: return "Service Unavailable";
-	case 504: return "Gateway Timeout";
-	default:  return "Error";
-	}
-}
-
 /* sluice's own answer: an error, or the hook's deny or redirect. */
 static void h1_send_local(struct stream *s, enum reason r, int close)
 {
 	struct h1s *h = of(s);
 	struct txn_insp *in = &s->insp;
-	int status = s->status;
-	const char *body = NULL;
-	size_t blen = 0;
-	char text[200];
+	struct local_answer a;
+	local_answer(s, r, &a);
 	if (W->draining)
 		h->keepalive = 0;
 	close = close || !h->keepalive;
-	int redirect = (r == REASON_INSPECT_DENIED && in->decision == INSPECT_REDIRECT) || r == REASON_ROUTE_REDIRECT;
-	const char *ctype = "text/plain";
-	int route = r == REASON_ROUTE_REDIRECT || r == REASON_ROUTE_RESPOND;
-	if (r == REASON_ROUTE_RESPOND) {
-		body = s->route->body;
-		blen = s->route->body_len;
-		ctype = s->route->content_type;
-	} else if (r == REASON_INSPECT_DENIED && !redirect && in->deny_body) {
-		body = in->local.data;
-		blen = in->local.len;
-	} else {
-		blen = (size_t)snprintf(text, sizeof(text), "%d %s: %s\n", status, status_text(status),
-					redirect ? "see Location" : reason_text(r));
-		body = text;
-	}
 	char head[384];
 	int hlen = snprintf(head, sizeof(head), "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n",
-			    status, status_text(status), ctype, blen);
+			    s->status, http_status_text(s->status), a.ctype, a.blen);
 	h1_out(s, head, (size_t)hlen);
-	if (route)  /* the route's set_response_headers */
+	if (a.route)  /* the route's set_response_headers */
 		h1_out(s, in->resp_hdrs.data, in->resp_hdrs.len);
-	if (redirect) {
+	if (a.redirect) {
 		h1_out(s, "Location: ", 10);
 		h1_out(s, in->local.data, in->local.len);
 		h1_out(s, "\r\n", 2);
@@ -761,7 +711,7 @@ static void h1_send_local(struct stream *s, enum reason r, int close)
 	h1_out(s, "\r\n", 2);
 	/* s->is_head is the stream layer's; a head this codec refused never got there */
 	if (!s->is_head && s->method != HTTP_HEAD)
-		h1_out(s, body, blen);
+		h1_out(s, a.body, a.blen);
 }
 
 static void h1_tunnel(struct stream *s, const char *rest, size_t len)

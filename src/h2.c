@@ -749,8 +749,7 @@ static size_t nv_add_fields(size_t at, const struct msg *m, const struct buf *ex
 				continue;
 			char *lc = nv_names.data + nv_names.len;
 			const char *nm = msg_str(m, hd->name_off);
-			for (uint32_t j = 0; j < hd->name_len; j++)
-				lc[j] = (char)(nm[j] >= 'A' && nm[j] <= 'Z' ? nm[j] | 0x20 : nm[j]);
+			ascii_lower_copy(lc, nm, hd->name_len);
 			nv_names.len += hd->name_len;
 			nv_set(&nvs[k++], lc, hd->name_len, msg_str(m, hd->val_off), hd->val_len);
 		}
@@ -767,8 +766,7 @@ static size_t nv_add_fields(size_t at, const struct msg *m, const struct buf *ex
 				v++;
 			size_t nl = (size_t)(colon - p);
 			char *lc = nv_names.data + nv_names.len;
-			for (size_t j = 0; j < nl; j++)
-				lc[j] = (char)(p[j] >= 'A' && p[j] <= 'Z' ? p[j] | 0x20 : p[j]);
+			ascii_lower_copy(lc, p, nl);
 			nv_names.len += nl;
 			nv_set(&nvs[k++], lc, nl, v, (size_t)(ve - v));
 			p = eol + 1;
@@ -1259,27 +1257,6 @@ static void h2_send_end(struct stream *s)
 	}
 }
 
-static const char *status_word(int status)
-{
-	switch (status) {
-	case 302: return "Found";
-	case 400: return "Bad Request";
-	case 403: return "Forbidden";
-	case 404: return "Not Found";
-	case 408: return "Request Timeout";
-	case 413: return "Content Too Large";
-	case 414: return "URI Too Long";
-	case 417: return "Expectation Failed";
-	case 431: return "Request Header Fields Too Large";
-	case 500: return "Internal Server Error";
-	case 501: return "Not Implemented";
-	case 502: return "Bad Gateway";
-	case 503: return "Service Unavailable";
-	case 504: return "Gateway Timeout";
-	default:  return "";
-	}
-}
-
 /* sluice's own answer (an error, the hook's deny or redirect, a route's
  * response), as HTTP/1.1 gives it, in HEADERS and DATA. */
 static void h2_send_local(struct stream *s, enum reason r, int close)
@@ -1288,23 +1265,8 @@ static void h2_send_local(struct stream *s, enum reason r, int close)
 	struct h2s *h = of(s);
 	struct txn_insp *in = &s->insp;
 	int status = s->status;
-	const char *body, *ctype = "text/plain";
-	size_t blen;
-	char text[200];
-	int redirect = (r == REASON_INSPECT_DENIED && in->decision == INSPECT_REDIRECT) || r == REASON_ROUTE_REDIRECT;
-	int route = r == REASON_ROUTE_REDIRECT || r == REASON_ROUTE_RESPOND;
-	if (r == REASON_ROUTE_RESPOND) {
-		body = s->route->body;
-		blen = s->route->body_len;
-		ctype = s->route->content_type;
-	} else if (r == REASON_INSPECT_DENIED && !redirect && in->deny_body) {
-		body = in->local.data;
-		blen = in->local.len;
-	} else {
-		blen = (size_t)snprintf(text, sizeof(text), "%d %s: %s\n", status, status_word(status),
-					redirect ? "see Location" : reason_text(r));
-		body = text;
-	}
+	struct local_answer a;
+	local_answer(s, r, &a);
 	if (h->head_pending) {
 		h->head_pending = 0;
 		h->c->heads_pending--;
@@ -1312,20 +1274,20 @@ static void h2_send_local(struct stream *s, enum reason r, int close)
 	h->out.len = h->out_off = 0;
 	char st[3], len[24];
 	status_text3(st, status);
-	int ll = snprintf(len, sizeof(len), "%zu", blen);
-	size_t n = 1 + (route ? nv_add_fields(1, NULL, &in->resp_hdrs) : 0);
+	int ll = snprintf(len, sizeof(len), "%zu", a.blen);
+	size_t n = 1 + (a.route ? nv_add_fields(1, NULL, &in->resp_hdrs) : 0);
 	nv_reserve(n + 3);
 	nv_set(&nvs[0], ":status", 7, st, 3);
-	nv_set(&nvs[n++], "content-type", 12, ctype, strlen(ctype));
+	nv_set(&nvs[n++], "content-type", 12, a.ctype, strlen(a.ctype));
 	nv_set(&nvs[n++], "content-length", 14, len, (size_t)ll);
-	if (redirect)
+	if (a.redirect)
 		nv_set(&nvs[n++], "location", 8, in->local.data, in->local.len);
 	s->bytes_out += nv_bytes(n);
 	/* s->is_head is the stream layer's; a head this codec refused never got there */
 	int head = s->is_head || s->method == HTTP_HEAD;
 	if (!head) {
-		buf_append(&h->out, body, blen);
-		s->bytes_out += blen;
+		buf_append(&h->out, a.body, a.blen);
+		s->bytes_out += a.blen;
 	}
 	h->out_eof = 1;
 	h->head_sent = 1;

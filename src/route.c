@@ -5,6 +5,7 @@
 #include <strings.h>
 #include <pcre2.h>
 #include "route.h"
+#include "util.h"
 
 struct rt_entry {
 	const char *s;
@@ -153,8 +154,7 @@ static void lookup(struct route_table *t, const struct rt_index *ix, const char 
 	if (icase) {
 		if (len > sizeof(low))
 			return;
-		for (size_t i = 0; i < len; i++)
-			low[i] = (char)(s[i] >= 'A' && s[i] <= 'Z' ? s[i] | 0x20 : s[i]);
+		ascii_lower_copy(low, s, len);
 		s = low;
 	}
 	struct rt_entry key = { s, (uint32_t)len, 0 };

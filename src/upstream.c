@@ -454,7 +454,7 @@ static struct bconn *bconn_new(struct server *srv)
 	list_init(&bc->park_link);
 	bc->srv = srv;
 	uv_tcp_init(&W->loop, &bc->tcp);
-	bc->dl = (struct deadline){ 0, 0 };
+	bc->dl = (struct deadline){ 0 };
 	bc->tcp.data = bc->creq.data = bc;
 	bc->state = BC_CONNECTING;
 	srv->local_conns++;

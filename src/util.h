@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <stdio.h>
+#include <string.h>
 #include <time.h>
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
@@ -44,6 +45,26 @@ static inline uint64_t now_us(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+/* Copy N bytes, ASCII upper case folded to lower case, eight bytes a step
+ * (header names on every HTTP/2 response). Bytes >= 0x80 pass unchanged. */
+static inline void ascii_lower_copy(char *dst, const char *src, size_t n)
+{
+	const uint64_t ones = 0x0101010101010101u, high = ones * 0x80;
+	size_t i = 0;
+	for (; i + 8 <= n; i += 8) {
+		uint64_t w;
+		memcpy(&w, src + i, 8);
+		uint64_t low7 = w & ~high;
+		uint64_t ge_a = low7 + ones * (0x80 - 'A');     /* high bit: byte >= 'A' */
+		uint64_t gt_z = low7 + ones * (0x80 - 'Z' - 1); /* high bit: byte > 'Z' */
+		uint64_t upper = (ge_a ^ gt_z) & ~w & high;
+		w |= upper >> 2;
+		memcpy(dst + i, &w, 8);
+	}
+	for (; i < n; i++)
+		dst[i] = (char)(src[i] >= 'A' && src[i] <= 'Z' ? src[i] | 0x20 : src[i]);
 }
 
 #endif

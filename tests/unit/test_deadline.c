@@ -79,6 +79,36 @@ int main(void)
 	/* Due order, except that a deadline re-armed in a callback (3 ms after
 	 * its pass) may come due before others armed for later. */
 	CHECK(out_of_order <= rearms);
+
+	/* Pushed back many times (kept lazily), brought forward below the heap
+	 * key or between the key and the real deadline: each fires once, never
+	 * before its last deadline, in the order of the last deadlines. */
+	uint64_t base = uv_now(&loop), want_due[N];
+	last_due = 0, out_of_order = early = nfired = 0;
+	for (int i = 0; i < N; i++) {
+		items[i].fired = items[i].rearm = 0;
+		uint64_t ms = 5 + (uint64_t)(rand() % 10);
+		deadline_set(&heap, &items[i].dl, ms);
+		for (int k = 0; k < i % 5; k++) {
+			ms += 1 + (uint64_t)(rand() % 7);
+			deadline_set(&heap, &items[i].dl, ms);
+		}
+		if (i % 17 == 0)
+			ms = 1 + (uint64_t)(rand() % 4);        /* below the key */
+		else if (i % 19 == 0 && i % 5 >= 2)
+			ms -= 1;                                /* between key and deadline */
+		deadline_set(&heap, &items[i].dl, ms);
+		want_due[i] = base + ms;
+	}
+	uv_run(&loop, UV_RUN_DEFAULT);
+	int exact = 1;
+	for (int i = 0; i < N; i++)
+		exact &= items[i].fired == 1 && items[i].dl.due == want_due[i];
+	CHECK(exact);
+	CHECK(nfired == N);
+	CHECK(early == 0);
+	CHECK(out_of_order == 0);
+	CHECK(heap.n == 0);
 	uv_close((uv_handle_t *)&heap.timer, NULL);
 	uv_run(&loop, UV_RUN_DEFAULT);
 	CHECK(uv_loop_close(&loop) == 0);

@@ -6,6 +6,7 @@
 #include <unistd.h>
 #include "httpmsg.h"
 #include "shm.h"
+#include "util.h"
 
 static int passed, failed;
 #define CHECK(c) do { if (c) passed++; else { failed++; \
@@ -358,8 +359,37 @@ static void test_shm_cap_and_reclaim(void)
 	CHECK(shm_get(s, SHM_CONNS) == 0);
 }
 
+/* The eight-bytes-a-step folding agrees with the byte-wise definition for
+ * every byte value, at every offset within a word and every length tail. */
+static void test_ascii_lower_copy(void)
+{
+	char src[300], dst[300], want[300];
+	int bad = 0;
+	for (int off = 0; off < 8; off++)
+		for (size_t n = 0; n + off <= 256 + 8; n += 1 + n / 16) {
+			for (size_t i = 0; i < n; i++)
+				src[off + i] = (char)((i * 7 + (size_t)off * 31) & 0xff);
+			for (size_t i = 0; i < n; i++) {
+				unsigned char c = (unsigned char)src[off + i];
+				want[i] = (char)(c >= 'A' && c <= 'Z' ? c + 32 : c);
+			}
+			memset(dst, 0x55, sizeof(dst));
+			ascii_lower_copy(dst + off, src + off, n);
+			bad += memcmp(dst + off, want, n) != 0 || dst[off + n] != 0x55;
+		}
+	CHECK(bad == 0);
+	/* every byte value in every lane */
+	for (int v = 0; v < 256; v++) {
+		for (int i = 0; i < 8; i++)
+			src[i] = (char)(i == v % 8 ? v : 'Q');
+		ascii_lower_copy(dst, src, 8);
+		CHECK((unsigned char)dst[v % 8] == (v >= 'A' && v <= 'Z' ? v + 32 : v));
+	}
+}
+
 int main(void)
 {
+	test_ascii_lower_copy();
 	test_connection_tokens();
 	test_connection_cannot_drop_framing();
 	test_limits_and_bad_headers();
