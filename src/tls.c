@@ -815,6 +815,14 @@ enum tls_status tls_conn_feed(struct tls_conn *t, const char *in, size_t len, st
 		int r = SSL_read(t->ssl, plain->data + plain->len, (int)(plain->cap - plain->len));
 		if (r > 0) {
 			plain->len += (size_t)r;
+			/* The library reads a record from the BIO only as far as
+			 * that record goes: with the BIO empty and nothing
+			 * decrypted left over, another SSL_read would only say
+			 * WANT_READ (and cost as much as a small record). */
+			if (BIO_ctrl_pending(t->rbio) == 0 && SSL_pending(t->ssl) == 0) {
+				drain_wbio(t, wire);
+				return TLS_OK;
+			}
 			continue;
 		}
 		int e = SSL_get_error(t->ssl, r);
