@@ -44,6 +44,8 @@ struct h2c {
 	nghttp2_session *ng;
 	struct list streams;       /* its struct h2s */
 	struct list flush_link;    /* in flush_due while a flush waits for the loop's check phase */
+	int32_t last_id;           /* the stream the last lookup found (0: none) */
+	struct h2s *last_h;
 	uint32_t nstreams;         /* h2s alive (nghttp2 has not closed them) */
 	uint32_t nactive;          /* of which a struct stream is attached */
 	uint32_t heads_pending;    /* response heads to submit at the next flush */
@@ -120,6 +122,24 @@ static void h2c_flush(struct h2c *c);
 static void h2c_goaway(struct h2c *c);
 
 /* ---- streams ---- */
+
+/* nghttp2 finds a stream's user data by hashing its id; one request's
+ * header, data and close callbacks ask for the same stream over and over. */
+static struct h2s *stream_of(struct h2c *c, int32_t id)
+{
+	if (id != c->last_id || c->last_h == NULL) {
+		c->last_h = nghttp2_session_get_stream_user_data(c->ng, id);
+		c->last_id = id;
+	}
+	return c->last_h;
+}
+
+static void stream_set(struct h2c *c, int32_t id, struct h2s *h)
+{
+	nghttp2_session_set_stream_user_data(c->ng, id, h);
+	c->last_id = id;
+	c->last_h = h;
+}
 
 static struct h2s *h2s_new(struct h2c *c, int32_t id)
 {
@@ -263,6 +283,7 @@ static int h2s_fail_field(struct h2s *h, enum reason r)
 
 static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
 {
+	(void)ng;
 	struct h2c *c = ud;
 	if (f->hd.type != NGHTTP2_HEADERS || f->headers.cat != NGHTTP2_HCAT_REQUEST)
 		return 0;
@@ -276,7 +297,7 @@ static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *f, void *u
 	if (id > c->max_id)
 		c->max_id = id;
 	struct h2s *h = h2s_new(c, f->hd.stream_id);
-	nghttp2_session_set_stream_user_data(ng, f->hd.stream_id, h);
+	stream_set(c, f->hd.stream_id, h);
 	h->s = codec_ev->open(c->cl, h);
 	c->nactive++;
 	h->s->t_start = now_us();
@@ -306,9 +327,9 @@ static int on_begin_frame(nghttp2_session *ng, const nghttp2_frame_hd *hd, void 
 static int on_header(nghttp2_session *ng, const nghttp2_frame *f, const uint8_t *name, size_t nl,
 		     const uint8_t *value, size_t vl, uint8_t flags, void *ud)
 {
+	(void)ng;
 	(void)flags;
-	(void)ud;
-	struct h2s *h = nghttp2_session_get_stream_user_data(ng, f->hd.stream_id);
+	struct h2s *h = stream_of(ud, f->hd.stream_id);
 	if (h == NULL || h->s == NULL || h->bad != REASON_OK)
 		return 0;
 	struct stream *s = h->s;
@@ -563,6 +584,7 @@ static void h2c_count_glitch(struct h2c *c)
 
 static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
 {
+	(void)ng;
 	struct h2c *gc = ud;
 	switch (f->hd.type) {
 	case NGHTTP2_PRIORITY:
@@ -588,14 +610,14 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
 		return 0;
 	}
 	if (f->hd.type == NGHTTP2_RST_STREAM) {
-		struct h2s *r = nghttp2_session_get_stream_user_data(ng, f->hd.stream_id);
+		struct h2s *r = stream_of(ud, f->hd.stream_id);
 		if (r != NULL && r->s != NULL)
 			h2c_count_reset(r->c);
 		return 0;
 	}
 	if (f->hd.type != NGHTTP2_HEADERS && f->hd.type != NGHTTP2_DATA)
 		return 0;
-	struct h2s *h = nghttp2_session_get_stream_user_data(ng, f->hd.stream_id);
+	struct h2s *h = stream_of(ud, f->hd.stream_id);
 	if (h == NULL)
 		return 0;
 	int end = (f->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0;
@@ -622,7 +644,7 @@ static int on_data_chunk(nghttp2_session *ng, uint8_t flags, int32_t id, const u
 	(void)flags;
 	(void)ud;
 	nghttp2_session_consume_connection(ng, len);
-	struct h2s *h = nghttp2_session_get_stream_user_data(ng, id);
+	struct h2s *h = stream_of(ud, id);
 	if (h == NULL)
 		return 0;
 	h->unconsumed += (uint32_t)len;
@@ -641,8 +663,8 @@ static int on_data_chunk(nghttp2_session *ng, uint8_t flags, int32_t id, const u
 
 static int on_stream_close(nghttp2_session *ng, int32_t id, uint32_t error_code, void *ud)
 {
-	(void)ud;
-	struct h2s *h = nghttp2_session_get_stream_user_data(ng, id);
+	(void)ng;
+	struct h2s *h = stream_of(ud, id);
 	if (h == NULL)
 		return 0;
 	struct stream *s = h->s;
@@ -655,7 +677,7 @@ static int on_stream_close(nghttp2_session *ng, int32_t id, uint32_t error_code,
 		codec_ev->abort(s);
 		h2s_detach(h);
 	}
-	nghttp2_session_set_stream_user_data(ng, id, NULL);
+	stream_set(ud, id, NULL);
 	h2s_free_one(h);
 	return 0;
 }
@@ -667,7 +689,7 @@ static int on_frame_send(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
 	(void)ud;
 	if ((f->hd.type != NGHTTP2_DATA && f->hd.type != NGHTTP2_HEADERS) || !(f->hd.flags & NGHTTP2_FLAG_END_STREAM))
 		return 0;
-	struct h2s *h = nghttp2_session_get_stream_user_data(ng, f->hd.stream_id);
+	struct h2s *h = stream_of(ud, f->hd.stream_id);
 	if (h != NULL && !h->req_end)
 		nghttp2_submit_rst_stream(ng, NGHTTP2_FLAG_NONE, f->hd.stream_id, NGHTTP2_NO_ERROR);
 	return 0;
@@ -1103,6 +1125,7 @@ static void h2_closed(struct client *cl)
 		h2s_detach(h);
 		h2s_free_one(h);
 	}
+	c->last_h = NULL;
 	deadline_set(&h2c_deadlines, &c->dl, 0);
 	if (c->flush_due)
 		list_del(&c->flush_link);
