@@ -3,20 +3,31 @@
 # Feature switches are make variables.
 
 CC      ?= gcc
-# TLS library: boringssl (Debian android-libboringssl-dev) or openssl (Debian
-# libssl-dev, OpenSSL 3). The default is the faster one end to end in
-# `make bench-tls` (ECDSA handshakes and keepalive req/s); the figures that
-# decided it are in docs/architecture.md ("TLS").
+# TLS library: boringssl (Debian android-libboringssl-dev), openssl (Debian
+# libssl-dev, OpenSSL 3) or awslc (AWS-LC, built as static libraries by the
+# aws-lc-sys crate: tls/awslc/build.sh, into $(AWSLC_DIR), kept between
+# builds). The default is the faster one end to end in `make bench-tls`
+# (ECDSA handshakes and keepalive req/s); the figures that decided it are in
+# docs/architecture.md ("TLS").
 TLS_DEFAULT = boringssl
 TLS     ?= $(TLS_DEFAULT)
+AWSLC_DIR ?= build-awslc-lib
+TLS_DEP  =
 ifeq ($(TLS),boringssl)
   TLS_CFLAGS = -I/usr/include/android
   TLS_LIBS   = -L/usr/lib/x86_64-linux-gnu/android -Wl,-rpath,/usr/lib/x86_64-linux-gnu/android -lssl -lcrypto
 else ifeq ($(TLS),openssl)
   TLS_CFLAGS =
   TLS_LIBS   = -lssl -lcrypto
+else ifeq ($(TLS),awslc)
+  # The crate's headers always include its symbol-prefix map; its libraries
+  # are built unprefixed (AWS_LC_SYS_NO_PREFIX), so the map is switched off
+  # by defining its include guard.
+  TLS_CFLAGS = -I$(AWSLC_DIR)/include -DBORINGSSL_PREFIX_SYMBOLS_H
+  TLS_LIBS   = $(AWSLC_DIR)/lib/libssl.a $(AWSLC_DIR)/lib/libcrypto.a
+  TLS_DEP    = $(AWSLC_DIR)/.stamp
 else
-  $(error TLS must be openssl or boringssl)
+  $(error TLS must be openssl, boringssl or awslc)
 endif
 TLS_SUFFIX = $(if $(filter $(TLS),$(TLS_DEFAULT)),,-$(TLS))
 BUILD   ?= build$(TLS_SUFFIX)
@@ -78,8 +89,12 @@ DEB_TEST_PKGS  = curl wrk haproxy nginx nghttp2-client python3-h2 openssl python
         install deb clean
 all: $(BUILD)/sluice $(BUILD)/demo_backend
 
+# AWS-LC, once (cargo keeps its build in $(AWSLC_DIR)/target).
+$(AWSLC_DIR)/.stamp: tls/awslc/Cargo.toml tls/awslc/Cargo.lock tls/awslc/build.rs tls/awslc/build.sh
+	sh tls/awslc/build.sh $(AWSLC_DIR)
+
 # Rebuild everything when the flags change (conventions: "rebuild when flags change").
-$(BUILD)/.flags: FORCE
+$(BUILD)/.flags: FORCE $(TLS_DEP)
 	@mkdir -p $(BUILD)/llhttp $(BUILD)/unit
 	@echo '$(CC) $(CFLAGS) $(LIBS)' | cmp -s - $@ || echo '$(CC) $(CFLAGS) $(LIBS)' > $@
 FORCE:
@@ -165,7 +180,7 @@ e2e: all
 # The whole suite, then the same suite again under ASan+UBSan+LSan (the
 # harness fails a test whose sluice printed a sanitizer report), the core
 # tests on valgrind, every fuzz target for 30 s, and the bench smoke test.
-# The TLS tests again against the other TLS library's build.
+# The TLS tests again against the other TLS libraries' builds.
 e2e-tls: all
 	SLUICE_BIN=$(abspath $(BUILD)/sluice) DEMO_BACKEND=$(abspath $(BUILD)/demo_backend) \
 	  python3 -m pytest -q -p no:cacheprovider tests/e2e/test_tls.py tests/e2e/test_tls_backend.py $(PYTEST_ARGS)
@@ -175,6 +190,7 @@ test: test-deps
 	$(MAKE) unit
 	$(MAKE) e2e
 	$(MAKE) TLS=openssl all e2e-tls
+	$(MAKE) TLS=awslc all e2e-tls
 	$(MAKE) SANITIZE=1 all unit e2e
 	$(MAKE) valgrind
 	$(MAKE) fuzz-smoke

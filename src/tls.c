@@ -69,7 +69,9 @@ struct tls_conn {
 
 const char *tls_library(void)
 {
-#ifdef OPENSSL_IS_BORINGSSL
+#if defined(OPENSSL_IS_AWSLC)
+	return "AWS-LC " AWSLC_VERSION_NUMBER_STRING;
+#elif defined(OPENSSL_IS_BORINGSSL)
 	return "BoringSSL";
 #else
 	return OpenSSL_version(OPENSSL_VERSION);
@@ -243,7 +245,13 @@ static int choose_and_switch(SSL *ssl, const uint8_t *sni_ext, size_t sni_len, c
 	return 0;
 }
 
-#ifdef OPENSSL_IS_BORINGSSL
+/* The BoringSSL family (AWS-LC too) hands the ClientHello to its own
+ * early callback; OpenSSL 3 to the client_hello callback. */
+#if defined(OPENSSL_IS_BORINGSSL) || defined(OPENSSL_IS_AWSLC)
+#define TLS_SELECT_CERT_CB 1
+#endif
+
+#ifdef TLS_SELECT_CERT_CB
 static enum ssl_select_cert_result_t select_cert_cb(const SSL_CLIENT_HELLO *ch)
 {
 	const uint8_t *sni = NULL, *sig = NULL, *ver = NULL;
@@ -394,7 +402,7 @@ static int ctx_configure(SSL_CTX *ctx, const struct cfg_tls *tc, struct tls_serv
 	} else
 		SSL_CTX_set_tlsext_ticket_key_cb(ctx, ticket_key_cb);
 	SSL_CTX_set_alpn_select_cb(ctx, alpn_cb, srv);
-#ifdef OPENSSL_IS_BORINGSSL
+#ifdef TLS_SELECT_CERT_CB
 	SSL_CTX_set_select_certificate_cb(ctx, select_cert_cb);
 #else
 	SSL_CTX_set_client_hello_cb(ctx, client_hello_cb, NULL);

@@ -1,0 +1,1 @@
+// Empty: the crate exists for its build script (see Cargo.toml).
