@@ -158,7 +158,11 @@ static void client_shutdown_cb(uv_shutdown_t *req, int status)
 
 /* After the last byte of a closing response: half-close, then read and
  * discard until EOF or LINGER_MS, so unread request bytes do not turn the
- * close into a reset that destroys the response in flight. */
+ * close into a reset that destroys the response in flight. A client that
+ * announced its last request (Connection: close, or HTTP/1.0 without
+ * keep-alive) and sent nothing after it has no such bytes: it is closed
+ * at once (a FIN after the response), as nginx does, which saves the
+ * half-close and the wait for its EOF. */
 static void client_linger(struct client *cl)
 {
 	if (cl->state == CL_CLOSING)
@@ -173,6 +177,10 @@ static void client_linger(struct client *cl)
 		conn_flush(cl);
 		if (cl->state == CL_CLOSING)
 			return;
+	}
+	if (cl->input_done && cl->in.len == 0 && !client_wire(cl)->writing && conn_queued(cl) == 0) {
+		conn_close(cl);
+		return;
 	}
 	uv_shutdown_t *req = sreq_free;
 	if (req != NULL) {
@@ -517,17 +525,31 @@ static void format_peer(struct client *cl)
 		 cl->src.family ? ip : "?", netaddr_port(&cl->src));
 }
 
+/* A listener bound to one address is where every one of its clients
+ * connected to: only a wildcard bind needs getsockname per connection. */
+static int addr_is_wildcard(const struct sockaddr_storage *ss)
+{
+	if (ss->ss_family == AF_INET)
+		return ((const struct sockaddr_in *)ss)->sin_addr.s_addr == htonl(INADDR_ANY);
+	return ss->ss_family != AF_INET6 || IN6_IS_ADDR_UNSPECIFIED(&((const struct sockaddr_in6 *)ss)->sin6_addr);
+}
+
 static void client_read_addrs(struct client *cl)
 {
 	struct sockaddr_storage ss;
 	int len = sizeof(ss);
+	const struct cfg_addr *bound = &cl->li->cfg->addr;
 	memset(&cl->src, 0, sizeof(cl->src));
 	memset(&cl->dst, 0, sizeof(cl->dst));
 	if (uv_tcp_getpeername(&cl->tcp, (struct sockaddr *)&ss, &len) == 0)
 		netaddr_from_sockaddr(&cl->src, (struct sockaddr *)&ss);
-	len = sizeof(ss);
-	if (uv_tcp_getsockname(&cl->tcp, (struct sockaddr *)&ss, &len) == 0)
-		netaddr_from_sockaddr(&cl->dst, (struct sockaddr *)&ss);
+	if (!addr_is_wildcard(&bound->ss)) {
+		netaddr_from_sockaddr(&cl->dst, (const struct sockaddr *)&bound->ss);
+	} else {
+		len = sizeof(ss);
+		if (uv_tcp_getsockname(&cl->tcp, (struct sockaddr *)&ss, &len) == 0)
+			netaddr_from_sockaddr(&cl->dst, (struct sockaddr *)&ss);
+	}
 	format_peer(cl);
 }
 
@@ -665,7 +687,7 @@ void conn_accept(struct worker_listener *li)
 		conn_close(cl);
 		return;
 	}
-	uv_tcp_nodelay(&cl->tcp, 1);
+	/* TCP_NODELAY comes from the listening socket (master.c). */
 	cl->serial = ++W->conn_serial;
 	client_read_addrs(cl);
 	if (li->tls) {

@@ -36,6 +36,7 @@ struct h1s {
 	uint8_t head_scanned;      /* head_scan saw the end of this request's head */
 	uint8_t parse_error;       /* a parser callback reported s->reason */
 	uint8_t keepalive;         /* this request allows another after it */
+	uint8_t client_close;      /* the client itself ends the connection after this request */
 	uint8_t chunked_out;       /* the response body goes out chunked */
 };
 
@@ -306,6 +307,7 @@ static enum reason h1_check(struct h1s *h)
 		msg_canonical_length(m, clen);
 	unsigned conn = msg_apply_connection(m);
 	h->keepalive = s->http_minor >= 1 ? !(conn & CONN_CLOSE) : !!(conn & CONN_KEEPALIVE);
+	h->client_close = !h->keepalive;
 	if (W->draining)
 		h->keepalive = 0;
 	s->upgrade = (conn & CONN_UPGRADE) && msg_find(m, HDR_UPGRADE) && s->http_minor >= 1 &&
@@ -753,6 +755,7 @@ static void h1_done(struct stream *s, int close)
 	/* Draining, keepalive is still set only where a response head promised
 	 * it (h1_drain): the connection waits for one more request. */
 	if (!h->keepalive || (cl->peer_eof && cl->in.len == 0)) {
+		cl->input_done = h->client_close && s->req_done && cl->in.len == 0;
 		conn_end(cl, 1);
 		return;
 	}

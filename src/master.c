@@ -94,6 +94,8 @@ static int lsock_open_one(const struct cfg_listener *l)
 	setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
 	if (l->addr.ss.ss_family == AF_INET6)
 		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+	/* Accepted sockets inherit it: no setsockopt per connection. */
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	if (bind(fd, (const struct sockaddr *)&l->addr.ss, l->addr.len) < 0 || listen(fd, l->backlog) < 0) {
 		int e = errno;
 		close(fd);

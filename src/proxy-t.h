@@ -168,6 +168,8 @@ struct client {
 	uint8_t proxy_required;    /* CL_PROXY: the peer is trusted and must send a header */
 	uint8_t trusted_fwd;       /* SRC may send identity headers (trusted_forwarders) */
 	uint8_t codec_chosen;      /* its first plaintext bytes chose the codec */
+	uint8_t input_done;        /* the client said it sends no more (RFC 9112 9.6) and all it sent
+				    * was read: its close needs no lingering */
 };
 
 enum bconn_state {

@@ -2,6 +2,7 @@
 headers, request/response bodies (chunked, Content-Length, large,
 close-delimited), 100-continue, HEAD/1xx/204/304 and the WebSocket tunnel."""
 
+import time
 import os
 import shutil
 import subprocess
@@ -240,6 +241,47 @@ def test_client_connection_close(sluice, demo):
         assert r.status == 200
         assert r.has_token("connection", "close")
         assert c.wait_closed(3) == b""
+
+
+def test_client_that_said_close_is_closed_at_once(sluice, demo):
+    """A client that announced its last request (Connection: close, or
+    HTTP/1.0 without keep-alive) and sent nothing after it is closed as soon
+    as its response is out: no half-close and wait for its EOF (lingering
+    lasts 2 s), so the connection is gone from /status well within that
+    while the client still holds its socket open."""
+    d = demo(size=42)
+    s = sluice(H.make_config(H.free_port(), [H.server(d.port)], admin=H.admin_config()))
+    for req in (b"GET /a HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+                b"GET /b HTTP/1.0\r\nHost: x\r\n\r\n"):
+        with H.Client(s.port) as c:
+            c.send(req)
+            r = c.read_response()
+            assert r.status == 200 and len(r.body) == 42
+            assert c.wait_closed(3) == b""
+            t0 = time.monotonic()
+            H.wait_for(lambda: s.status()["listeners"][0]["connections"] == 0, 5, what="connection closed")
+            assert time.monotonic() - t0 < 1.0, "closed only after %.2f s" % (time.monotonic() - t0)
+
+
+def test_bytes_after_a_close_request_still_linger(sluice, demo):
+    """Bytes the client sent after its Connection: close request (a
+    pipelined request it should not have sent) keep the lingering close:
+    the response arrives whole, more bytes sent after it are read and
+    dropped, and the client sees an EOF, never a reset; meanwhile the
+    connection is still open on sluice's side."""
+    d = demo(size=42)
+    s = sluice(H.make_config(H.free_port(), [H.server(d.port)], admin=H.admin_config()))
+    with H.Client(s.port) as c:
+        c.send(b"GET /a HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+               b"GET /b HTTP/1.1\r\nHost: x\r\n\r\n")
+        r = c.read_response()
+        assert r.status == 200 and len(r.body) == 42
+        assert s.status()["listeners"][0]["connections"] == 1
+        c.send(b"more bytes the server will not read as a request\r\n" * 100)
+        assert c.wait_closed(5) == b""
+    H.wait_for(lambda: s.status()["listeners"][0]["connections"] == 0, 5, what="connection closed")
+    H.wait_for(lambda: len(s.access_entries()) >= 1, 5, what="access log line")
+    assert [e["target"] for e in s.access_entries()] == ["/a"]
 
 
 def test_request_hop_by_hop_headers_removed(sluice, recorder):
