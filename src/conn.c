@@ -247,6 +247,17 @@ void conn_end(struct client *cl, int send_timer)
 	cl->state = CL_LINGER;
 	if (send_timer)
 		conn_timer(cl, timeouts()->client_send_ms);
+	/* Closing at once (client_linger): the close_notify leaves in the
+	 * response's write, not in a write of its own. */
+	if (cl->input_done && cl->in.len == 0 && cl->tls && tls_conn_handshake_done(cl->tls) &&
+	    !client_wire(cl)->writing) {
+		if (outq_seal(&cl->out, &cl->tx->wire, cl->tls) < 0) {
+			log_info("%s TLS write failed: %s", cl->peer, tls_conn_error(cl->tls));
+			conn_close(cl);
+			return;
+		}
+		tls_conn_shutdown(cl->tls, &cl->tx->wire.pending);
+	}
 	conn_flush(cl);
 	if (cl->state != CL_CLOSING && !client_wire(cl)->writing && conn_queued(cl) == 0)
 		client_linger(cl);

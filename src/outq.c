@@ -36,13 +36,18 @@ int outq_flush_via(struct outq *plain, struct outq *wire, struct tls_conn *tls, 
 {
 	if (tls == NULL)
 		return outq_flush(plain, s, cb, data);
-	if (plain->pending.len) {
-		int rc = tls_conn_encrypt(tls, plain->pending.data, plain->pending.len, &wire->pending);
-		plain->pending.len = 0;
-		if (rc < 0)
-			return OUTQ_ERR_TLS;
-	}
+	if (outq_seal(plain, wire, tls) < 0)
+		return OUTQ_ERR_TLS;
 	return outq_flush(wire, s, cb, data);
+}
+
+int outq_seal(struct outq *plain, struct outq *wire, struct tls_conn *tls)
+{
+	if (plain->pending.len == 0)
+		return 0;
+	int rc = tls_conn_encrypt(tls, plain->pending.data, plain->pending.len, &wire->pending);
+	plain->pending.len = 0;
+	return rc < 0 ? OUTQ_ERR_TLS : 0;
 }
 
 int outq_flush(struct outq *q, uv_stream_t *s, uv_write_cb cb, void *data)

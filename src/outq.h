@@ -44,6 +44,9 @@ static inline size_t outq_queued_via(const struct outq *plain, const struct outq
 	return tls ? plain->pending.len + outq_queued(wire) : outq_queued(plain);
 }
 /* Returns 0, OUTQ_ERR_TLS when encryption failed, or uv_write's error. */
+/* TLS: encrypt PLAIN's pending bytes onto WIRE's pending, writing nothing
+ * (so that what is added to WIRE next, a close_notify, shares the write). */
+int outq_seal(struct outq *plain, struct outq *wire, struct tls_conn *tls);
 int outq_flush_via(struct outq *plain, struct outq *wire, struct tls_conn *tls, uv_stream_t *s,
 		   uv_write_cb cb, void *data);
 

@@ -862,7 +862,7 @@ int tls_conn_encrypt(struct tls_conn *t, const char *plain, size_t len, struct b
 
 void tls_conn_shutdown(struct tls_conn *t, struct buf *wire)
 {
-	if (!t->done)
+	if (!t->done || (SSL_get_shutdown(t->ssl) & SSL_SENT_SHUTDOWN))
 		return;
 	SSL_shutdown(t->ssl);
 	ERR_clear_error();

@@ -423,6 +423,31 @@ def test_ciphersuites_openssl_only(https, pki, tls_lib):
     assert tls_entry(s, "/suite")["cipher"] == "TLS_CHACHA20_POLY1305_SHA256"
 
 
+def test_close_request_ends_with_close_notify(https, pki):
+    """A Connection: close request over TLS (1.2 and 1.3), which sluice
+    closes without lingering: the response, then a close_notify (never a
+    bare TCP EOF, which Python reports as SSLEOFError here)."""
+    s = https()
+    for ver in (TLS12, TLS13):
+        raw = socket.create_connection((H.HOST, s.port), timeout=5)
+        c = cctx(**ver).wrap_socket(raw, suppress_ragged_eofs=False)
+        c.sendall(b"GET /bye HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        data, clean = b"", False
+        while True:
+            try:
+                d = c.recv(65536)
+            except ssl.SSLZeroReturnError:
+                clean = True
+                break
+            if not d:
+                clean = True  # close_notify read (Python returns b"" for it here)
+                break
+            data += d
+        assert data.startswith(b"HTTP/1.1 200 ") and b"connection: close" in data.lower(), data[:200]
+        assert clean
+        c.close()
+
+
 def test_alpn(https, pki):
     """Default protocols [h2, http/1.1]: the server's preference, h2, when
     the client offers it in any order; http/1.1 when only that is offered;
