@@ -241,6 +241,7 @@ bench-persist: all
 bench-tls: all
 	$(MAKE) TLS=openssl all
 	$(MAKE) TLS=boringssl all
+	$(MAKE) TLS=awslc all
 	sh bench/tls.sh
 
 # HTTP/2 over TLS to the proxy, HTTP/1.1 keepalive to the origin (issue 20):

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """TLS benchmark: TLS termination through ONE proxy worker.
 
-sluice built with OpenSSL 3 and sluice built with BoringSSL (workers: 1) vs
+sluice built with OpenSSL 3, with BoringSSL and with AWS-LC (workers: 1) vs
 HAProxy (nbthread 1) vs nginx (worker_processes 1), all on the same
 certificate files, in front of the same backend (nginx, static 128-byte
 body), alternating target by target, round after round:
@@ -17,12 +17,15 @@ body), alternating target by target, round after round:
   memory     RSS growth of the proxy's processes over N idle TLS connections
              (handshake done, one request each, then idle), per connection
   speed      signing limits for one core: openssl speed ecdsap256 rsa2048,
-             and bssl-tool speed (Debian package android-boringssl)
+             and bssl-tool speed (Debian package android-boringssl); AWS-LC
+             has no speed tool here (the crate builds only the libraries)
 
 Headline for handshakes: the proxy's own CPU time per handshake (utime+stime
 from /proc/PID/stat over its process tree ÷ completed requests), because on
 ECDSA the client (wrk, which verifies every handshake's signature) saturates
-before the proxy does; handshakes/s is reported too.
+before the proxy does; handshakes/s is reported too. The report ends with
+issue 21's targets for sluice-awslc (proxy CPU per handshake or request as a
+share of HAProxy's, memory per idle TLS connection), met or missed.
 
 Usage: sh bench/tls.sh  (or `make bench-tls`). Environment knobs:
   QUICK=1          1 round, 2 s runs, resumption samples only where resumed
@@ -33,10 +36,12 @@ Usage: sh bench/tls.sh  (or `make bench-tls`). Environment knobs:
   IDLE_CONNS=N     idle TLS connections for the memory part (2000)
   SPEED_SECONDS=N  seconds per openssl/bssl-tool speed test (3; QUICK 1)
   PARTS=a,b        subset of plain,full,resumed,keepalive,memory,speed
-  TARGETS=a,b      subset/order of sluice-openssl,sluice-boringssl,haproxy,nginx
-  SLUICE_OPENSSL=path, SLUICE_BORINGSSL=path
-                   the two sluice binaries (default: found among build/,
-                   build-boringssl/, build-openssl/ by what `sluice -V` says)
+  TARGETS=a,b      subset/order of sluice-openssl,sluice-boringssl,sluice-awslc,
+                   haproxy,nginx
+  SLUICE_OPENSSL=path, SLUICE_BORINGSSL=path, SLUICE_AWSLC=path
+                   the sluice binaries (default: found among build/,
+                   build-boringssl/, build-openssl/, build-awslc/ by what
+                   `sluice -V` says)
   PIN=0            do not pin with taskset
   NOISE_PCT=N      others' CPU (% of one CPU) that makes a run noisy (25)
   QUIET_BUDGET=N   seconds in all for waiting for quiet / re-running (60; QUICK 15)
@@ -63,11 +68,11 @@ import benchlib
 from benchlib import (BODY_SIZE, CLK_TCK, CONF_EXT, PIN, QUICK, RESULTS, ROOT, STARTED, cmd_out, fmt, fmt_mmm,
                       free_port, fsize, git_describe, grouped_bars, haproxy_conf, haproxy_version, launch_proxy,
                       machine_facts, measure_wrk, mmm, need_tools, nginx_main, nginx_temp_paths, nginx_upstream,
-                      pinning, proxy_errlog, Quiet, ratio, read_tail, refresh_latest, report_end, run_main,
-                      run_wrk, show_report, sluice_conf, start_backend_nginx, stop, tree_rss_kb, write,
+                      pinning, proxy_errlog, Quiet, ratio, read_tail, refresh_latest, report_configs_and_machine,
+                      run_main, run_wrk, show_report, sluice_conf, start_backend_nginx, stop, tree_rss_kb, write,
                       wrk_version)
-from tlslib import (CERT_NAME, find_sluice, haproxy_bind_ssl, haproxy_global_ssl, make_certs, nginx_ssl,
-                    sluice_tls, sluice_tls_failures, stop_tls_proxy)
+from tlslib import (CERT_NAME, LIB_NAME, find_sluice, haproxy_bind_ssl, haproxy_global_ssl, make_certs,
+                    nginx_ssl, sluice_tls, sluice_tls_failures, stop_tls_proxy)
 from tlslib import probe as tlslib_probe
 
 PROG = "bench/tls.py"
@@ -81,7 +86,7 @@ IDLE_CONNS = env_int("IDLE_CONNS", 2000, 1)
 SPEED_SECONDS = env_int("SPEED_SECONDS", 1 if QUICK else 3, 1)
 ALL_PARTS = ["plain", "full", "resumed", "keepalive", "memory", "speed"]
 PARTS = [p for p in os.environ.get("PARTS", ",".join(ALL_PARTS)).split(",") if p]
-ALL_TARGETS = ["sluice-openssl", "sluice-boringssl", "haproxy", "nginx"]
+ALL_TARGETS = ["sluice-openssl", "sluice-boringssl", "sluice-awslc", "haproxy", "nginx"]
 TARGETS = [t for t in os.environ.get("TARGETS", ",".join(ALL_TARGETS)).split(",") if t]
 NOISE_PCT = env_int("NOISE_PCT", 25)
 QUIET_BUDGET = env_int("QUIET_BUDGET", 15 if QUICK else 60)
@@ -341,8 +346,15 @@ def measure_memory(tgt, rnd, d, port, proxy):
 # ---------------------------------------------------------------- signing limits
 
 def speed_tests(d):
-    """Sign/s for one core (pinned like the proxy): OpenSSL and BoringSSL."""
+    """Sign/s for one core (pinned like the proxy): OpenSSL and BoringSSL.
+    AWS-LC has none: the aws-lc-sys crate builds its libraries but not its
+    `bssl` tool, and no package installs one; a note says so rather than
+    borrowing another library's figure."""
     out = {"openssl": {}, "boringssl": {}, "commands": [], "notes": []}
+    if "sluice-awslc" in TARGETS:
+        out["notes"].append("AWS-LC: no speed tool is installed here (the aws-lc-sys crate builds only "
+                            "libssl/libcrypto, not AWS-LC's `bssl` tool), so there is no AWS-LC signing "
+                            "limit and sluice-awslc's ÷ sign/s is —")
     cmd = PROXY_PIN + ["openssl", "speed", "-seconds", str(SPEED_SECONDS), "ecdsap256", "rsa2048"]
     log("signing limits: " + " ".join(cmd))
     text = cmd_out(cmd, timeout=SPEED_SECONDS * 8 + 60)
@@ -374,7 +386,9 @@ def speed_tests(d):
 
 
 def sign_limit(speed, tgt, cert):
-    lib = "boringssl" if tgt == "sluice-boringssl" else "openssl"
+    """Sign/s of the library TGT uses (HAProxy and nginx: Debian's OpenSSL);
+    None where there is no figure (AWS-LC: no speed tool)."""
+    lib = tgt.split("-", 1)[1] if tgt.startswith("sluice-") else "openssl"
     return (speed or {}).get(lib, {}).get(cert)
 
 
@@ -393,8 +407,8 @@ def chart(path, summ, mem, targets):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    colors = {"sluice-openssl": "#2b7bba", "sluice-boringssl": "#7fb8e6", "haproxy": "#e07b39",
-              "nginx": "#3a9e4f"}
+    colors = {"sluice-openssl": "#2b7bba", "sluice-boringssl": "#7fb8e6", "sluice-awslc": "#7b4fb0",
+              "haproxy": "#e07b39", "nginx": "#3a9e4f"}
     panels = []
     for title, keys, metric in (
             ("Full handshakes, ECDSA P-256: proxy CPU µs/handshake",
@@ -449,6 +463,181 @@ def geomean(xs):
     return statistics.geometric_mean(xs) if xs else float("nan")
 
 
+def lib_of(tgt):
+    """'BoringSSL' for sluice-boringssl, and so on."""
+    return LIB_NAME[tgt.split("-", 1)[1]]
+
+
+def cheapest(runs, builds, key):
+    """Which of the sluice BUILDS spent the least proxy CPU per handshake or
+    request in case KEY: the one cheapest in the most rounds (rounds where
+    every build has a run: runs of one round are seconds apart, so machine
+    drift between rounds cannot pick the winner); a tie goes to the lower
+    median. Returns (target, rounds won, rounds) or None."""
+    per = {}
+    for r in runs:
+        if r["label"] in builds and r["case"] == key and r.get("cpu_us"):
+            per.setdefault(r["round"], {})[r["label"]] = r["cpu_us"]
+    rounds = [v for v in per.values() if len(v) == len(builds)]
+    if not rounds:
+        return None
+    wins = {t: sum(1 for v in rounds if min(v, key=v.get) == t) for t in builds}
+    med = {t: statistics.median(v[t] for v in rounds) for t in builds}
+    best = min(builds, key=lambda t: (-wins[t], med[t]))
+    return best, wins[best], len(rounds)
+
+
+def report_libraries(L, runs, summ, targets):
+    """The sluice builds against each other: the measurement that decides
+    sluice's default TLS library. Medians side by side with the cheapest
+    build per case, then the per-round ratios of every pair (newer library
+    over older, in ALL_TARGETS order: BoringSSL ÷ OpenSSL, AWS-LC ÷ OpenSSL,
+    AWS-LC ÷ BoringSSL), then which library wins how many cases."""
+    builds = sorted((t for t in targets if t.startswith("sluice-")), key=ALL_TARGETS.index)
+    if len(builds) < 2:
+        return
+    pairs = [(b, a) for i, a in enumerate(builds) for b in builds[i + 1:]]
+    names = [lib_of(t) for t in builds]
+    L.append(f"## sluice: {', '.join(names[:-1])} and {names[-1]} builds compared")
+    L.append("")
+    L.append("Medians of each build, and the build that spent the least proxy CPU per handshake or "
+             "request: the one cheapest in the most rounds (*won/rounds*), comparing runs of the "
+             "same round, which ran seconds apart. The second table gives, for each pair of "
+             "builds, the median (min–max) of the per-round ratios: handshakes/s or req/s above 1 "
+             "means the first build is faster, proxy CPU µs below 1 that it is cheaper. Per-round "
+             "ratios are immune to the machine getting faster or slower between rounds, which "
+             "the ratio of the overall medians is not.")
+    L.append("")
+    L.append("| case | " + " | ".join(f"{n} hs/s or req/s | {n} proxy CPU µs" for n in names)
+             + " | cheapest in proxy CPU (won/rounds) |")
+    L.append("|---|" + "---:|" * (2 * len(builds)) + "---|")
+    wins = dict.fromkeys(builds, 0)
+    decided = 0
+    for c in CASES:
+        ss = [summ.get((t, c["key"])) for t in builds]
+        if not all(ss):
+            continue
+        best = cheapest(runs, builds, c["key"])
+        if best and c["mode"] in ("full", "keepalive"):
+            wins[best[0]] += 1
+            decided += 1
+        L.append(f"| {case_title(c)} | "
+                 + " | ".join(f"{fmt(s['rps'][0])} | {fmt(s['cpu_us'][0], 1)}" for s in ss)
+                 + f" | {f'**{lib_of(best[0])}** ({best[1]}/{best[2]})' if best else '—'} |")
+    L.append("")
+    L.append("| case | " + " | ".join(f"{lib_of(b)} ÷ {lib_of(a)} hs/s or req/s | {lib_of(b)} ÷ {lib_of(a)} "
+                                      "proxy CPU µs" for b, a in pairs) + " |")
+    L.append("|---|" + "---:|" * (2 * len(pairs)))
+    for c in CASES:
+        if not all(summ.get((t, c["key"])) for t in builds):
+            continue
+        L.append(f"| {case_title(c)} | " + " | ".join(
+            f"{fmt_mmm(paired(runs, b, a, c['key'], 'rps'), collapse=True)} | "
+            f"{fmt_mmm(paired(runs, b, a, c['key'], 'cpu_us'), collapse=True)}" for b, a in pairs) + " |")
+    L.append("")
+    if decided:
+        L.append(f"**Cheapest in proxy CPU**, of the {decided} full-handshake and keepalive cases: "
+                 + ", ".join(f"{lib_of(t)} in {wins[t]}" for t in builds) + ".")
+        L.append("")
+    means = []
+    for title, keys in (("full handshakes, ECDSA (TLS 1.2 and 1.3)",
+                         [c["key"] for c in CASES if c["mode"] == "full" and c["cert"] == "ecdsa"]),
+                        ("full handshakes, RSA (TLS 1.2 and 1.3)",
+                         [c["key"] for c in CASES if c["mode"] == "full" and c["cert"] == "rsa"]),
+                        ("full handshakes, all four", [c["key"] for c in CASES if c["mode"] == "full"]),
+                        ("keepalive", [c["key"] for c in CASES if c["mode"] == "keepalive"])):
+        parts = []
+        for b, a in pairs:
+            rr = [x for x in (paired(runs, b, a, k, "rps")[0] for k in keys) if x]
+            cc = [x for x in (paired(runs, b, a, k, "cpu_us")[0] for k in keys) if x]
+            if rr and cc:
+                parts.append(f"{lib_of(b)} ÷ {lib_of(a)} = {geomean(rr):.2f} in "
+                             f"{'req/s' if title == 'keepalive' else 'handshakes/s'}, {geomean(cc):.2f} in "
+                             "proxy CPU µs")
+        if parts:
+            means.append(f"- **{title}**: " + "; ".join(parts) + ".")
+    if means:
+        L += ["Geometric means of the per-round medians:", ""] + means + [""]
+
+
+# Issue 21's targets for sluice-awslc: (what, case, most proxy CPU µs per
+# handshake or request as a share of HAProxy's in the same round). The issue
+# names the version for the ECDSA handshake only (TLS 1.3); the others are
+# taken at TLS 1.3 too, so the four ratios compare the same protocol.
+ISSUE21 = [("full handshake, ECDSA P-256, TLS 1.3: proxy CPU µs ÷ HAProxy's", "full-ecdsa-1.3", 0.5),
+           ("full handshake, RSA-2048, TLS 1.3: proxy CPU µs ÷ HAProxy's", "full-rsa-1.3", 0.8),
+           ("resumed handshake (tickets), ECDSA, TLS 1.3: proxy CPU µs ÷ HAProxy's", "resumed-ecdsa-1.3", 0.5),
+           ("keepalive, ECDSA, TLS 1.3: proxy CPU µs per request ÷ HAProxy's", "keepalive-ecdsa-1.3", 0.7)]
+ISSUE21_MEM_KB = 6            # most memory per idle TLS connection, KB of 1,000 bytes
+
+
+def report_issue21(L, runs, mem, samples, targets, tgt="sluice-awslc", ref="sluice-boringssl"):
+    """Issue 21's targets for TGT: each ratio to HAProxy (median of the
+    per-round ratios, which drift between rounds cannot move) and the memory
+    per idle connection, met or missed; REF (the default build) alongside,
+    for comparison. A target whose case, HAProxy or TGT was not run says so
+    instead of a verdict."""
+    L.append("## Issue 21's targets")
+    L.append("")
+    if tgt not in targets:
+        L += [f"{tgt} was not run: no verdict.", ""]
+        return
+    ref = ref if ref in targets else None
+    L.append(f"For {tgt}; ratios are the median (min–max) of the per-round ratios to HAProxy's run of "
+             "the same round, the verdict is on the median. With `Connection: close` one request is "
+             "one connection and one handshake."
+             + (f" {ref} (today's default) for comparison." if ref else "")
+             + (" QUICK mode: one short round, so the verdicts are indicative only." if QUICK else ""))
+    L.append("")
+    L.append(f"| target | {tgt} | limit | verdict |" + (f" {ref} |" if ref else ""))
+    L.append("|---|---:|---:|---|" + ("---:|" if ref else ""))
+    met, measured, missing = 0, 0, []
+    for what, key, limit in ISSUE21:
+        if "haproxy" not in targets or key not in {c["key"] for c in CASES}:
+            missing.append(what.split(":")[0])
+            L.append(f"| {what} | not measured in this run | ≤ {limit} | — |" + (" — |" if ref else ""))
+            continue
+        pr = paired(runs, tgt, "haproxy", key, "cpu_us")
+        if pr[0] is None:
+            missing.append(what.split(":")[0])
+            L.append(f"| {what} | no run of both | ≤ {limit} | — |" + (" — |" if ref else ""))
+            continue
+        ok = pr[0] <= limit
+        met, measured = met + int(ok), measured + 1
+        L.append(f"| {what} | {fmt_mmm(pr, collapse=True)} | ≤ {limit} | **{'met' if ok else 'missed'}** |"
+                 + (f" {fmt_mmm(paired(runs, ref, 'haproxy', key, 'cpu_us'), collapse=True)} |" if ref else ""))
+
+    def kib(t):
+        return mmm([r["kib_per_conn"] for r in mem if r["label"] == t and "kib_per_conn" in r])
+
+    what = "memory per idle TLS 1.3 connection (VmRSS growth)"
+    limit = f"≤ {ISSUE21_MEM_KB} KB ({ISSUE21_MEM_KB * 1000 / 1024:.2f} KiB)"
+    k = kib(tgt)
+    if k[0] is None:
+        missing.append(what)
+        L.append(f"| {what} | not measured in this run | {limit} | — |" + (" — |" if ref else ""))
+    else:
+        ok = k[0] * 1.024 <= ISSUE21_MEM_KB
+        met, measured = met + int(ok), measured + 1
+        kr = kib(ref) if ref else None
+        L.append(f"| {what} | {fmt_mmm(k, collapse=True)} KiB | {limit} | "
+                 f"**{'met' if ok else 'missed'}** |"
+                 + (f" {fmt(kr[0], 2)} KiB |" if ref else ""))
+    L.append("")
+    L.append((f"Met: {met} of the {measured} measured." if measured else "No target measured in this run.")
+             + (f" Not measured in this run (PARTS or TARGETS left out its case or HAProxy, or its runs "
+                f"failed): {'; '.join(missing)}." if missing else ""))
+    sm = {t: samples.get((t, "resumed-ecdsa-1.3")) for t in (tgt, "haproxy")}
+    if all(v and v[1] for v in sm.values()):
+        share = {t: v[0] / v[1] * 100 for t, v in sm.items()}
+        L.append("")
+        L.append(f"Resumed share in the TLS 1.3 wrk sample: {tgt} {share[tgt]:.0f}%, HAProxy "
+                 f"{share['haproxy']:.0f}%"
+                 + (": they differ, so the resumed ratio compares different mixes of full and "
+                    "resumed handshakes." if abs(share[tgt] - share["haproxy"]) > 10 else "."))
+    L.append("")
+
+
 def write_report(outdir, d, runs, mem, speed, samples, probes, targets, facts, commands, confs,
                  cert_cmds, backend_cmd, notes, loglines, started_at, elapsed):
     summ = {}
@@ -481,48 +670,7 @@ def write_report(outdir, d, runs, mem, speed, samples, probes, targets, facts, c
              "nginx `worker_processes 1`, all on the same certificate files.")
     L.append("")
     # ------------------------------------------------ verdict
-    so, sb = "sluice-openssl", "sluice-boringssl"
-    if so in targets and sb in targets:
-        L.append("## sluice: BoringSSL build vs OpenSSL build")
-        L.append("")
-        L.append("BoringSSL ÷ OpenSSL: handshakes/s or req/s above 1 means the BoringSSL build is "
-                 "faster; proxy CPU µs per handshake/request below 1 means it is cheaper. *per "
-                 "round* is the median (min–max) of the ratios of the two runs of the same round, "
-                 "which ran seconds apart: it is immune to the machine getting faster or slower "
-                 "between rounds, which the ratio of the overall medians is not.")
-        L.append("")
-        L.append("| case | OpenSSL hs/s or req/s | BoringSSL | ratio of medians | per round | "
-                 "OpenSSL proxy CPU µs | BoringSSL | ratio of medians | per round |")
-        L.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
-        wins = {"openssl": 0, "boringssl": 0}
-        for c in CASES:
-            a, b = summ.get((so, c["key"])), summ.get((sb, c["key"]))
-            if not a or not b:
-                continue
-            pr_rps, pr_cpu = paired(runs, sb, so, c["key"], "rps"), paired(runs, sb, so, c["key"], "cpu_us")
-            L.append(f"| {case_title(c)} | {fmt(a['rps'][0])} | {fmt(b['rps'][0])} | "
-                     f"{ratio(b['rps'][0], a['rps'][0])} | {fmt_mmm(pr_rps, collapse=True)} | {fmt(a['cpu_us'][0], 1)} | "
-                     f"{fmt(b['cpu_us'][0], 1)} | {ratio(b['cpu_us'][0], a['cpu_us'][0])} | {fmt_mmm(pr_cpu, collapse=True)} |")
-            if c["mode"] in ("full", "keepalive") and pr_cpu[0] is not None:
-                wins["boringssl" if pr_cpu[0] < 1 else "openssl"] += 1
-        L.append("")
-        L.append(f"Cheaper in proxy CPU (per-round median) in {wins['openssl']} of the "
-                 f"full-handshake/keepalive cases: OpenSSL; in {wins['boringssl']}: BoringSSL.")
-        L.append("")
-        for title, keys in (("full handshakes, ECDSA (TLS 1.2 and 1.3)",
-                             [c["key"] for c in CASES if c["mode"] == "full" and c["cert"] == "ecdsa"]),
-                            ("full handshakes, RSA (TLS 1.2 and 1.3)",
-                             [c["key"] for c in CASES if c["mode"] == "full" and c["cert"] == "rsa"]),
-                            ("full handshakes, all four", [c["key"] for c in CASES if c["mode"] == "full"]),
-                            ("keepalive", [c["key"] for c in CASES if c["mode"] == "keepalive"])):
-            rr = [paired(runs, sb, so, k, "rps")[0] for k in keys]
-            cc = [paired(runs, sb, so, k, "cpu_us")[0] for k in keys]
-            rr, cc = [x for x in rr if x], [x for x in cc if x]
-            if rr and cc:
-                L.append(f"- **{title}**: BoringSSL ÷ OpenSSL = {geomean(rr):.2f} in "
-                         f"{'req/s' if title == 'keepalive' else 'handshakes/s'}, {geomean(cc):.2f} in "
-                         "proxy CPU µs each (geometric mean of the per-round medians).")
-        L.append("")
+    report_libraries(L, runs, summ, targets)
     # ------------------------------------------------ full handshakes
     sp = speed or {}
     plain_us = {t: summ[(t, "plain-close")]["cpu_us"][0] for t in targets if (t, "plain-close") in summ}
@@ -684,6 +832,9 @@ def write_report(outdir, d, runs, mem, speed, samples, probes, targets, facts, c
             L.append(f"| BoringSSL, Debian android-boringssl (`{os.path.basename(speed.get('bssl_path', 'bssl-tool'))} "
                      f"speed`) | {fmt(speed['boringssl'].get('ecdsa'))} | {fmt(speed['boringssl'].get('rsa'))} "
                      "| sluice-boringssl |")
+        if "sluice-awslc" in targets:
+            L.append(f"| {SLUICE.get('awslc', ('', 'AWS-LC'))[1]} (no speed tool installed) | — | — "
+                     "| sluice-awslc |")
         L.append("")
         for n in speed.get("notes", []):
             L.append(f"- {n}")
@@ -784,16 +935,18 @@ def write_report(outdir, d, runs, mem, speed, samples, probes, targets, facts, c
              "resumed ECDSA TLS 1.3 ones (the other cases change only the certificate, the "
              "versions and the ticket/cache lines) are:")
     L.append("")
-    report_end(L, outdir, "tls", confs, facts,
-               "`make bench-tls` (or `QUICK=1 make bench-tls`); see docs/benchmarking.md, "
-               "section tls.")
+    report_configs_and_machine(L, confs, facts)
+    # Last, so the verdict on issue 21 is where a reader looks for the bottom line.
+    report_issue21(L, runs, mem, samples, targets)
+    L += ["Reproduce: `make bench-tls` (or `QUICK=1 make bench-tls`); see docs/bench/tls.md.", ""]
+    write(os.path.join(outdir, "tls.md"), "\n".join(L))
     return summ
 
 
 def facts_software():
     wrk_ssl = re.search(r"libssl\.so\S*", cmd_out(["ldd", shutil.which("wrk") or "wrk"]))
     sw = []
-    for lib in ("openssl", "boringssl"):
+    for lib in (t.split("-", 1)[1] for t in ALL_TARGETS if t.startswith("sluice-")):
         if lib in SLUICE:
             path, tlsv = SLUICE[lib]
             src = SLUICE_SRC.get(lib, path)
@@ -833,7 +986,7 @@ def main():
     for t in TARGETS:
         if t.startswith("sluice") and t.split("-", 1)[1] not in SLUICE:
             notes.append(f"{t}: no sluice binary built with that library was found "
-                         "(make all; make TLS=boringssl all) — left out")
+                         f"(make TLS={t.split('-', 1)[1]} all) — left out")
             log(notes[-1])
             continue
         targets.append(t)
@@ -858,7 +1011,7 @@ def main():
 
     speed = speed_tests(d) if "speed" in PARTS else None
     if speed:
-        log(f"sign/s: openssl {speed['openssl']}  boringssl {speed.get('boringssl')}")
+        log(f"sign/s: openssl {speed['openssl']}  boringssl {speed.get('boringssl')}  awslc: no speed tool")
 
     backend, bport, backend_cmd = start_backend_nginx(d, LOAD_PIN, prog=PROG)
     quiet = Quiet(NOISE_PCT, QUIET_BUDGET, ATTEMPTS, log=log)
@@ -869,7 +1022,9 @@ def main():
         pos = fsize(errlog)
         proxy, port, cmd, conf = start_proxy(tgt, d, bport, case, certs)
         commands.setdefault(tgt, cmd.replace(conf, "CONFIG"))
-        if case["key"] in ("full-ecdsa-1.3", "resumed-ecdsa-1.3") and tgt != "sluice-boringssl":
+        # One sluice config is shown: the builds' configs differ only in their name.
+        if case["key"] in ("full-ecdsa-1.3", "resumed-ecdsa-1.3") and \
+                (not tgt.startswith("sluice") or tgt == next(t for t in targets if t.startswith("sluice"))):
             confs.setdefault(f"{tgt}, {case['key']}", conf)
         if proxy is None:
             notes.append(f"round {rnd + 1}, {case['key']}, {tgt}: did not start; log: "
@@ -950,6 +1105,12 @@ def main():
                  cert_cmds, backend_cmd, notes, loglines, started.strftime("%Y-%m-%d %H:%M:%S"), elapsed)
     refresh_latest(RESULTS, outdir, "tls")
     show_report(outdir, "tls", ["![tls chart]", "## Problems seen"], log)
+    # The targets close the report, past what show_report prints: print them too.
+    with open(os.path.join(outdir, "tls.md")) as f:
+        tail = f.read().partition("## Issue 21's targets")
+    if tail[1]:
+        print(tail[1] + tail[2].split("Reproduce:")[0].rstrip())
+        print()
     return 0 if runs or mem else 1
 
 

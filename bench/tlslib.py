@@ -160,22 +160,31 @@ def probe(port, ver, tries=3, size=None, path="/"):
 
 # ---------------------------------------------------------------- sluice binaries
 
+# The TLS libraries sluice builds with (make TLS=<key>): the name `sluice -V`
+# gives each on its "tls" line, and the variable that names its binary.
+# AWS-LC comes first: the name is what tells the libraries apart, and a later
+# AWS-LC version line could mention BoringSSL, which it derives from.
+SLUICE_LIBS = {"awslc": ("AWS-LC", "SLUICE_AWSLC"), "boringssl": ("BoringSSL", "SLUICE_BORINGSSL"),
+               "openssl": ("OpenSSL", "SLUICE_OPENSSL")}
+LIB_NAME = {lib: name for lib, (name, _) in SLUICE_LIBS.items()}
+
+
 def sluice_lib(path):
-    """('openssl' | 'boringssl' | None, the TLS line of `sluice -V`)."""
+    """('openssl' | 'boringssl' | 'awslc' | None, the TLS line of `sluice -V`)."""
     v = cmd_out([path, "-V"])
     tls_line = next((ln for ln in v.splitlines() if ln[:4].lower() == "tls "), "")   # -V says "tls ..."
-    lib = "boringssl" if "BoringSSL" in tls_line else "openssl" if "OpenSSL" in tls_line else None
+    lib = next((k for k, (name, _) in SLUICE_LIBS.items() if tls_line[4:].startswith(name)), None)
     return lib, tls_line[4:]
 
 
-def find_sluice(prog, builds=("build", "build-boringssl", "build-openssl")):
-    """{'openssl': (path, TLS line), 'boringssl': (...)}: SLUICE_OPENSSL /
-    SLUICE_BORINGSSL if set, else the newest binary built with each library
-    among `builds` (the Makefile puts the default library in build/ and the
-    other in build-<name>/; a directory left over from before the default
-    changed is older)."""
+def find_sluice(prog, builds=("build", "build-boringssl", "build-openssl", "build-awslc")):
+    """{'openssl': (path, TLS line), 'boringssl': (...), 'awslc': (...)}:
+    SLUICE_OPENSSL / SLUICE_BORINGSSL / SLUICE_AWSLC if set, else the newest
+    binary built with each library among `builds` (the Makefile puts the
+    default library in build/ and each other one in build-<name>/; a
+    directory left over from before the default changed is older)."""
     found = {}
-    for lib, var in (("openssl", "SLUICE_OPENSSL"), ("boringssl", "SLUICE_BORINGSSL")):
+    for lib, (_, var) in SLUICE_LIBS.items():
         path = os.environ.get(var)
         if path:
             got, tls_line = sluice_lib(path) if os.access(path, os.X_OK) else (None, "")
