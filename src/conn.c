@@ -116,6 +116,8 @@ static void client_trim(struct client *cl)
 	/* Only a trim that freed something is worth a page purge. */
 	int held = cl->in.cap || cl->out.pending.cap || cl->out.inflight.cap ||
 		   (tx && (tx->wire.pending.cap || tx->wire.inflight.cap || tx->hs_in.cap));
+	if (cl->tls)
+		held |= tls_conn_trim(cl->tls);
 	buf_trim(&cl->in, 0);
 	buf_trim(&cl->out.pending, 0);
 	buf_trim(&cl->out.inflight, 0);

@@ -723,6 +723,26 @@ struct tls_conn *tls_conn_new_client(struct tls_client *c, void **session_slot)
 	return t;
 }
 
+int tls_conn_trim(struct tls_conn *t)
+{
+	/* Memory BIOs keep the capacity of the largest flight they carried
+	 * (a handshake's: kilobytes) for the connection's life. Idle and
+	 * empty, they are swapped for new ones, which hold nothing until the
+	 * next record. */
+	if (!t->done || BIO_ctrl_pending(t->rbio) || BIO_ctrl_pending(t->wbio))
+		return 0;
+	BIO *r = BIO_new(BIO_s_mem()), *w = BIO_new(BIO_s_mem());
+	if (r == NULL || w == NULL) {
+		BIO_free(r);
+		BIO_free(w);
+		return 0;
+	}
+	SSL_set_bio(t->ssl, r, w);  /* frees the old pair */
+	t->rbio = r;
+	t->wbio = w;
+	return 1;
+}
+
 int tls_conn_resumed(const struct tls_conn *t)
 {
 	return SSL_session_reused(t->ssl);

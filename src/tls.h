@@ -54,6 +54,9 @@ void tls_client_free(struct tls_client *c);
  * resumption and replaced by newer ones. */
 struct tls_conn *tls_conn_new_client(struct tls_client *c, void **session_slot);
 void tls_session_free(void *session);
+/* Give back memory an idle connection holds (its BIOs' buffers); 1 if
+ * anything was freed. */
+int tls_conn_trim(struct tls_conn *t);
 int tls_conn_resumed(const struct tls_conn *t);
 
 enum tls_status {

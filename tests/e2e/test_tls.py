@@ -1029,6 +1029,23 @@ def test_keepalive_requests_on_one_connection(https, pki):
         assert int(e["cport"]) == cport and e["resumed"] == "0"
 
 
+def test_keepalive_across_idle_trims(https, pki):
+    """An idle TLS keepalive connection gives its buffers back after 250 ms
+    (the TLS library's BIO buffers too): requests after idle spells, on
+    TLS 1.2 and 1.3, still work on the same connection, with bodies larger
+    than one TLS record both ways."""
+    s = https()
+    for v, ver in enumerate((TLS12, TLS13)):
+        paths = ["/idle-%d-%d?size=40000" % (v, i) for i in range(3)]
+        with TlsClient(s.port, cctx(**ver)) as c:
+            for p in paths:
+                r = c.request("POST", p, body=b"x" * 30000)
+                assert r.status == 200 and len(r.body) == 40000
+                time.sleep(0.4)
+            cport = c.cport
+        assert {int(tls_entry(s, p)["cport"]) for p in paths} == {cport}
+
+
 def test_wrk_over_https(https, pki):
     if shutil.which("wrk") is None:
         pytest.skip("wrk not installed")
