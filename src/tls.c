@@ -56,6 +56,12 @@ struct tls_client {
 	const struct cfg_backend_tls *cfg;
 };
 
+/* BoringSSL and AWS-LC, which derives from it, share the calls the
+ * OpenSSL 3 code paths below replace. */
+#if defined(OPENSSL_IS_BORINGSSL) || defined(OPENSSL_IS_AWSLC)
+#define TLS_BORINGSSL_FAMILY 1
+#endif
+
 struct tls_conn {
 	SSL *ssl;
 	BIO *rbio, *wbio;          /* owned by ssl */
@@ -245,13 +251,9 @@ static int choose_and_switch(SSL *ssl, const uint8_t *sni_ext, size_t sni_len, c
 	return 0;
 }
 
-/* The BoringSSL family (AWS-LC too) hands the ClientHello to its own
- * early callback; OpenSSL 3 to the client_hello callback. */
-#if defined(OPENSSL_IS_BORINGSSL) || defined(OPENSSL_IS_AWSLC)
-#define TLS_SELECT_CERT_CB 1
-#endif
-
-#ifdef TLS_SELECT_CERT_CB
+/* The BoringSSL family hands the ClientHello to its own early callback;
+ * OpenSSL 3 to the client_hello callback. */
+#ifdef TLS_BORINGSSL_FAMILY
 static enum ssl_select_cert_result_t select_cert_cb(const SSL_CLIENT_HELLO *ch)
 {
 	const uint8_t *sni = NULL, *sig = NULL, *ver = NULL;
@@ -402,7 +404,7 @@ static int ctx_configure(SSL_CTX *ctx, const struct cfg_tls *tc, struct tls_serv
 	} else
 		SSL_CTX_set_tlsext_ticket_key_cb(ctx, ticket_key_cb);
 	SSL_CTX_set_alpn_select_cb(ctx, alpn_cb, srv);
-#ifdef TLS_SELECT_CERT_CB
+#ifdef TLS_BORINGSSL_FAMILY
 	SSL_CTX_set_select_certificate_cb(ctx, select_cert_cb);
 #else
 	SSL_CTX_set_client_hello_cb(ctx, client_hello_cb, NULL);
@@ -765,6 +767,11 @@ struct tls_conn *tls_conn_new(struct tls_server *srv)
 	SSL_set_bio(t->ssl, t->rbio, t->wbio);
 	SSL_set_app_data(t->ssl, t);
 	SSL_set_accept_state(t->ssl);
+#ifdef TLS_BORINGSSL_FAMILY
+	/* Certificates, suites and the rest of the handshake's settings are
+	 * not needed once it is done: an idle connection holds less. */
+	SSL_set_shed_handshake_config(t->ssl, 1);
+#endif
 	return t;
 }
 
