@@ -4,6 +4,7 @@
 #                                                    each target N seconds (one at a time)
 #   make -f tests/fuzz/fuzz.mk run FUZZ_TARGETS="fuzz_cfg" ...   a subset
 #   make -f tests/fuzz/fuzz.mk replay                the regressions only
+#   make -f tests/fuzz/fuzz.mk FUZZ_TLS=awslc ...    the same against AWS-LC
 # `run` fails on any crash, leak, sanitizer report or oracle failure; the
 # reproducer lands in build-fuzz/artifacts/<target>/.
 #
@@ -27,8 +28,23 @@ FBUILD  = build-fuzz
 FUZZ_PKGS = clang-14 libclang-rt-14-dev llvm-14
 FUZZ_RT   = /usr/lib/llvm-14/lib/clang/14.0.6/lib/linux/libclang_rt.fuzzer-x86_64.a
 
-TLS_CFLAGS = -I/usr/include/android
-TLS_LIBS   = -L/usr/lib/x86_64-linux-gnu/android -Wl,-rpath,/usr/lib/x86_64-linux-gnu/android -lssl -lcrypto
+# The TLS library the rig links: Debian's android BoringSSL, or AWS-LC with
+# FUZZ_TLS=awslc (the static libraries `make TLS=awslc` builds, see the
+# Makefile; this build goes to build-fuzz-awslc/).
+FUZZ_TLS  ?= boringssl
+AWSLC_DIR ?= build-awslc-lib
+TLS_DEP    =
+ifeq ($(FUZZ_TLS),awslc)
+  FBUILD     = build-fuzz-awslc
+  TLS_CFLAGS = -I$(AWSLC_DIR)/include -DBORINGSSL_PREFIX_SYMBOLS_H
+  TLS_LIBS   = $(AWSLC_DIR)/lib/libssl.a $(AWSLC_DIR)/lib/libcrypto.a
+  TLS_DEP    = $(AWSLC_DIR)/.stamp
+else ifeq ($(FUZZ_TLS),boringssl)
+  TLS_CFLAGS = -I/usr/include/android
+  TLS_LIBS   = -L/usr/lib/x86_64-linux-gnu/android -Wl,-rpath,/usr/lib/x86_64-linux-gnu/android -lssl -lcrypto
+else
+  $(error FUZZ_TLS must be boringssl or awslc)
+endif
 WARN     = -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wwrite-strings
 LLHTTP_DEFS = -DLLHTTP_STRICT_MODE=1
 SAN      = -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
@@ -52,7 +68,10 @@ toolchain:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
 	    $(FUZZ_PKGS) >/dev/null; fi
 
-$(FBUILD)/.flags: FORCE | toolchain
+$(AWSLC_DIR)/.stamp: tls/awslc/Cargo.toml tls/awslc/Cargo.lock tls/awslc/build.rs tls/awslc/build.sh
+	sh tls/awslc/build.sh $(AWSLC_DIR)
+
+$(FBUILD)/.flags: FORCE $(TLS_DEP) | toolchain
 	@mkdir -p $(FBUILD)/llhttp
 	@echo '$(FCC) $(FCFLAGS) $(FLIBS)' | cmp -s - $@ || echo '$(FCC) $(FCFLAGS) $(FLIBS)' > $@
 FORCE:
