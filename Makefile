@@ -224,6 +224,8 @@ bench-offload: all
 	BUILD=$(BUILD) sh bench/offload.sh
 
 bench-churn: all
+	$(MAKE) TLS=openssl BUILD=build-openssl all
+	-$(MAKE) TLS=awslc BUILD=build-awslc all
 	BUILD=$(BUILD) sh bench/churn.sh
 
 bench-throughput: all
