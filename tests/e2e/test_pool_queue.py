@@ -202,21 +202,50 @@ def test_roundrobin_alternates(sluice, recorder):
 
 
 def test_leastconn_prefers_less_busy_server(sluice, recorder):
-    slow = recorder(gated_handler(threading.Event(), slow_delay=0.3))
+    """leastconn: while one server holds a request in progress and the other
+    none, every new request goes to the idle one (20 of 20); once the busy
+    one is free again, it is chosen again. Deterministic: the held request
+    waits on a gate, not on a clock."""
+    gate = threading.Event()
+    slow = recorder(gated_handler(gate))  # holds /slow* until the gate opens
     fast = recorder()
     cfg = H.make_config(H.free_port(), [H.server(slow.port, "slow"), H.server(fast.port, "fast")],
                         backend={"balance": "leastconn"})
     s = sluice(cfg)
+    held = []
+    try:
+        # /slow requests until one is held by `slow` (one that reaches
+        # `fast` is answered at once and leaves it idle again)
+        for i in range(10):
+            box = {}
 
-    def client(i):
-        with H.Client(s.port, timeout=20) as c:
-            return [c.request("GET", "/%d/%d" % (i, j)).status for j in range(5)]
-    with ThreadPoolExecutor(8) as ex:
-        res = list(ex.map(client, range(8)))
-    assert all(x == 200 for r in res for x in r)
-    ns, nf = len(slow.all_requests()), len(fast.all_requests())
-    assert ns + nf == 40
-    assert nf >= 2 * ns, (ns, nf)
+            def one(i=i, box=box):
+                with H.Client(s.port, timeout=30) as c:
+                    box["status"] = c.request("GET", "/slow-%d" % i).status
+            t = threading.Thread(target=one)
+            t.start()
+            H.wait_for(lambda: "status" in box or len(slow.all_requests()) > 0, 5, what="/slow-%d placed" % i)
+            if len(slow.all_requests()) > 0:
+                held.append((t, box))
+                break
+            t.join(5)
+            assert box["status"] == 200
+        assert held, "no request reached the slow server in 10 tries"
+        with H.Client(s.port, timeout=10) as c:
+            for j in range(20):
+                assert c.request("GET", "/n-%d" % j).status == 200
+        assert len(slow.all_requests()) == 1, [q.target for q in slow.all_requests()]
+        assert {"/n-%d" % j for j in range(20)} <= {q.target for q in fast.all_requests()}
+    finally:
+        gate.set()
+    t, box = held[0]
+    t.join(10)
+    assert box.get("status") == 200
+    # both idle again: the slow server is chosen again within a few requests
+    with H.Client(s.port, timeout=10) as c:
+        for j in range(6):
+            assert c.request("GET", "/m-%d" % j).status == 200
+    assert any(q.target.startswith("/m-") for q in slow.all_requests())
 
 
 def test_wrk_load_through_small_pool(sluice, recorder):
