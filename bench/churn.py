@@ -23,10 +23,10 @@ in response headers, and a probe through every proxy checks that the backend
 saw the probe's own address and port.
 
 Targets: each sluice build is a target of its own, named after its TLS
-library as in bench/tls.py (sluice-awslc, sluice-openssl, sluice-boringssl),
-found by what `sluice -V` says; then haproxy and nginx. A sluice build that
-cannot be found (AWS-LC needs cargo to build) is left out, and the report
-says so.
+library as in bench/tls.py (sluice-awslc, the default build, and
+sluice-openssl), found by what `sluice -V` says; then haproxy and nginx. A
+sluice build that cannot be found (AWS-LC needs cargo to build) is left out,
+and the report says so.
 
 Two parts (PARTS):
   cases  closed loop, wrk -c50: every case (certificate x TLS version) on
@@ -63,18 +63,19 @@ Usage: sh bench/churn.sh  (or `make bench-churn`). Environment knobs:
   CASES=a,b        1-worker cases, CERT-VERSION with CERT ecdsa|rsa, VERSION 1.2|1.3
                    (ecdsa-1.2,ecdsa-1.3,rsa-1.2,rsa-1.3; QUICK ecdsa-1.3,rsa-1.3)
   SCALE=a,b        cases also run with 2 workers (ecdsa-1.3; empty: none)
-  TARGETS=a,b      subset/order of sluice-awslc,sluice-openssl,sluice-boringssl,
-                   sluice,sluice-base,haproxy,nginx
+  TARGETS=a,b      subset/order of sluice-awslc,sluice-openssl,sluice,
+                   sluice-base,haproxy,nginx
                    (sluice-awslc,sluice-openssl,haproxy,nginx); "sluice" is the
                    one binary SLUICE or BUILD/sluice, whatever its library
-  SLUICE_AWSLC=path, SLUICE_OPENSSL=path, SLUICE_BORINGSSL=path
+  SLUICE_AWSLC=path, SLUICE_OPENSSL=path
                    the binary of that target (checked with sluice -V)
   SLUICE=path      a sluice binary: the target of its TLS library uses it
                    (unless SLUICE_<LIB> names another), and so does "sluice"
   BUILD=dir        the same for dir/sluice, after SLUICE (default build/);
-                   other builds are found among build/, build-openssl/,
-                   build-boringssl/, build-awslc/ (the newest for each
-                   library); relative paths are from the repository root
+                   other builds are found among build/ (AWS-LC, the
+                   default), build-openssl/ and build-awslc/ (the newest
+                   for each library); relative paths are from the
+                   repository root
   BASELINE=path    another sluice binary, measured as "sluice-base" with the
                    same configs (placed after the sluice target of its TLS
                    library unless TARGETS names it)
@@ -156,10 +157,10 @@ if WRK_THREADS > CONNECTIONS:
 
 # ---------------------------------------------------------------- targets and binaries
 
-LIB_TARGETS = [f"sluice-{lib}" for lib in ("awslc", "openssl", "boringssl")]
+LIB_TARGETS = [f"sluice-{lib}" for lib in ("awslc", "openssl")]
 KNOWN_TARGETS = LIB_TARGETS + ["sluice", "sluice-base", "haproxy", "nginx"]
 DEFAULT_TARGETS = "sluice-awslc,sluice-openssl,haproxy,nginx"
-RAMP_PREFERENCE = ["sluice-awslc", "sluice-boringssl", "sluice-openssl", "sluice"]
+RAMP_PREFERENCE = ["sluice-awslc", "sluice-openssl", "sluice"]
 
 
 def shown(path):
@@ -225,7 +226,7 @@ def choose_targets():
     else:
         # the best sluice build: among the sluice targets of TARGETS first
         pick = (next((t for t in RAMP_PREFERENCE if t in targets and t in bins), None)
-                or next((f"sluice-{lib}" for lib in ("awslc", "boringssl", "openssl") if lib in found), None))
+                or next((f"sluice-{lib}" for lib in ("awslc", "openssl") if lib in found), None))
         if pick and pick not in bins:
             lib = pick.split("-", 1)[1]
             bins[pick] = found[lib] + (lib,)
@@ -562,7 +563,7 @@ def summarize(runs, tgt, key):
     return s
 
 
-COLORS = {"sluice-awslc": "#7b4fb0", "sluice-openssl": "#2b7bba", "sluice-boringssl": "#7fb8e6",
+COLORS = {"sluice-awslc": "#7b4fb0", "sluice-openssl": "#2b7bba",
           "sluice": "#1f4e79", "sluice-base": "#8cc0e8", "haproxy": "#e07b39", "nginx": "#3a9e4f"}
 
 
@@ -1037,9 +1038,10 @@ def write_report(outdir, d, runs, steps, targets, idents, facts, commands, confs
              "connection is a full handshake (bench/tls.py checks this with a request log of the "
              "resumed flag). Ciphers, groups and signature algorithms are each server's defaults. "
              f"Listen backlog {BACKLOG} on every proxy.")
-    L.append("- sluice builds: the same source built against each TLS library (`make TLS=awslc|openssl|"
-             "boringssl all`); each target runs a copy of its binary (churn/bin/), so a rebuild during "
-             "the run cannot swap it; the same config for each, but for its name.")
+    L.append("- sluice builds: the same source built against each TLS library (`make all` for "
+             "AWS-LC, the default, `make TLS=openssl all` for OpenSSL 3); each target runs a copy "
+             "of its binary (churn/bin/), so a rebuild during the run cannot swap it; the same "
+             "config for each, but for its name.")
     L.append("- Proxy CPU: utime+stime from `/proc/PID/stat` over the proxy's process tree (sluice "
              "and nginx: master + workers; HAProxy: one process), read just before and after the "
              f"measured run, ÷ requests completed. Clock tick = 1/{CLK_TCK} s.")

@@ -3,7 +3,8 @@
 # every request (a new TCP connection and a full TLS handshake each), TLS 1.2
 # and 1.3, ECDSA P-256 vs RSA-2048, PROXY v2 to the backend, 1 and 2 workers,
 # and an open-loop ramp of the connection rate to the knee; each sluice build
-# (AWS-LC, OpenSSL, BoringSSL) vs HAProxy vs nginx. Run by `make bench-churn`.
+# (AWS-LC, the default, and OpenSSL 3) vs HAProxy vs nginx. Run by
+# `make bench-churn`.
 # Knobs (environment): see bench/churn.py or docs/bench/churn.md.
 #
 # This wrapper makes sure the tools exist (a fresh Debian machine has none of
@@ -25,11 +26,10 @@ wants() {
 	return 1
 }
 
-# Is there a sluice built with $1 (OpenSSL | BoringSSL | AWS-LC) where
+# Is there a sluice built with $1 (OpenSSL | AWS-LC) where
 # bench/churn.py looks? `sluice -V` says "tls <library> ...".
 have_lib() {
-	for b in ${SLUICE:-} "$BUILD/sluice" build/sluice build-openssl/sluice build-boringssl/sluice \
-		build-awslc/sluice; do
+	for b in ${SLUICE:-} "$BUILD/sluice" build/sluice build-openssl/sluice build-awslc/sluice; do
 		[ -x "$b" ] && "$b" -V 2>/dev/null | grep -qi "^tls $1" && return 0
 	done
 	return 1
@@ -41,11 +41,11 @@ if wants sluice && [ -z "${SLUICE:-}" ]; then
 fi
 # Each sluice-<lib> target: its own build, made here when none is found. The
 # Makefile picks the build directory from TLS (build/ for the default library,
-# build-<lib>/ for the others), so BUILD and a parent make's variables are
-# kept away from it. AWS-LC is built from the aws-lc-sys crate, which needs
+# AWS-LC; build-openssl/ for OpenSSL), so BUILD and a parent make's variables
+# are kept away from it. AWS-LC is built from the aws-lc-sys crate, which needs
 # cargo: without it the run goes on, and the report says sluice-awslc was
 # left out.
-for v in awslc:AWS-LC:SLUICE_AWSLC openssl:OpenSSL:SLUICE_OPENSSL boringssl:BoringSSL:SLUICE_BORINGSSL; do
+for v in awslc:AWS-LC:SLUICE_AWSLC openssl:OpenSSL:SLUICE_OPENSSL; do
 	lib=${v%%:*}
 	rest=${v#*:}
 	name=${rest%%:*}

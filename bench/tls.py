@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """TLS benchmark: TLS termination through ONE proxy worker.
 
-sluice built with OpenSSL 3, with BoringSSL and with AWS-LC (workers: 1) vs
+sluice built with OpenSSL 3 and with AWS-LC, the default (workers: 1), vs
 HAProxy (nbthread 1) vs nginx (worker_processes 1), all on the same
 certificate files, in front of the same backend (nginx, static 128-byte
 body), alternating target by target, round after round:
@@ -16,9 +16,9 @@ body), alternating target by target, round after round:
   keepalive  wrk keepalive over https (ECDSA, TLS 1.3)
   memory     RSS growth of the proxy's processes over N idle TLS connections
              (handshake done, one request each, then idle), per connection
-  speed      signing limits for one core: openssl speed ecdsap256 rsa2048,
-             and bssl-tool speed (Debian package android-boringssl); AWS-LC
-             has no speed tool here (the crate builds only the libraries)
+  speed      signing limits for one core: openssl speed ecdsap256 rsa2048;
+             AWS-LC has no speed tool here (the crate builds only the
+             libraries)
 
 Headline for handshakes: the proxy's own CPU time per handshake (utime+stime
 from /proc/PID/stat over its process tree ÷ completed requests), because on
@@ -34,14 +34,13 @@ Usage: sh bench/tls.sh  (or `make bench-tls`). Environment knobs:
   CONNECTIONS=N    wrk connections (50)
   ROUNDS=N         rounds; each round runs every target once per case (3; QUICK 1)
   IDLE_CONNS=N     idle TLS connections for the memory part (2000)
-  SPEED_SECONDS=N  seconds per openssl/bssl-tool speed test (3; QUICK 1)
+  SPEED_SECONDS=N  seconds per openssl speed test (3; QUICK 1)
   PARTS=a,b        subset of plain,full,resumed,keepalive,memory,speed
-  TARGETS=a,b      subset/order of sluice-openssl,sluice-boringssl,sluice-awslc,
-                   haproxy,nginx
-  SLUICE_OPENSSL=path, SLUICE_BORINGSSL=path, SLUICE_AWSLC=path
-                   the sluice binaries (default: found among build/,
-                   build-boringssl/, build-openssl/, build-awslc/ by what
-                   `sluice -V` says)
+  TARGETS=a,b      subset/order of sluice-openssl,sluice-awslc,haproxy,nginx
+  SLUICE_OPENSSL=path, SLUICE_AWSLC=path
+                   the sluice binaries (default: the newest found among
+                   build/, build-openssl/, build-awslc/ by what `sluice -V`
+                   says)
   PIN=0            do not pin with taskset
   NOISE_PCT=N      others' CPU (% of one CPU) that makes a run noisy (25)
   QUIET_BUDGET=N   seconds in all for waiting for quiet / re-running (60; QUICK 15)
@@ -86,7 +85,7 @@ IDLE_CONNS = env_int("IDLE_CONNS", 2000, 1)
 SPEED_SECONDS = env_int("SPEED_SECONDS", 1 if QUICK else 3, 1)
 ALL_PARTS = ["plain", "full", "resumed", "keepalive", "memory", "speed"]
 PARTS = [p for p in os.environ.get("PARTS", ",".join(ALL_PARTS)).split(",") if p]
-ALL_TARGETS = ["sluice-openssl", "sluice-boringssl", "sluice-awslc", "haproxy", "nginx"]
+ALL_TARGETS = ["sluice-openssl", "sluice-awslc", "haproxy", "nginx"]
 TARGETS = [t for t in os.environ.get("TARGETS", ",".join(ALL_TARGETS)).split(",") if t]
 NOISE_PCT = env_int("NOISE_PCT", 25)
 QUIET_BUDGET = env_int("QUIET_BUDGET", 15 if QUICK else 60)
@@ -346,11 +345,11 @@ def measure_memory(tgt, rnd, d, port, proxy):
 # ---------------------------------------------------------------- signing limits
 
 def speed_tests(d):
-    """Sign/s for one core (pinned like the proxy): OpenSSL and BoringSSL.
-    AWS-LC has none: the aws-lc-sys crate builds its libraries but not its
-    `bssl` tool, and no package installs one; a note says so rather than
-    borrowing another library's figure."""
-    out = {"openssl": {}, "boringssl": {}, "commands": [], "notes": []}
+    """Sign/s for one core (pinned like the proxy): OpenSSL. AWS-LC has
+    none: the aws-lc-sys crate builds its libraries but not its `bssl` tool,
+    and no package installs one; a note says so rather than borrowing
+    another library's figure."""
+    out = {"openssl": {}, "commands": [], "notes": []}
     if "sluice-awslc" in TARGETS:
         out["notes"].append("AWS-LC: no speed tool is installed here (the aws-lc-sys crate builds only "
                             "libssl/libcrypto, not AWS-LC's `bssl` tool), so there is no AWS-LC signing "
@@ -367,21 +366,6 @@ def speed_tests(d):
     if m:
         out["openssl"]["ecdsa"] = float(m.group(1))
     out["openssl_version"] = cmd_out(["openssl", "version"])
-    bssl = shutil.which("bssl-tool") or shutil.which("bssl")
-    if not bssl:
-        out["notes"].append("bssl-tool not found (Debian package android-boringssl): no BoringSSL "
-                            "signing limit")
-        return out
-    for filt, key in (("ECDSA P-256", "ecdsa"), ("RSA 2048", "rsa")):
-        cmd = PROXY_PIN + [bssl, "speed", "-filter", filt, "-timeout", str(SPEED_SECONDS)]
-        log("signing limits: " + " ".join(cmd))
-        text = cmd_out(cmd, timeout=SPEED_SECONDS * 12 + 60)
-        write(os.path.join(d, "raw", f"bssl-speed-{key}.txt"), " ".join(cmd) + "\n" + text)
-        out["commands"].append(" ".join(f"'{c}'" if " " in c else c for c in cmd))
-        m = re.search(rf"Did \d+ {filt} signing operations in \d+us \(([\d.]+) ops/sec\)", text)
-        if m:
-            out["boringssl"][key] = float(m.group(1))
-    out["bssl_path"] = bssl
     return out
 
 
@@ -407,7 +391,7 @@ def chart(path, summ, mem, targets):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    colors = {"sluice-openssl": "#2b7bba", "sluice-boringssl": "#7fb8e6", "sluice-awslc": "#7b4fb0",
+    colors = {"sluice-openssl": "#2b7bba", "sluice-awslc": "#7b4fb0",
               "haproxy": "#e07b39", "nginx": "#3a9e4f"}
     panels = []
     for title, keys, metric in (
@@ -464,7 +448,7 @@ def geomean(xs):
 
 
 def lib_of(tgt):
-    """'BoringSSL' for sluice-boringssl, and so on."""
+    """'AWS-LC' for sluice-awslc, 'OpenSSL' for sluice-openssl."""
     return LIB_NAME[tgt.split("-", 1)[1]]
 
 
@@ -490,9 +474,9 @@ def cheapest(runs, builds, key):
 def report_libraries(L, runs, summ, targets):
     """The sluice builds against each other: the measurement that decides
     sluice's default TLS library. Medians side by side with the cheapest
-    build per case, then the per-round ratios of every pair (newer library
-    over older, in ALL_TARGETS order: BoringSSL ÷ OpenSSL, AWS-LC ÷ OpenSSL,
-    AWS-LC ÷ BoringSSL), then which library wins how many cases."""
+    build per case, then the per-round ratios of the pair (AWS-LC ÷ OpenSSL,
+    the default over the distribution build, in ALL_TARGETS order), then
+    which library wins how many cases."""
     builds = sorted((t for t in targets if t.startswith("sluice-")), key=ALL_TARGETS.index)
     if len(builds) < 2:
         return
@@ -571,12 +555,12 @@ ISSUE21 = [("full handshake, ECDSA P-256, TLS 1.3: proxy CPU µs ÷ HAProxy's", 
 ISSUE21_MEM_KB = 6            # most memory per idle TLS connection, KB of 1,000 bytes
 
 
-def report_issue21(L, runs, mem, samples, targets, tgt="sluice-awslc", ref="sluice-boringssl"):
-    """Issue 21's targets for TGT: each ratio to HAProxy (median of the
-    per-round ratios, which drift between rounds cannot move) and the memory
-    per idle connection, met or missed; REF (the default build) alongside,
-    for comparison. A target whose case, HAProxy or TGT was not run says so
-    instead of a verdict."""
+def report_issue21(L, runs, mem, samples, targets, tgt="sluice-awslc", ref="sluice-openssl"):
+    """Issue 21's targets for TGT (the default build): each ratio to HAProxy
+    (median of the per-round ratios, which drift between rounds cannot move)
+    and the memory per idle connection, met or missed; REF (the OpenSSL 3
+    distribution build) alongside, for comparison. A target whose case,
+    HAProxy or TGT was not run says so instead of a verdict."""
     L.append("## Issue 21's targets")
     L.append("")
     if tgt not in targets:
@@ -586,7 +570,7 @@ def report_issue21(L, runs, mem, samples, targets, tgt="sluice-awslc", ref="slui
     L.append(f"For {tgt}; ratios are the median (min–max) of the per-round ratios to HAProxy's run of "
              "the same round, the verdict is on the median. With `Connection: close` one request is "
              "one connection and one handshake."
-             + (f" {ref} (today's default) for comparison." if ref else "")
+             + (f" {ref} (the OpenSSL 3 distribution build) for comparison." if ref else "")
              + (" QUICK mode: one short round, so the verdicts are indicative only." if QUICK else ""))
     L.append("")
     L.append(f"| target | {tgt} | limit | verdict |" + (f" {ref} |" if ref else ""))
@@ -828,10 +812,6 @@ def write_report(outdir, d, runs, mem, speed, samples, probes, targets, facts, c
         L.append(f"| {speed.get('openssl_version', 'OpenSSL')} (`openssl speed`) | "
                  f"{fmt(speed['openssl'].get('ecdsa'))} | {fmt(speed['openssl'].get('rsa'))} | "
                  "sluice-openssl, HAProxy, nginx |")
-        if speed.get("boringssl"):
-            L.append(f"| BoringSSL, Debian android-boringssl (`{os.path.basename(speed.get('bssl_path', 'bssl-tool'))} "
-                     f"speed`) | {fmt(speed['boringssl'].get('ecdsa'))} | {fmt(speed['boringssl'].get('rsa'))} "
-                     "| sluice-boringssl |")
         if "sluice-awslc" in targets:
             L.append(f"| {SLUICE.get('awslc', ('', 'AWS-LC'))[1]} (no speed tool installed) | — | — "
                      "| sluice-awslc |")
@@ -1011,7 +991,7 @@ def main():
 
     speed = speed_tests(d) if "speed" in PARTS else None
     if speed:
-        log(f"sign/s: openssl {speed['openssl']}  boringssl {speed.get('boringssl')}  awslc: no speed tool")
+        log(f"sign/s: openssl {speed['openssl']}  awslc: no speed tool")
 
     backend, bport, backend_cmd = start_backend_nginx(d, LOAD_PIN, prog=PROG)
     quiet = Quiet(NOISE_PCT, QUIET_BUDGET, ATTEMPTS, log=log)

@@ -1,6 +1,6 @@
 #!/bin/sh
-# TLS benchmark: TLS termination through ONE proxy worker, sluice (OpenSSL 3
-# build, BoringSSL build and AWS-LC build) vs HAProxy vs nginx on the same
+# TLS benchmark: TLS termination through ONE proxy worker, sluice (AWS-LC
+# build, the default, and OpenSSL 3 build) vs HAProxy vs nginx on the same
 # certificates: full and resumed handshakes, keepalive, memory per idle TLS
 # connection, signing limits. Run by `make bench-tls`. Knobs (environment):
 # see bench/tls.py or docs/bench/tls.md.
@@ -12,19 +12,19 @@ set -eu
 cd "$(dirname "$0")/.."
 
 . bench/deps.sh
-EXTRA_TOOLS="openssl:openssl bssl-tool:android-boringssl" bench_install_deps bench/tls.sh
+EXTRA_TOOLS="openssl:openssl" bench_install_deps bench/tls.sh
 
-# The sluice builds: build/ holds the default TLS library, build-<other>/ each
-# other one (see the Makefile). Build whichever is missing. `sluice -V` says
+# The sluice builds: build/ holds the default TLS library (AWS-LC),
+# build-openssl/ the OpenSSL 3 one (see the Makefile); an AWS-LC build left
+# in build-awslc/ counts too. Build whichever is missing. `sluice -V` says
 # "tls <library> ...".
-have_lib() { # $1 = OpenSSL | BoringSSL | AWS-LC
-	for b in build build-openssl build-boringssl build-awslc; do
+have_lib() { # $1 = OpenSSL | AWS-LC
+	for b in build build-openssl build-awslc; do
 		[ -x "$b/sluice" ] && "$b/sluice" -V 2>/dev/null | grep -qi "^tls $1" && return 0
 	done
 	return 1
 }
 have_lib OpenSSL || make TLS=openssl all
-have_lib BoringSSL || make TLS=boringssl all
 # AWS-LC is built from the aws-lc-sys crate, which needs cargo: without it
 # the run goes on and bench/tls.py reports sluice-awslc as left out.
 have_lib AWS-LC || make TLS=awslc all || echo "bench/tls.sh: make TLS=awslc all failed: no sluice-awslc" >&2

@@ -160,29 +160,28 @@ def probe(port, ver, tries=3, size=None, path="/"):
 
 # ---------------------------------------------------------------- sluice binaries
 
-# The TLS libraries sluice builds with (make TLS=<key>): the name `sluice -V`
-# gives each on its "tls" line, and the variable that names its binary.
-# AWS-LC comes first: the name is what tells the libraries apart, and a later
-# AWS-LC version line could mention BoringSSL, which it derives from.
-SLUICE_LIBS = {"awslc": ("AWS-LC", "SLUICE_AWSLC"), "boringssl": ("BoringSSL", "SLUICE_BORINGSSL"),
-               "openssl": ("OpenSSL", "SLUICE_OPENSSL")}
+# The TLS libraries sluice builds with (make TLS=<key>; awslc is the default):
+# the name `sluice -V` gives each on its "tls" line, and the variable that
+# names its binary. A binary whose "tls" line names neither (an old build
+# against another library) belongs to no target.
+SLUICE_LIBS = {"awslc": ("AWS-LC", "SLUICE_AWSLC"), "openssl": ("OpenSSL", "SLUICE_OPENSSL")}
 LIB_NAME = {lib: name for lib, (name, _) in SLUICE_LIBS.items()}
 
 
 def sluice_lib(path):
-    """('openssl' | 'boringssl' | 'awslc' | None, the TLS line of `sluice -V`)."""
+    """('awslc' | 'openssl' | None, the TLS line of `sluice -V`)."""
     v = cmd_out([path, "-V"])
     tls_line = next((ln for ln in v.splitlines() if ln[:4].lower() == "tls "), "")   # -V says "tls ..."
     lib = next((k for k, (name, _) in SLUICE_LIBS.items() if tls_line[4:].startswith(name)), None)
     return lib, tls_line[4:]
 
 
-def find_sluice(prog, builds=("build", "build-boringssl", "build-openssl", "build-awslc")):
-    """{'openssl': (path, TLS line), 'boringssl': (...), 'awslc': (...)}:
-    SLUICE_OPENSSL / SLUICE_BORINGSSL / SLUICE_AWSLC if set, else the newest
-    binary built with each library among `builds` (the Makefile puts the
-    default library in build/ and each other one in build-<name>/; a
-    directory left over from before the default changed is older)."""
+def find_sluice(prog, builds=("build", "build-openssl", "build-awslc")):
+    """{'awslc': (path, TLS line), 'openssl': (...)}: SLUICE_AWSLC /
+    SLUICE_OPENSSL if set, else the newest binary built with each library
+    among `builds` (the Makefile puts the default library, AWS-LC, in build/
+    and OpenSSL in build-openssl/; build-awslc/ is where AWS-LC went before
+    it became the default, and counts when it holds the newer AWS-LC build)."""
     found = {}
     for lib, (_, var) in SLUICE_LIBS.items():
         path = os.environ.get(var)

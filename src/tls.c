@@ -1,7 +1,7 @@
-/* TLS termination over memory BIOs, for OpenSSL 3 and BoringSSL.
+/* TLS termination over memory BIOs, for AWS-LC and OpenSSL 3.
  *
  * Certificates: one SSL_CTX per configured certificate, all configured the
- * same way. A ClientHello callback (OpenSSL: client_hello_cb; BoringSSL:
+ * same way. A ClientHello callback (OpenSSL: client_hello_cb; AWS-LC:
  * select_certificate_cb) reads SNI, signature algorithms, versions and
  * suites (tlshello.c) and switches the connection to the SSL_CTX of the best
  * certificate: the name matches (exact, then wildcard, else the default
@@ -56,9 +56,9 @@ struct tls_client {
 	const struct cfg_backend_tls *cfg;
 };
 
-/* BoringSSL and AWS-LC, which derives from it, share the calls the
+/* AWS-LC keeps the API of BoringSSL, which it derives from: the calls the
  * OpenSSL 3 code paths below replace. */
-#if defined(OPENSSL_IS_BORINGSSL) || defined(OPENSSL_IS_AWSLC)
+#if defined(OPENSSL_IS_AWSLC)
 #define TLS_BORINGSSL_FAMILY 1
 #endif
 
@@ -77,8 +77,6 @@ const char *tls_library(void)
 {
 #if defined(OPENSSL_IS_AWSLC)
 	return "AWS-LC " AWSLC_VERSION_NUMBER_STRING;
-#elif defined(OPENSSL_IS_BORINGSSL)
-	return "BoringSSL";
 #else
 	return OpenSSL_version(OPENSSL_VERSION);
 #endif
@@ -367,19 +365,11 @@ static int ctx_configure(SSL_CTX *ctx, const struct cfg_tls *tc, struct tls_serv
 				lib_err_or("no cipher name recognised"));
 		return -1;
 	}
-	if (tc->ciphersuites[0]) {
-#ifdef OPENSSL_IS_BORINGSSL
+	if (tc->ciphersuites[0] && !SSL_CTX_set_ciphersuites(ctx, tc->ciphersuites)) {
 		if (err)
-			err_add(err, errlen, "%s.ciphersuites: TLS 1.3 suites are fixed in BoringSSL builds", where);
+			err_add(err, errlen, "%s.ciphersuites: bad list \"%s\": %s", where,
+				tc->ciphersuites, lib_err_or("no suite name recognised"));
 		return -1;
-#else
-		if (!SSL_CTX_set_ciphersuites(ctx, tc->ciphersuites)) {
-			if (err)
-				err_add(err, errlen, "%s.ciphersuites: bad list \"%s\": %s", where,
-					tc->ciphersuites, lib_err_or("no suite name recognised"));
-			return -1;
-		}
-#endif
 	}
 	const char *curves = tc->curves[0] ? tc->curves : TLS_DEFAULT_CURVES;
 	if (!SSL_CTX_set1_curves_list(ctx, curves)) {
@@ -398,9 +388,7 @@ static int ctx_configure(SSL_CTX *ctx, const struct cfg_tls *tc, struct tls_serv
 	}
 	if (!tc->tickets) {
 		SSL_CTX_set_options(ctx, SSL_OP_NO_TICKET);
-#ifndef OPENSSL_IS_BORINGSSL
 		SSL_CTX_set_num_tickets(ctx, 0);  /* TLS 1.3 would send them anyway */
-#endif
 	} else
 		SSL_CTX_set_tlsext_ticket_key_cb(ctx, ticket_key_cb);
 	SSL_CTX_set_alpn_select_cb(ctx, alpn_cb, srv);

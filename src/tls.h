@@ -1,4 +1,4 @@
-/* TLS termination, built against OpenSSL 3 or BoringSSL (make TLS=...).
+/* TLS termination, built against AWS-LC or OpenSSL 3 (make TLS=...).
  * The only module that includes a TLS library's headers.
  *
  * The master builds one struct tls_server per TLS listener before forking
@@ -33,7 +33,7 @@ struct tls_set {
 	struct tls_client **backends;   /* per cfg backend; NULL for plain ones */
 };
 
-/* "OpenSSL 3.0.x ..." or "BoringSSL". */
+/* "AWS-LC 5.x.y" or "OpenSSL 3.0.x ...". */
 const char *tls_library(void);
 
 /* Build the contexts of listener L. ERR gets positioned messages

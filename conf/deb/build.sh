@@ -29,12 +29,6 @@ printf 'sluice (%s) unstable; urgency=medium\n\n  * Package built with make deb.
 	"$VERSION" "$(date -R -d @"${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || date +%s)}")" \
 	| gzip -9n > "$DOC/changelog.gz"
 
-# boringssl lives in its own directory (Debian's android-libboringssl), hence the RUNPATH.
-mkdir -p "$STAGE/usr/share/lintian/overrides"
-echo "sluice: custom-library-search-path RUNPATH /usr/lib/x86_64-linux-gnu/android [usr/sbin/sluice]" \
-	> "$STAGE/usr/share/lintian/overrides/sluice"
-chmod 0644 "$STAGE/usr/share/lintian/overrides/sluice"
-
 # Depends: the package of every shared library the binary links (NEEDED),
 # at least the version installed here.
 needed=$(objdump -p "$BIN" | awk '/NEEDED/{print $2}')

@@ -1020,23 +1020,12 @@ def config_md_fragments():
             for line, text in yaml_blocks(CONFIG_MD) if not is_complete(text)]
 
 
-def tls_library(sluice_bin):
-    """The `tls` line of `sluice -V`: BoringSSL or OpenSSL."""
-    r = subprocess.run([sluice_bin, "-V"], capture_output=True, text=True, timeout=30)
-    m = re.search(r"^tls\s+(\S+)", r.stdout + r.stderr, re.M)
-    return m.group(1) if m else None
-
-
 @pytest.mark.parametrize("line,text", config_md_fragments())
 def test_config_md_fragment_is_valid(sluice_bin, scratch, line, text):
     """The reference's single-section examples pass `sluice -t` too, made
     whole with a minimal listener or backend."""
     cwd, files = scratch
     text = rewrite_paths(text, cwd, files)
-    if "ciphersuites:" in text and tls_library(sluice_bin) == "BoringSSL":
-        # The page shows TLS 1.3 suites for OpenSSL builds; BoringSSL's
-        # are fixed and a value is refused (as config.md says): empty it.
-        text = re.sub(r"(ciphersuites:\s*)(\"[^\"]*\"|\S+)", r'\1""', text)
     body = "\n" * (line - 1) + complete_fragment(text)
     path = os.path.join(cwd, "config.md-L%d.yaml" % line)
     with open(path, "w") as f:

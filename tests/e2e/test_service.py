@@ -112,7 +112,7 @@ def test_version_lists_build_facts(sluice_bin):
     assert re.match(r"\d+\.\d+\.\d+", facts["llhttp"])
     assert re.match(r"\d+\.\d+\.\d+", facts["libuv"])
     assert facts["jemalloc"] in ("yes", "no")
-    assert "BoringSSL" in facts["tls"] or "OpenSSL" in facts["tls"]
+    assert re.fullmatch(r"AWS-LC \d+\.\d+\.\d+|OpenSSL 3\..*", facts["tls"]), facts["tls"]
 
 
 # ---------------------------------------------------------------- summary line

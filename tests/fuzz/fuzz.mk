@@ -4,7 +4,7 @@
 #                                                    each target N seconds (one at a time)
 #   make -f tests/fuzz/fuzz.mk run FUZZ_TARGETS="fuzz_cfg" ...   a subset
 #   make -f tests/fuzz/fuzz.mk replay                the regressions only
-#   make -f tests/fuzz/fuzz.mk FUZZ_TLS=awslc ...    the same against AWS-LC
+#   make -f tests/fuzz/fuzz.mk FUZZ_TLS=openssl ...  the same against Debian's OpenSSL 3
 # `run` fails on any crash, leak, sanitizer report or oracle failure; the
 # reproducer lands in build-fuzz/artifacts/<target>/.
 #
@@ -28,22 +28,22 @@ FBUILD  = build-fuzz
 FUZZ_PKGS = clang-14 libclang-rt-14-dev llvm-14
 FUZZ_RT   = /usr/lib/llvm-14/lib/clang/14.0.6/lib/linux/libclang_rt.fuzzer-x86_64.a
 
-# The TLS library the rig links: Debian's android BoringSSL, or AWS-LC with
-# FUZZ_TLS=awslc (the static libraries `make TLS=awslc` builds, see the
-# Makefile; this build goes to build-fuzz-awslc/).
-FUZZ_TLS  ?= boringssl
+# The TLS library the rig links: AWS-LC, the default build's (the static
+# libraries `make` builds, see the Makefile), or Debian's OpenSSL 3 with
+# FUZZ_TLS=openssl (this build goes to build-fuzz-openssl/).
+FUZZ_TLS  ?= awslc
 AWSLC_DIR ?= build-awslc-lib
 TLS_DEP    =
 ifeq ($(FUZZ_TLS),awslc)
-  FBUILD     = build-fuzz-awslc
   TLS_CFLAGS = -I$(AWSLC_DIR)/include -DBORINGSSL_PREFIX_SYMBOLS_H
   TLS_LIBS   = $(AWSLC_DIR)/lib/libssl.a $(AWSLC_DIR)/lib/libcrypto.a
   TLS_DEP    = $(AWSLC_DIR)/.stamp
-else ifeq ($(FUZZ_TLS),boringssl)
-  TLS_CFLAGS = -I/usr/include/android
-  TLS_LIBS   = -L/usr/lib/x86_64-linux-gnu/android -Wl,-rpath,/usr/lib/x86_64-linux-gnu/android -lssl -lcrypto
+else ifeq ($(FUZZ_TLS),openssl)
+  FBUILD     = build-fuzz-openssl
+  TLS_CFLAGS =
+  TLS_LIBS   = -lssl -lcrypto
 else
-  $(error FUZZ_TLS must be boringssl or awslc)
+  $(error FUZZ_TLS must be awslc or openssl)
 endif
 WARN     = -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wwrite-strings
 LLHTTP_DEFS = -DLLHTTP_STRICT_MODE=1
