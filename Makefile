@@ -81,7 +81,7 @@ UNIT_BIN = $(patsubst tests/unit/%.c,$(BUILD)/unit/%,$(UNIT_SRC))
 DEB_BUILD_PKGS = gcc make pkg-config openssl libuv1-dev node-llhttp libssl-dev cmake libclang-dev \
                  liblua5.4-dev libjemalloc-dev libcyaml-dev libyaml-dev libpcre2-dev libhyperscan-dev libnghttp2-dev
 DEB_TEST_PKGS  = curl wrk haproxy nginx nghttp2-client python3-h2 openssl python3 python3-pip python3-prometheus-client chromium \
-                 logrotate systemd tomcat10
+                 logrotate systemd tomcat10 modsecurity-crs
 
 .PHONY: all run test unit e2e e2e-tls asan test-asan fuzz fuzz-smoke soak valgrind deps test-deps bench bench-smoke bench-offload bench-inspection bench-churn \
         bench-throughput bench-memory bench-reuse bench-core bench-persist bench-tls bench-h2 bench-identity bench-stats \

@@ -1,0 +1,125 @@
+/* Unit tests for ModSecurity's transformations (src/sectfn.c): each
+ * expected value follows ModSecurity 2.9's definition of the step. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "sectfn.h"
+
+static int passed, failed;
+
+/* T(IN) must be WANT (both with explicit lengths). */
+static void tf(int line, enum sl_tfn t, const char *in, size_t inlen, const char *want, size_t wlen)
+{
+	struct buf out = { 0 };
+	sectfn_apply(t, in, inlen, &out);
+	if (out.len == wlen && memcmp(out.data, want, wlen) == 0) {
+		passed++;
+	} else {
+		failed++;
+		fprintf(stderr, "%s:%d: t:%s(\"%.*s\") = \"", __FILE__, line, seclang_tfn_name(t), (int)inlen, in);
+		for (size_t i = 0; i < out.len; i++)
+			fprintf(stderr, (unsigned char)out.data[i] < 32 || (unsigned char)out.data[i] > 126 ? "\\x%02x" : "%c",
+				(unsigned char)out.data[i]);
+		fprintf(stderr, "\", want \"%.*s\"\n", (int)wlen, want);
+	}
+	buf_free(&out);
+}
+#define T(t, in, want) tf(__LINE__, SL_TFN_##t, in, sizeof(in) - 1, want, sizeof(want) - 1)
+
+int main(void)
+{
+	T(NONE, "AbC", "AbC");
+	T(LOWERCASE, "AbC\xc4", "abc\xc4");
+	T(UPPERCASE, "aBc", "ABC");
+	T(TRIM, " \t a b \r\n", "a b");
+	T(TRIM_LEFT, " \va ", "a ");
+	T(TRIM_RIGHT, " a\f", " a");
+	T(REMOVE_NULLS, "a\0b\0", "ab");
+	T(REPLACE_NULLS, "a\0b", "a b");
+	T(COMPRESS_WHITESPACE, "a \t\xa0 b  ", "a b ");
+	T(REMOVE_WHITESPACE, " a\xa0 b\n", "ab");
+	T(REPLACE_COMMENTS, "Before /* TestCase */ After", "Before   After");
+	T(REPLACE_COMMENTS, "Before/* Test", "Before ");
+	T(REMOVE_COMMENTS_CHAR, "a/*b*/c--d#e<!--f-->g", "abcdefg");
+
+	/* urlDecode: '+' is a space; an invalid or cut %-escape stays */
+	T(URL_DECODE, "a%20b+c%2", "a b c%2");
+	T(URL_DECODE, "%zz%41%u0041", "%zzA%u0041");
+	/* urlDecodeUni: %uHHHH keeps its low byte; full-width ASCII folds */
+	T(URL_DECODE_UNI, "%u0041%uff01%U003c%u12", "A!<%u12");
+	T(URL_DECODE_UNI, "%u00zz%41+", "%u00zzA ");
+	T(JS_DECODE, "\\x41\\u0042\\uff0e\\101\\477\\n\\q\\", "AB.A'7\nq\\");
+	T(JS_DECODE, "\\x4\\u004", "x4u004");
+	/* six digits at most: "\0000041" is \000004 (0x04), then "1" */
+	T(CSS_DECODE, "\\41 b\\0000041\\ff0e\\\nx\\z\\", "Ab\x04" "1.xz");
+	T(CSS_DECODE, "\\4\\000041", "\x04" "A");
+	T(HTML_ENTITY_DECODE, "&lt;&GT;&quot&amp;&nbsp;&#65;&#x42;&#X43&foo;&#;&#x;&", "<>\"&\xa0" "ABC&foo;&#;&#x;&");
+	T(HTML_ENTITY_DECODE, "&#", "&#");
+	T(HTML_ENTITY_DECODE, "&#321;&#99999999999999999999999;", "A\xff");
+	T(ESCAPE_SEQ_DECODE, "\\n\\x41\\101\\777\\q\\xZ", "\nAA\xffqx" "Z");
+	T(HEX_DECODE, "414243f", "ABC");
+	T(SQL_HEX_DECODE, "select 0x414243,0x41 0xZZ", "select ABC,A 0xZZ");
+	T(SQL_HEX_DECODE, "0x41420x43", "AB0x43");
+	T(CMD_LINE, "C^OMMAND /C DIR", "command/c dir");
+	T(CMD_LINE, "\"cmd\",;\t\r\n/c (x) \v", "cmd/c(x) \v");
+	T(CMD_LINE, "a\0b", "a");
+
+	/* paths */
+	T(NORMALIZE_PATH, "/foo/./bar/../baz", "/foo/baz");
+	T(NORMALIZE_PATH, "//a///b/", "/a/b/");
+	T(NORMALIZE_PATH, "/../etc/passwd", "/etc/passwd");
+	T(NORMALIZE_PATH, "/a/b/..", "/a");
+	T(NORMALIZE_PATH, "a/./b", "a/b");
+	T(NORMALIZE_PATH, "./a", "a");
+	T(NORMALIZE_PATH, "../../etc/passwd", "../../etc/passwd");
+	T(NORMALIZE_PATH, "a\\..\\b", "a\\..\\b");
+	T(NORMALIZE_PATH_WIN, "c:\\windows\\..\\boot.ini", "c:/boot.ini");
+	T(NORMALISE_PATH_WIN, "\\a\\\\b\\", "/a/b/");
+
+	/* base64 */
+	T(BASE64_DECODE, "VGVzdENhc2U=", "TestCase");
+	T(BASE64_DECODE, "VGVzdENhc2", "TestCas");
+	T(BASE64_DECODE, "VGVz.dENh", "Tes");
+	T(BASE64_DECODE, "VGVzd", "Tes");
+	T(BASE64_DECODE_EXT, "P.HNjcmlwdD5hbGVydCgxKTwvc2NyaXB0Pg==", "<script>alert(1)</script>");
+	T(BASE64_DECODE_EXT, "VG=Vz", "Tes");
+	T(BASE64_DECODE_EXT, "V=Gz", "");
+	T(BASE64_ENCODE, "TestCase12", "VGVzdENhc2UxMg==");
+	T(HEX_ENCODE, "A\xff", "41ff");
+	T(URL_ENCODE, "a b*/", "a+b*%2f");
+	T(LENGTH, "12345", "5");
+	T(LENGTH, "", "0");
+
+	/* utf8toUnicode, ModSecurity's corners included */
+	T(UTF8_TO_UNICODE, "a\xc3\xa9", "a%u00e9");
+	T(UTF8_TO_UNICODE, "\xe2\x82\xac", "%u20ac");
+	T(UTF8_TO_UNICODE, "\xc3(", "(");             /* a bad sequence's lead byte goes */
+	T(UTF8_TO_UNICODE, "\x80z", "\x80z");         /* a stray continuation byte stays */
+	T(UTF8_TO_UNICODE, "\xc1\x81", "%u0041\xc1"); /* overlong: the lead byte again */
+	T(UTF8_TO_UNICODE, "\xed\xa0\x80", "%ud800\xed");
+	T(UTF8_TO_UNICODE, "\xf0\x9f\x98\x80", "%u1f000"); /* the third byte compared, not shifted */
+
+	/* SHA-1 test vectors (FIPS 180-2) */
+	T(SHA1, "abc", "\xa9\x99\x3e\x36\x47\x06\x81\x6a\xba\x3e\x25\x71\x78\x50\xc2\x6c\x9c\xd0\xd8\x9d");
+	T(SHA1, "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq",
+	  "\x84\x98\x3e\x44\x1c\x3b\xd2\x6e\xba\xae\x4a\xa1\xf9\x51\x29\xe5\xe5\x46\x70\xf1");
+	T(SHA1, "", "\xda\x39\xa3\xee\x5e\x6b\x4b\x0d\x32\x55\xbf\xef\x95\x60\x18\x90\xaf\xd8\x07\x09");
+
+	T(PARITY_ZERO_7BIT, "\xc1" "a", "Aa");
+	T(PARITY_EVEN_7BIT, "\x01\x03", "\x81\x03");
+	T(PARITY_ODD_7BIT, "\x01\x03", "\x01\x83");
+
+	/* every transformation but the unsupported ones runs on odd input without harm */
+	for (int t = 0; t < SL_TFN__COUNT; t++) {
+		struct buf out = { 0 };
+		static const char odd[] = "\\\\%u%%\\x&#x;\0\xf0\x80\xff/../..\\";
+		sectfn_apply((enum sl_tfn)t, odd, sizeof(odd) - 1, &out);
+		if (sectfn_supported((enum sl_tfn)t))
+			passed++;
+		buf_free(&out);
+	}
+	if (sectfn_supported(SL_TFN_MD5))
+		failed++;
+	printf("test_sectfn: %d passed, %d failed\n", passed, failed);
+	return failed ? 1 : 0;
+}
