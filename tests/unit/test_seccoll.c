@@ -1,0 +1,81 @@
+/* Unit tests for ModSecurity's request variables (src/seccoll.c). */
+#include <stdio.h>
+#include <string.h>
+#include "seccoll.h"
+
+static int passed, failed;
+#define CHECK(c) do { if (c) passed++; else { failed++; \
+	fprintf(stderr, "%s:%d: CHECK(%s) failed\n", __FILE__, __LINE__, #c); } } while (0)
+
+static int is(const struct seccoll *c, uint32_t off, uint32_t len, const char *want, size_t wlen)
+{
+	return len == wlen && memcmp(sc_str(c, off), want, wlen) == 0 && sc_str(c, off)[len] == '\0';
+}
+#define IS(c, off, len, want) is(c, off, len, want, sizeof(want) - 1)
+
+static int pair(const struct seccoll *c, enum sc_list_id l, uint32_t i, const char *name, size_t nl, const char *value,
+		size_t vl)
+{
+	if (i >= c->list[l].n)
+		return 0;
+	const struct sc_pair *p = &c->list[l].v[i];
+	return is(c, p->name, p->nlen, name, nl) && is(c, p->value, p->vlen, value, vl);
+}
+#define PAIR(c, l, i, n, v) pair(c, l, i, n, sizeof(n) - 1, v, sizeof(v) - 1)
+
+int main(void)
+{
+	struct seccoll c = { 0 };
+	seccoll_reset(&c);
+	static const char target[] = "/shop/a%20b/cart.php?id=1%27+or&x&=v&&y=%zz%4&z=a=b";
+	struct sc_header h[] = {
+		{ "Host", "example.com", 4, 11 },
+		{ "Cookie", "  sess=abc; ;x=; =nameless;flag; t=a=b;  ", 6, 41 },
+		{ "User-Agent", "curl/8", 10, 6 },
+	};
+	seccoll_request(&c, "GET", 3, target, sizeof(target) - 1, "HTTP/1.1", 8, h, 3);
+	CHECK(IS(&c, c.method, c.method_len, "GET"));
+	CHECK(IS(&c, c.protocol, c.protocol_len, "HTTP/1.1"));
+	CHECK(IS(&c, c.uri, c.uri_len, "/shop/a%20b/cart.php?id=1%27+or&x&=v&&y=%zz%4&z=a=b"));
+	CHECK(IS(&c, c.filename, c.filename_len, "/shop/a%20b/cart.php"));
+	CHECK(IS(&c, c.basename, c.basename_len, "cart.php"));
+	CHECK(IS(&c, c.query, c.query_len, "id=1%27+or&x&=v&&y=%zz%4&z=a=b"));
+	CHECK(IS(&c, c.line, c.line_len, "GET /shop/a%20b/cart.php?id=1%27+or&x&=v&&y=%zz%4&z=a=b HTTP/1.1"));
+	CHECK(c.list[SC_ARGS_GET].n == 6);
+	CHECK(PAIR(&c, SC_ARGS_GET, 0, "id", "1' or"));
+	CHECK(PAIR(&c, SC_ARGS_GET, 1, "x", ""));
+	CHECK(PAIR(&c, SC_ARGS_GET, 2, "", "v"));
+	CHECK(PAIR(&c, SC_ARGS_GET, 3, "", ""));
+	CHECK(PAIR(&c, SC_ARGS_GET, 4, "y", "%zz%4"));
+	CHECK(PAIR(&c, SC_ARGS_GET, 5, "z", "a=b"));
+	CHECK(c.urlencoded_invalid == 2);
+	CHECK(c.list[SC_HEADERS].n == 3 && PAIR(&c, SC_HEADERS, 2, "User-Agent", "curl/8"));
+	CHECK(c.list[SC_COOKIES].n == 4);
+	CHECK(PAIR(&c, SC_COOKIES, 0, "sess", "abc"));
+	CHECK(PAIR(&c, SC_COOKIES, 1, "x", ""));
+	CHECK(PAIR(&c, SC_COOKIES, 2, "flag", ""));
+	CHECK(PAIR(&c, SC_COOKIES, 3, "t", "a=b"));
+
+	/* absolute-form: REQUEST_URI drops scheme and host */
+	seccoll_reset(&c);
+	seccoll_request(&c, "GET", 3, "http://h.example:8080/p/q?a", 27, "HTTP/1.1", 8, NULL, 0);
+	CHECK(IS(&c, c.uri, c.uri_len, "/p/q?a") && IS(&c, c.filename, c.filename_len, "/p/q"));
+	CHECK(PAIR(&c, SC_ARGS_GET, 0, "a", "") && c.list[SC_COOKIES].n == 0);
+	seccoll_reset(&c);
+	seccoll_request(&c, "OPTIONS", 7, "*", 1, "HTTP/1.1", 8, NULL, 0);
+	CHECK(IS(&c, c.uri, c.uri_len, "*") && IS(&c, c.basename, c.basename_len, "*") && c.query_len == 0);
+	seccoll_reset(&c);
+	seccoll_request(&c, "GET", 3, "/a\\b.exe", 8, "HTTP/1.0", 8, NULL, 0);
+	CHECK(IS(&c, c.basename, c.basename_len, "b.exe"));
+
+	/* an urlencoded body */
+	seccoll_urlencoded_body(&c, "a=1&b=%3Cscript%3E&c", 20);
+	CHECK(IS(&c, c.body, c.body_len, "a=1&b=%3Cscript%3E&c"));
+	CHECK(c.list[SC_ARGS_POST].n == 3 && PAIR(&c, SC_ARGS_POST, 1, "b", "<script>") && PAIR(&c, SC_ARGS_POST, 2, "c", ""));
+	/* values with NUL bytes survive (lengths, not strlen) */
+	seccoll_parse_args(&c, SC_ARGS_POST, "n=%00x", 6, '&');
+	CHECK(pair(&c, SC_ARGS_POST, 3, "n", 1, "\0x", 2));
+	seccoll_free(&c);
+	printf("test_seccoll: %d passed, %d failed\n", passed, failed);
+	return failed ? 1 : 0;
+}
