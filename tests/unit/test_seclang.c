@@ -84,7 +84,8 @@ static void test_words_and_lines(void)
 	CHECK(fails_with("\n\nSecFoo On\n", "t.conf:3: unknown directive SecFoo"));
 	CHECK(fails_with("SecRule ARGS\n", "SecRule takes VARIABLES"));
 	seclang_init(&sl);
-	CHECK(seclang_load_buffer(&sl, "n.conf", "\nSecRule ARGS \"x\0y\" \"id:1\"", 28, 0) < 0 &&
+	static const char nul_line[] = "\nSecRule ARGS \"x\0y\" \"id:1\"";
+	CHECK(seclang_load_buffer(&sl, "n.conf", nul_line, sizeof(nul_line) - 1, 0) < 0 &&
 	      strcmp(sl.error, "n.conf:2: a NUL byte in the line") == 0);
 	seclang_free(&sl);
 	/* directives ignore case, as Apache's do */

@@ -1,0 +1,428 @@
+/* A SecLang ruleset compiled for running (crsprog.h says what and why). */
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <pcre2.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "crsprog.h"
+#include "netaddr.h"
+#include "sectfn.h"
+#include "util.h"
+
+static int fail(struct crs_program *p, const struct sl_rule *r, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static int fail(struct crs_program *p, const struct sl_rule *r, const char *fmt, ...)
+{
+	int n = snprintf(p->error, sizeof(p->error), "%s:%d: ", r->file, r->line);
+	if (n < 0 || (size_t)n >= sizeof(p->error))
+		return -1;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(p->error + n, sizeof(p->error) - (size_t)n, fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+/* Why sluice does not run an operator (NULL: it does). */
+static const char *op_unsupported(enum sl_op op)
+{
+	switch (op) {
+	case SL_OP_DETECT_SQLI:
+	case SL_OP_DETECT_XSS:
+		return "it needs libinjection, which Debian does not package";
+	case SL_OP_RBL:
+	case SL_OP_GEO_LOOKUP:
+	case SL_OP_GSB_LOOKUP:
+		return "sluice makes no lookups in external databases per request";
+	case SL_OP_INSPECT_FILE:
+		return "sluice runs no external programs";
+	case SL_OP_FUZZY_HASH:
+	case SL_OP_VERIFY_CC:
+	case SL_OP_VERIFY_CPF:
+	case SL_OP_VERIFY_SSN:
+	case SL_OP_VALIDATE_DTD:
+	case SL_OP_VALIDATE_SCHEMA:
+	case SL_OP_VALIDATE_HASH:
+	case SL_OP_RSUB:
+	case SL_OP_IP_MATCH_F:
+	case SL_OP_IP_MATCH_FROM_FILE:
+		return "not implemented";
+	default:
+		return NULL;
+	}
+}
+
+static void phrases_free(struct crs_phrases *pm)
+{
+	for (size_t i = 0; i < pm->n; i++)
+		free(pm->v[i]);
+	free(pm->v);
+	pm->v = NULL;
+	pm->n = 0;
+}
+
+static void phrase_add(struct crs_phrases *pm, const char *s, size_t n)
+{
+	pm->v = realloc(pm->v, (pm->n + 1) * sizeof(*pm->v));
+	AN(pm->v);
+	char *d = malloc(n + 1);
+	AN(d);
+	for (size_t i = 0; i < n; i++)
+		d[i] = (char)tolower((unsigned char)s[i]);
+	d[n] = '\0';
+	pm->v[pm->n++] = d;
+}
+
+static int hexval(int c)
+{
+	return c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10;
+}
+
+/* @pm's argument as ModSecurity reads it: an optional pair of double
+ * quotes around it, |hex bytes| between pipes, \: \; \\ \" escapes; then
+ * phrases separated by spaces. */
+static int pm_phrases(struct crs_program *p, const struct sl_rule *r, const char *arg, struct crs_phrases *pm)
+{
+	while (isspace((unsigned char)*arg))
+		arg++;
+	size_t len = strlen(arg);
+	if (len >= 2 && arg[0] == '"' && arg[len - 1] == '"') {
+		arg++;
+		len -= 2;
+	}
+	char *buf = malloc(len + 1);
+	AN(buf);
+	size_t k = 0;
+	int bin = 0, esc = 0, nib = -1;
+	for (size_t i = 0; i < len; i++) {
+		char c = arg[i];
+		if (c == '|' && !esc) {
+			bin = !bin;
+			nib = -1;
+		} else if (bin) {
+			if (isxdigit((unsigned char)c)) {
+				if (nib < 0) {
+					nib = hexval(c);
+				} else {
+					buf[k++] = (char)(nib << 4 | hexval(c));
+					nib = -1;
+				}
+			}
+		} else if (!esc && c == '\\') {
+			esc = 1;
+		} else if (esc) {
+			if (c != ':' && c != ';' && c != '\\' && c != '"') {
+				free(buf);
+				return fail(p, r, "@pm: unsupported escape \\%c", c);
+			}
+			buf[k++] = c;
+			esc = 0;
+		} else {
+			buf[k++] = c;
+		}
+	}
+	size_t i = 0;
+	while (i < k) {
+		while (i < k && buf[i] == ' ')
+			i++;
+		size_t s = i;
+		while (i < k && buf[i] != ' ')
+			i++;
+		if (i > s)
+			phrase_add(pm, buf + s, i - s);
+	}
+	free(buf);
+	return pm->n ? 0 : fail(p, r, "@pm: no phrase");
+}
+
+/* @pmFromFile: one phrase per line of each named file (relative names from
+ * the rule file's directory); empty lines and lines starting with # skipped. */
+static int pm_files(struct crs_program *p, const struct sl_rule *r, const char *arg, struct crs_phrases *pm)
+{
+	const char *s = arg;
+	while (*s) {
+		while (*s == ' ')
+			s++;
+		const char *e = s;
+		while (*e && *e != ' ')
+			e++;
+		if (e == s)
+			break;
+		char path[PATH_MAX];
+		const char *slash = strrchr(r->file, '/');
+		int n = *s == '/' || !slash ? snprintf(path, sizeof(path), "%.*s", (int)(e - s), s)
+					    : snprintf(path, sizeof(path), "%.*s/%.*s", (int)(slash - r->file), r->file,
+						       (int)(e - s), s);
+		if (n < 0 || (size_t)n >= sizeof(path))
+			return fail(p, r, "@pmFromFile: path too long");
+		FILE *f = fopen(path, "r");
+		if (!f)
+			return fail(p, r, "@pmFromFile: cannot open %s: %s", path, strerror(errno));
+		char line[8192];
+		while (fgets(line, sizeof(line), f)) {
+			size_t l = strlen(line);
+			while (l > 0 && (line[l - 1] == '\n' || line[l - 1] == '\r'))
+				l--;
+			if (l == 0 || line[0] == '#')
+				continue;
+			phrase_add(pm, line, l);
+		}
+		fclose(f);
+		s = e;
+	}
+	return pm->n ? 0 : fail(p, r, "@pmFromFile: no phrase in \"%s\"", arg);
+}
+
+/* "9,10,13,32-126" */
+static int byte_ranges(struct crs_program *p, const struct sl_rule *r, const char *arg, uint8_t bits[32])
+{
+	const char *s = arg;
+	memset(bits, 0, 32);
+	for (;;) {
+		while (*s == ' ')
+			s++;
+		char *end;
+		errno = 0;
+		long a = strtol(s, &end, 10), b;
+		if (end == s || errno || a < 0 || a > 255)
+			return fail(p, r, "@validateByteRange: bad range list \"%s\"", arg);
+		s = end;
+		b = a;
+		if (*s == '-') {
+			s++;
+			b = strtol(s, &end, 10);
+			if (end == s || b < a || b > 255)
+				return fail(p, r, "@validateByteRange: bad range list \"%s\"", arg);
+			s = end;
+		}
+		for (long x = a; x <= b; x++)
+			bits[x >> 3] |= (uint8_t)(1u << (x & 7));
+		while (*s == ' ')
+			s++;
+		if (*s == '\0')
+			return 0;
+		if (*s++ != ',')
+			return fail(p, r, "@validateByteRange: bad range list \"%s\"", arg);
+	}
+}
+
+static int ip_list(struct crs_program *p, const struct sl_rule *r, const char *arg, struct cidrset *set)
+{
+	struct cidr nets[64];
+	unsigned n = 0;
+	const char *s = arg;
+	while (*s) {
+		while (*s == ' ' || *s == ',')
+			s++;
+		const char *e = s;
+		while (*e && *e != ',' && *e != ' ')
+			e++;
+		if (e == s)
+			break;
+		char tmp[64];
+		const char *why = "";
+		if ((size_t)(e - s) >= sizeof(tmp) || n == 64)
+			return fail(p, r, "@ipMatch: \"%s\": too long a list or address", arg);
+		memcpy(tmp, s, (size_t)(e - s));
+		tmp[e - s] = '\0';
+		if (cidr_parse(tmp, &nets[n], &why) < 0)
+			return fail(p, r, "@ipMatch: \"%s\": %s", tmp, why);
+		n++;
+		s = e;
+	}
+	if (n == 0)
+		return fail(p, r, "@ipMatch: no address");
+	if (cidrset_build(set, nets, n) < 0)
+		return fail(p, r, "@ipMatch: out of memory");
+	return 0;
+}
+
+static int op_prepare(struct crs_program *p, const struct sl_rule *r, uint32_t id, struct crs_op *op)
+{
+	op->kind = r->op;
+	op->negated = r->op_negated;
+	op->arg = r->op_arg;
+	op->has_macro = strstr(r->op_arg, "%{") != NULL;
+	const char *why = op_unsupported((enum sl_op)r->op);
+	if (why)
+		return fail(p, r, "rule %u: @%s is not supported: %s (list the rule's id under skip to load the rest)",
+			    id, seclang_op_name((enum sl_op)r->op), why);
+	switch (r->op) {
+	case SL_OP_RX: {
+		if (op->has_macro)
+			return 0;
+		int code;
+		PCRE2_SIZE off;
+		/* ModSecurity's flags: '.' matches newlines, '$' only at the very end */
+		pcre2_code *re = pcre2_compile((PCRE2_SPTR)r->op_arg, PCRE2_ZERO_TERMINATED, PCRE2_DOTALL | PCRE2_DOLLAR_ENDONLY,
+					       &code, &off, NULL);
+		if (!re) {
+			char msg[160];
+			pcre2_get_error_message(code, (PCRE2_UCHAR *)msg, sizeof(msg));
+			return fail(p, r, "@rx: PCRE2 cannot compile it at offset %zu: %s", (size_t)off, msg);
+		}
+		(void)pcre2_jit_compile(re, PCRE2_JIT_COMPLETE);  /* the interpreter still works without */
+		op->re = re;
+		return 0;
+	}
+	case SL_OP_PM:
+		return op->has_macro ? fail(p, r, "@pm: macros are not expanded in phrase lists") :
+				       pm_phrases(p, r, r->op_arg, &op->pm);
+	case SL_OP_PMF:
+	case SL_OP_PM_FROM_FILE:
+		return pm_files(p, r, r->op_arg, &op->pm);
+	case SL_OP_IP_MATCH:
+		return ip_list(p, r, r->op_arg, &op->ips);
+	case SL_OP_VALIDATE_BYTE_RANGE:
+		return byte_ranges(p, r, r->op_arg, op->bytes);
+	case SL_OP_EQ:
+	case SL_OP_GE:
+	case SL_OP_GT:
+	case SL_OP_LE:
+	case SL_OP_LT:
+		if (!op->has_macro)
+			op->num = atoll(r->op_arg);  /* ModSecurity's atoi: "abc" is 0 */
+		return 0;
+	default:
+		return 0;
+	}
+}
+
+static int is_disruptive(uint8_t a)
+{
+	return a == SL_ACT_ALLOW || a == SL_ACT_BLOCK || a == SL_ACT_DENY || a == SL_ACT_DROP || a == SL_ACT_PASS ||
+	       a == SL_ACT_PROXY || a == SL_ACT_REDIRECT || a == SL_ACT_PAUSE;
+}
+
+static int tfn_add(struct crs_program *p, const struct sl_rule *r, struct crs_rule *cr, const struct sl_action *a)
+{
+	if (a->tfn == SL_TFN_NONE) {
+		cr->ntfn = 0;
+		return 0;
+	}
+	if (!sectfn_supported((enum sl_tfn)a->tfn))
+		return fail(p, r, "t:%s is not supported", seclang_tfn_name((enum sl_tfn)a->tfn));
+	if (cr->ntfn == CRS_MAX_TFN)
+		return fail(p, r, "more than %d transformations", CRS_MAX_TFN);
+	cr->tfn[cr->ntfn++] = a->tfn;
+	return 0;
+}
+
+static void op_free(struct crs_op *op)
+{
+	pcre2_code_free(op->re);
+	phrases_free(&op->pm);
+	cidrset_free(&op->ips);
+}
+
+static void rule_free(struct crs_rule *cr)
+{
+	while (cr) {
+		struct crs_rule *next = cr->chained;
+		op_free(&cr->op);
+		free(cr);
+		cr = next;
+	}
+}
+
+/* ID: the chain starter's (chained rules have none of their own). */
+static int rule_compile(struct crs_program *p, const struct sl_rule *r, uint32_t id, struct crs_rule *cr)
+{
+	cr->src = r;
+	cr->skip_after = -1;
+	if (r->kind == SL_MARKER)
+		return 0;
+	const struct sl_defaults *d = r->defaults >= 0 ? &p->sl.defaults[r->defaults] : NULL;
+	for (size_t i = 0; d && i < d->nactions; i++) {
+		if (d->actions[i].act == SL_ACT_T && tfn_add(p, r, cr, &d->actions[i]) < 0)
+			return -1;
+		if (is_disruptive(d->actions[i].act))
+			cr->disruptive = d->actions[i].act;
+	}
+	for (size_t i = 0; i < r->nactions; i++) {
+		if (r->actions[i].act == SL_ACT_T && tfn_add(p, r, cr, &r->actions[i]) < 0)
+			return -1;
+		if (is_disruptive(r->actions[i].act))
+			cr->disruptive = r->actions[i].act;
+	}
+	if (op_prepare(p, r, id, &cr->op) < 0)
+		return -1;
+	if (r->chained) {
+		cr->chained = calloc(1, sizeof(*cr->chained));
+		AN(cr->chained);
+		return rule_compile(p, r->chained, id, cr->chained);
+	}
+	return 0;
+}
+
+static int skipped(const uint32_t *skip, size_t nskip, uint32_t id)
+{
+	for (size_t i = 0; i < nskip; i++)
+		if (skip[i] == id)
+			return 1;
+	return 0;
+}
+
+int crs_compile(struct crs_program *p, struct seclang *sl, const uint32_t *skip, size_t nskip)
+{
+	memset(p, 0, sizeof(*p));
+	p->sl = *sl;
+	memset(sl, 0, sizeof(*sl));
+	size_t cap = p->sl.nrules;
+	for (int ph = 1; ph <= 5; ph++) {
+		p->phase[ph] = calloc(cap ? cap : 1, sizeof(struct crs_rule));
+		AN(p->phase[ph]);
+	}
+	/* markers stand in every phase, as ModSecurity places them, so a
+	 * skipAfter finds its marker in whichever phase it runs */
+	for (size_t i = 0; i < p->sl.nrules; i++) {
+		const struct sl_rule *r = p->sl.rules[i];
+		if (r->removed)
+			continue;
+		if (r->kind != SL_MARKER && skipped(skip, nskip, r->id)) {
+			p->skipped++;
+			continue;
+		}
+		for (int ph = 1; ph <= 5; ph++) {
+			if (r->kind != SL_MARKER && ph != r->phase)
+				continue;
+			struct crs_rule *cr = &p->phase[ph][p->nphase[ph]++];
+			if (rule_compile(p, r, r->id, cr) < 0)
+				return -1;
+		}
+	}
+	for (int ph = 1; ph <= 5; ph++) {
+		for (size_t i = 0; i < p->nphase[ph]; i++) {
+			struct crs_rule *cr = &p->phase[ph][i];
+			const struct sl_action *a = cr->src->kind == SL_MARKER ? NULL : seclang_action(cr->src, SL_ACT_SKIP_AFTER);
+			if (!a)
+				continue;
+			size_t j = i + 1;
+			while (j < p->nphase[ph] &&
+			       !(p->phase[ph][j].src->kind == SL_MARKER && strcmp(p->phase[ph][j].src->marker, a->value) == 0))
+				j++;
+			if (j == p->nphase[ph])
+				return fail(p, cr->src, "skipAfter:%s: no SecMarker %s after this rule", a->value, a->value);
+			cr->skip_after = (int32_t)j;
+		}
+	}
+	return 0;
+}
+
+void crs_program_free(struct crs_program *p)
+{
+	for (int ph = 1; ph <= 5; ph++) {
+		for (size_t i = 0; i < p->nphase[ph]; i++) {
+			struct crs_rule *cr = &p->phase[ph][i];
+			op_free(&cr->op);
+			rule_free(cr->chained);
+		}
+		free(p->phase[ph]);
+	}
+	seclang_free(&p->sl);
+	memset(p, 0, sizeof(*p));
+}

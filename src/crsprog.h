@@ -1,0 +1,61 @@
+/* A SecLang ruleset (seclang.h) compiled for running (issue 22): per phase,
+ * the rules in file order with their transformation chains resolved
+ * (SecDefaultAction's inherited unless t:none), operators prepared
+ * (regexes compiled as ModSecurity compiles them, phrase lists read,
+ * networks parsed, byte ranges as bitmaps), skipAfter resolved to the
+ * marker's place. Built once, at config load, by the master; read-only
+ * afterwards, so forked workers share it. Anything the engine cannot run
+ * is an error naming the rule's file and line, unless the rule's id is in
+ * the skip list (then it is dropped, and counted). */
+#ifndef SLUICE_CRSPROG_H
+#define SLUICE_CRSPROG_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "cidrset.h"
+#include "seclang.h"
+
+#define CRS_MAX_TFN 16
+
+struct crs_phrases {           /* @pm / @pmFromFile: lowercased phrases */
+	char **v;
+	size_t n;
+};
+
+struct crs_op {
+	uint8_t kind;              /* enum sl_op */
+	uint8_t negated;
+	uint8_t has_macro;         /* the argument holds %{...}: expanded per request */
+	const char *arg;           /* the parsed rule's (macros not expanded) */
+	void *re;                  /* pcre2_code *: @rx without macros */
+	struct crs_phrases pm;
+	struct cidrset ips;        /* @ipMatch */
+	long long num;             /* @eq @ge @gt @le @lt without macros */
+	uint8_t bytes[32];         /* @validateByteRange: allowed bytes */
+};
+
+struct crs_rule {
+	const struct sl_rule *src; /* the parsed rule: targets, actions, file, line */
+	struct crs_op op;
+	uint8_t tfn[CRS_MAX_TFN];  /* enum sl_tfn, in order, t:none already applied */
+	uint8_t ntfn;
+	uint8_t disruptive;        /* enum sl_act: the rule's, or its SecDefaultAction's; 0 none */
+	int32_t skip_after;        /* index in its phase's list to continue after, -1 none */
+	struct crs_rule *chained;
+};
+
+struct crs_program {
+	struct seclang sl;         /* owned: the rules point into it */
+	struct crs_rule *phase[6]; /* [1..5]; markers are rules with kind SL_MARKER */
+	size_t nphase[6];
+	unsigned skipped;          /* rules dropped by the skip list */
+	char error[512];
+};
+
+/* Compile SL (taken over: *sl is emptied). SKIP lists rule ids to drop
+ * (NSKIP of them). Returns 0, or -1 with p->error; either way
+ * crs_program_free releases everything. */
+int crs_compile(struct crs_program *p, struct seclang *sl, const uint32_t *skip, size_t nskip);
+void crs_program_free(struct crs_program *p);
+
+#endif
