@@ -81,7 +81,7 @@ UNIT_BIN = $(patsubst tests/unit/%.c,$(BUILD)/unit/%,$(UNIT_SRC))
 DEB_BUILD_PKGS = gcc make pkg-config openssl libuv1-dev node-llhttp libssl-dev cmake libclang-dev \
                  liblua5.4-dev libjemalloc-dev libcyaml-dev libyaml-dev libpcre2-dev libhyperscan-dev libnghttp2-dev
 DEB_TEST_PKGS  = curl wrk haproxy nginx nghttp2-client python3-h2 openssl python3 python3-pip python3-prometheus-client chromium \
-                 logrotate systemd tomcat10 modsecurity-crs
+                 logrotate systemd tomcat10 modsecurity-crs apache2 libapache2-mod-security2
 
 .PHONY: all run test unit e2e e2e-tls asan test-asan fuzz fuzz-smoke soak valgrind deps test-deps bench bench-smoke bench-offload bench-inspection bench-churn \
         bench-throughput bench-memory bench-reuse bench-core bench-persist bench-tls bench-h2 bench-identity bench-stats \
@@ -155,7 +155,10 @@ test-deps: deps
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	  case "$$missing" in *tomcat10*) \
 	    : "the tests start Tomcats of their own; the packaged service would hold :8080, which make run uses"; \
-	    systemctl disable --now tomcat10 >/dev/null 2>&1 || true;; esac; fi
+	    systemctl disable --now tomcat10 >/dev/null 2>&1 || true;; esac; \
+	  case "$$missing" in *apache2*) \
+	    : "the ModSecurity oracle runs Apaches of its own (tests/e2e/modsec.py); the packaged one would hold :80"; \
+	    systemctl disable --now apache2 >/dev/null 2>&1 || true;; esac; fi
 	@python3 -c 'import pytest' 2>/dev/null || python3 -m pip install -q pytest 2>/dev/null || \
 	  python3 -m pip install -q --break-system-packages pytest
 	@# Debian's python3-prometheus-client serves /usr/bin/python3; another python3 on PATH gets it from pip
