@@ -194,3 +194,284 @@ void seccoll_urlencoded_body(struct seccoll *c, const char *body, size_t len)
 	c->body_len = (uint32_t)len;
 	seccoll_parse_args(c, SC_ARGS_POST, body, len, '&');
 }
+
+/* ---- the JSON body processor ---- */
+
+struct jparse {
+	struct seccoll *c;
+	const unsigned char *p, *end;
+	struct buf name;   /* the current argument's name */
+	struct buf str;    /* a decoded string */
+	struct buf keys;   /* the keys of the objects being read, a stack */
+	int depth;
+};
+
+static void j_ws(struct jparse *j)
+{
+	while (j->p < j->end && (*j->p == ' ' || *j->p == '\t' || *j->p == '\n' || *j->p == '\r'))
+		j->p++;
+}
+
+static void utf8_put(struct buf *b, unsigned cp)
+{
+	char o[4];
+	size_t n;
+	if (cp < 0x80) {
+		o[0] = (char)cp;
+		n = 1;
+	} else if (cp < 0x800) {
+		o[0] = (char)(0xC0 | cp >> 6);
+		o[1] = (char)(0x80 | (cp & 0x3F));
+		n = 2;
+	} else if (cp < 0x10000) {
+		o[0] = (char)(0xE0 | cp >> 12);
+		o[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
+		o[2] = (char)(0x80 | (cp & 0x3F));
+		n = 3;
+	} else {
+		o[0] = (char)(0xF0 | cp >> 18);
+		o[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
+		o[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
+		o[3] = (char)(0x80 | (cp & 0x3F));
+		n = 4;
+	}
+	buf_append(b, o, n);
+}
+
+static int j_hex4(struct jparse *j, unsigned *out)
+{
+	if (j->end - j->p < 4)
+		return -1;
+	unsigned v = 0;
+	for (int i = 0; i < 4; i++) {
+		if (!hexdig(j->p[i]))
+			return -1;
+		v = v << 4 | hexval(j->p[i]);
+	}
+	j->p += 4;
+	*out = v;
+	return 0;
+}
+
+/* Length of the valid UTF-8 sequence at P (before END), 0 if invalid. */
+static size_t utf8_len(const unsigned char *p, const unsigned char *end)
+{
+	unsigned char c = p[0];
+	size_t n = c >= 0xF0 && c <= 0xF4 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 && c <= 0xDF ? 2 : 0;
+	if (n == 0 || (size_t)(end - p) < n)
+		return 0;
+	for (size_t i = 1; i < n; i++)
+		if ((p[i] & 0xC0) != 0x80)
+			return 0;
+	if ((c == 0xE0 && p[1] < 0xA0) || (c == 0xED && p[1] > 0x9F) || (c == 0xF0 && p[1] < 0x90) ||
+	    (c == 0xF4 && p[1] > 0x8F))
+		return 0;  /* overlong, surrogate or above U+10FFFF */
+	return n;
+}
+
+/* The string at j->p (its opening quote) decoded into j->str. */
+static int j_string(struct jparse *j)
+{
+	j->str.len = 0;
+	if (j->p >= j->end || *j->p != '"')
+		return -1;
+	j->p++;
+	while (j->p < j->end) {
+		unsigned char ch = *j->p;
+		if (ch == '"') {
+			j->p++;
+			return 0;
+		}
+		if (ch < 0x20)
+			return -1;
+		if (ch >= 0x80) {
+			size_t n = utf8_len(j->p, j->end);
+			if (n == 0)
+				return -1;
+			buf_append(&j->str, j->p, n);
+			j->p += n;
+			continue;
+		}
+		j->p++;
+		if (ch != '\\') {
+			buf_append(&j->str, &ch, 1);
+			continue;
+		}
+		if (j->p >= j->end)
+			return -1;
+		ch = *j->p++;
+		unsigned cp;
+		switch (ch) {
+		case '"': case '\\': case '/': break;
+		case 'b': ch = '\b'; break;
+		case 'f': ch = '\f'; break;
+		case 'n': ch = '\n'; break;
+		case 'r': ch = '\r'; break;
+		case 't': ch = '\t'; break;
+		case 'u':
+			if (j_hex4(j, &cp) < 0)
+				return -1;
+			if (cp >= 0xD800 && cp <= 0xDBFF && j->end - j->p >= 6 && j->p[0] == '\\' && j->p[1] == 'u') {
+				const unsigned char *save = j->p;
+				unsigned lo;
+				j->p += 2;
+				if (j_hex4(j, &lo) == 0 && lo >= 0xDC00 && lo <= 0xDFFF)
+					cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+				else
+					j->p = save;
+			}
+			if (cp >= 0xD800 && cp <= 0xDFFF)
+				buf_append(&j->str, "?", 1);  /* a lone surrogate */
+			else
+				utf8_put(&j->str, cp);
+			continue;
+		default:
+			return -1;
+		}
+		buf_append(&j->str, &ch, 1);
+	}
+	return -1;
+}
+
+static void j_arg(struct jparse *j, const char *v, size_t vlen)
+{
+	uint32_t n = arena_put(j->c, j->name.data ? j->name.data : "", j->name.len);
+	uint32_t val = arena_put(j->c, v, vlen);
+	list_add(&j->c->list[SC_ARGS_JSON], n, (uint32_t)j->name.len, val, (uint32_t)vlen);
+}
+
+/* A value named j->name; the key it came under (j->keys at KOFF, KLEN
+ * bytes) is what an array names each of its elements again. */
+static int j_value(struct jparse *j, size_t koff, size_t klen)
+{
+	j_ws(j);
+	if (j->p >= j->end)
+		return -1;
+	size_t base = j->name.len;
+	unsigned char ch = *j->p;
+	if (ch == '{' || ch == '[') {
+		if (++j->depth > SC_JSON_DEPTH)
+			return -1;
+		j->p++;
+		j_ws(j);
+		unsigned char close = ch == '{' ? '}' : ']';
+		if (j->p < j->end && *j->p == close) {
+			j->p++;
+			j->depth--;
+			return 0;
+		}
+		for (;;) {
+			j->name.len = base;
+			if (ch == '{') {
+				j_ws(j);
+				if (j_string(j) < 0)
+					return -1;
+				if (base)
+					buf_append(&j->name, ".", 1);
+				buf_append(&j->name, j->str.data ? j->str.data : "", j->str.len);
+				j_ws(j);
+				if (j->p >= j->end || *j->p != ':')
+					return -1;
+				j->p++;
+				/* the key outlives j->str, which the value reuses */
+				size_t kbase = j->keys.len;
+				buf_append(&j->keys, j->str.data ? j->str.data : "", j->str.len);
+				int rc = j_value(j, kbase, j->str.len);
+				j->keys.len = kbase;
+				if (rc < 0)
+					return -1;
+			} else {
+				if (base)
+					buf_append(&j->name, ".", 1);
+				if (klen)
+					buf_append(&j->name, j->keys.data + koff, klen);
+				if (j_value(j, koff, klen) < 0)
+					return -1;
+			}
+			j_ws(j);
+			if (j->p < j->end && *j->p == ',') {
+				j->p++;
+				continue;
+			}
+			if (j->p < j->end && *j->p == close) {
+				j->p++;
+				break;
+			}
+			return -1;
+		}
+		j->name.len = base;
+		j->depth--;
+		return 0;
+	}
+	if (ch == '"') {
+		if (j_string(j) < 0)
+			return -1;
+		j_arg(j, j->str.data ? j->str.data : "", j->str.len);
+		return 0;
+	}
+	static const char *const words[] = { "true", "false", "null" };
+	for (int w = 0; w < 3; w++) {
+		size_t wl = strlen(words[w]);
+		if ((size_t)(j->end - j->p) >= wl && memcmp(j->p, words[w], wl) == 0) {
+			j->p += wl;
+			j_arg(j, w == 2 ? "" : words[w], w == 2 ? 0 : wl);
+			return 0;
+		}
+	}
+	/* a number, kept as written: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)? */
+	const unsigned char *s = j->p, *q = j->p;
+	if (q < j->end && *q == '-')
+		q++;
+	if (q < j->end && *q == '0')
+		q++;
+	else if (q < j->end && *q >= '1' && *q <= '9')
+		while (q < j->end && *q >= '0' && *q <= '9')
+			q++;
+	else
+		return -1;
+	if (q < j->end && *q == '.') {
+		q++;
+		if (q >= j->end || *q < '0' || *q > '9')
+			return -1;
+		while (q < j->end && *q >= '0' && *q <= '9')
+			q++;
+	}
+	if (q < j->end && (*q == 'e' || *q == 'E')) {
+		q++;
+		if (q < j->end && (*q == '+' || *q == '-'))
+			q++;
+		if (q >= j->end || *q < '0' || *q > '9')
+			return -1;
+		while (q < j->end && *q >= '0' && *q <= '9')
+			q++;
+	}
+	j->p = q;
+	j_arg(j, (const char *)s, (size_t)(q - s));
+	return 0;
+}
+
+int seccoll_json_body(struct seccoll *c, const char *body, size_t len)
+{
+	c->body = arena_put(c, body, len);
+	c->body_len = (uint32_t)len;
+	struct jparse j = { .c = c, .p = (const unsigned char *)body, .end = (const unsigned char *)body + len };
+	uint32_t before = c->list[SC_ARGS_JSON].n;
+	j_ws(&j);
+	int rc;
+	if (j.p < j.end && *j.p == '[') {  /* a top-level array is called "array" */
+		buf_append(&j.name, "array", 5);
+		buf_append(&j.keys, "array", 5);
+		rc = j_value(&j, 0, 5);
+	} else {
+		rc = j_value(&j, 0, 0);
+	}
+	j_ws(&j);
+	if (rc == 0 && j.p != j.end)
+		rc = -1;  /* something after the value */
+	if (rc < 0)
+		c->list[SC_ARGS_JSON].n = before;  /* no half-read arguments */
+	buf_free(&j.name);
+	buf_free(&j.str);
+	buf_free(&j.keys);
+	return rc;
+}

@@ -21,7 +21,9 @@ struct sc_list {
 	uint32_t n, cap;
 };
 
-enum sc_list_id { SC_ARGS_GET, SC_ARGS_POST, SC_COOKIES, SC_HEADERS, SC__LISTS };
+/* SC_ARGS_JSON: arguments from a JSON body, which ModSecurity counts in
+ * ARGS but not in ARGS_POST (that is the urlencoded body's). */
+enum sc_list_id { SC_ARGS_GET, SC_ARGS_POST, SC_ARGS_JSON, SC_COOKIES, SC_HEADERS, SC__LISTS };
 
 struct seccoll {
 	struct buf arena;
@@ -49,6 +51,17 @@ void seccoll_request(struct seccoll *c, const char *method, size_t mlen, const c
 
 /* An application/x-www-form-urlencoded body: REQUEST_BODY and ARGS_POST. */
 void seccoll_urlencoded_body(struct seccoll *c, const char *body, size_t len);
+
+/* A JSON body (the JSON processor, which ModSecurity turns on with
+ * ctl:requestBodyProcessor=JSON): REQUEST_BODY and SC_ARGS_JSON, one
+ * argument per scalar, named as ModSecurity 2.9 names them: object keys
+ * joined by '.', an array's elements named by the array's own key again
+ * ("a.c.c" for {"a":{"c":[..]}}), a top-level array's "array"; strings
+ * unescaped (\uXXXX and surrogate pairs to UTF-8), numbers as written,
+ * true/false as words, null as "". Returns 0, or -1 for a body that is not
+ * JSON or nests deeper than SC_JSON_DEPTH (ModSecurity answers 400). */
+#define SC_JSON_DEPTH 256
+int seccoll_json_body(struct seccoll *c, const char *body, size_t len);
 
 /* ModSecurity's argument splitter: SEP-separated name=value pairs, each
  * half URL-decoded ('+' is a space, bad escapes stay and are counted);
