@@ -1,0 +1,156 @@
+/* ModSecurity's per-request variables (sectx.h says what and why). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include "secop.h"
+#include "sectx.h"
+#include "util.h"
+
+static const char *const coll_names[SX__COLLS] = { "tx", "ip", "global", "session", "user", "resource" };
+
+int sectx_coll(const char *name, size_t len)
+{
+	for (int i = 0; i < SX__COLLS; i++)
+		if (strlen(coll_names[i]) == len && strncasecmp(coll_names[i], name, len) == 0)
+			return i;
+	return -1;
+}
+
+void sectx_reset(struct sectx *t)
+{
+	t->arena.len = 0;
+	t->n = 0;
+	memset(t->open, 0, sizeof(t->open));
+	t->open[SX_TX] = 1;
+}
+
+void sectx_free(struct sectx *t)
+{
+	buf_free(&t->arena);
+	free(t->v);
+	memset(t, 0, sizeof(*t));
+}
+
+/* S may point into the arena itself (a value copied from another
+ * variable): its offset survives the arena moving, the pointer would not. */
+static uint32_t put(struct sectx *t, const char *s, size_t n)
+{
+	int inside = t->arena.data && s >= t->arena.data && s < t->arena.data + t->arena.len;
+	size_t from = inside ? (size_t)(s - t->arena.data) : 0;
+	uint32_t off = (uint32_t)t->arena.len;
+	buf_reserve(&t->arena, n + 1);
+	memmove(t->arena.data + off, inside ? t->arena.data + from : s, n);
+	t->arena.data[off + n] = '\0';
+	t->arena.len = off + n + 1;
+	return off;
+}
+
+static struct sectx_var *find(const struct sectx *t, int coll, const char *name, size_t nlen)
+{
+	for (uint32_t i = 0; i < t->n; i++) {
+		struct sectx_var *v = &t->v[i];
+		if (v->coll == coll && v->nlen == nlen && strncasecmp(t->arena.data + v->name, name, nlen) == 0)
+			return v;
+	}
+	return NULL;
+}
+
+const struct sectx_var *sectx_get(const struct sectx *t, int coll, const char *name, size_t nlen)
+{
+	return find(t, coll, name, nlen);
+}
+
+void sectx_set(struct sectx *t, int coll, const char *name, size_t nlen, const char *value, size_t vlen)
+{
+	struct sectx_var *v = find(t, coll, name, nlen);
+	if (!v) {
+		if (t->n == t->cap) {
+			t->cap = t->cap ? t->cap * 2 : 64;
+			t->v = realloc(t->v, t->cap * sizeof(*t->v));
+			AN(t->v);
+		}
+		uint32_t off = put(t, name, nlen);
+		v = &t->v[t->n++];
+		*v = (struct sectx_var){ .coll = (uint8_t)coll, .name = off, .nlen = (uint32_t)nlen };
+	}
+	uint32_t i = (uint32_t)(v - t->v);
+	uint32_t voff = put(t, value, vlen);
+	t->v[i].value = voff;
+	t->v[i].vlen = (uint32_t)vlen;
+}
+
+void sectx_unset(struct sectx *t, int coll, const char *name, size_t nlen)
+{
+	struct sectx_var *v = find(t, coll, name, nlen);
+	if (v)
+		*v = t->v[--t->n];
+}
+
+void sectx_expand(const char *tpl, size_t len, sectx_resolve_fn fn, void *ctx, struct buf *out)
+{
+	size_t i = 0;
+	while (i < len) {
+		const char *pct = memchr(tpl + i, '%', len - i);
+		if (!pct) {
+			buf_append(out, tpl + i, len - i);
+			return;
+		}
+		size_t p = (size_t)(pct - tpl);
+		buf_append(out, tpl + i, p - i);
+		const char *close = p + 2 < len && tpl[p + 1] == '{' ? memchr(tpl + p + 2, '}', len - p - 2) : NULL;
+		if (!close) {  /* not a macro: the '%' stays */
+			buf_append(out, "%", 1);
+			i = p + 1;
+			continue;
+		}
+		const char *name = tpl + p + 2;
+		size_t inner = (size_t)(close - name);
+		const char *dot = memchr(name, '.', inner);
+		size_t nlen = dot ? (size_t)(dot - name) : inner;
+		(void)fn(ctx, name, nlen, dot ? dot + 1 : NULL, dot ? inner - nlen - 1 : 0, out);
+		i = (size_t)(close - tpl) + 1;
+	}
+}
+
+int sectx_setvar(struct sectx *t, const char *spec, size_t len, sectx_resolve_fn fn, void *ctx)
+{
+	const char *eq = memchr(spec, '=', len);
+	size_t nraw = eq ? (size_t)(eq - spec) : len;
+	const char *val = eq ? eq + 1 : "1";
+	size_t vlen = eq ? len - nraw - 1 : 1;
+	while (vlen > 0 && (*val == ' ' || (*val >= '\t' && *val <= '\r')))
+		val++, vlen--;
+	struct buf name = { 0 }, value = { 0 };
+	sectx_expand(spec, nraw, fn, ctx, &name);
+	const char *n = name.data ? name.data : "";
+	size_t nl = name.len;
+	int unset = nl > 0 && n[0] == '!';
+	if (unset)
+		n++, nl--;
+	const char *dot = memchr(n, '.', nl);
+	int coll = dot ? sectx_coll(n, (size_t)(dot - n)) : -1;
+	int changed = 0;
+	if (coll >= 0 && t->open[coll]) {
+		const char *vn = dot + 1;
+		size_t vnl = nl - (size_t)(dot + 1 - n);
+		if (unset) {
+			sectx_unset(t, coll, vn, vnl);
+		} else if (vlen > 0 && (val[0] == '+' || val[0] == '-')) {
+			const struct sectx_var *old = find(t, coll, vn, vnl);
+			int cur = old ? secop_atoi(t->arena.data + old->value, old->vlen) : 0;
+			sectx_expand(val, vlen, fn, ctx, &value);
+			long long sum = (long long)cur + secop_atoi(value.data ? value.data : "", value.len);
+			char num[24];
+			int k = snprintf(num, sizeof(num), "%d", (int)(sum < 0 ? 0 : sum > 0x7fffffff ? 0x7fffffff : sum));
+			sectx_set(t, coll, vn, vnl, num, (size_t)k);
+		} else {
+			sectx_expand(val, vlen, fn, ctx, &value);
+			sectx_set(t, coll, vn, vnl, value.data ? value.data : "", value.len);
+		}
+		changed = 1;
+	}
+	buf_free(&name);
+	buf_free(&value);
+	return changed;
+}

@@ -1,0 +1,59 @@
+/* ModSecurity's per-request variables that rules write (TX, and the
+ * collections initcol opens: IP, GLOBAL, SESSION, USER, RESOURCE), the
+ * setvar action, and %{...} macro expansion, each as ModSecurity 2.9 does
+ * it (issue 22). Pure; names are matched without regard to ASCII case. */
+#ifndef SLUICE_SECTX_H
+#define SLUICE_SECTX_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "buf.h"
+
+enum sectx_coll { SX_TX, SX_IP, SX_GLOBAL, SX_SESSION, SX_USER, SX_RESOURCE, SX__COLLS };
+
+struct sectx_var {
+	uint8_t coll;              /* enum sectx_coll */
+	uint32_t name, nlen;       /* offsets into the store's arena */
+	uint32_t value, vlen;
+};
+
+struct sectx {
+	struct buf arena;          /* names and values; a changed value is appended anew */
+	struct sectx_var *v;
+	uint32_t n, cap;
+	uint8_t open[SX__COLLS];   /* TX is always open; others once initcol opened them */
+};
+
+void sectx_reset(struct sectx *t);
+void sectx_free(struct sectx *t);
+
+/* "tx", "ip", ... → enum sectx_coll, -1 for another name. */
+int sectx_coll(const char *name, size_t len);
+const struct sectx_var *sectx_get(const struct sectx *t, int coll, const char *name, size_t nlen);
+void sectx_set(struct sectx *t, int coll, const char *name, size_t nlen, const char *value, size_t vlen);
+void sectx_unset(struct sectx *t, int coll, const char *name, size_t nlen);
+static inline const char *sectx_str(const struct sectx *t, uint32_t off)
+{
+	return t->arena.data + off;
+}
+
+/* A macro's variable: NAME (the part before the first '.') and, when there
+ * is one, PARAM after it. Appends its value to OUT and returns 1, or
+ * returns 0 when the variable does not exist or has no value. */
+typedef int (*sectx_resolve_fn)(void *ctx, const char *name, size_t nlen, const char *param, size_t plen,
+				struct buf *out);
+
+/* TEMPLATE with %{NAME} and %{NAME.PARAM} macros, into OUT (appended). A
+ * macro that resolves to nothing expands to nothing; a '%' that does not
+ * start a closed macro stays as it is. */
+void sectx_expand(const char *tpl, size_t len, sectx_resolve_fn fn, void *ctx, struct buf *out);
+
+/* setvar:SPEC, quotes already removed: "col.name=value" (the value
+ * expanded), "col.name=+N" / "=-N" (the old value read as a number, or 0,
+ * plus or minus the expanded N, never below 0), "col.name" (sets "1"),
+ * "!col.name" (unsets); the name is expanded first. A name without a
+ * collection, or in a collection that is not open, changes nothing.
+ * Returns 1 if a variable changed, 0 if not. */
+int sectx_setvar(struct sectx *t, const char *spec, size_t len, sectx_resolve_fn fn, void *ctx);
+
+#endif
