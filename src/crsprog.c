@@ -77,11 +77,6 @@ static void phrase_add(struct crs_phrases *pm, const char *s, size_t n)
 	pm->v[pm->n++] = d;
 }
 
-static int hexval(int c)
-{
-	return c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10;
-}
-
 /* @pm's argument as ModSecurity reads it: an optional pair of double
  * quotes around it, |hex bytes| between pipes, \: \; \\ \" escapes; then
  * phrases separated by spaces. */
@@ -104,11 +99,11 @@ static int pm_phrases(struct crs_program *p, const struct sl_rule *r, const char
 			bin = !bin;
 			nib = -1;
 		} else if (bin) {
-			if (isxdigit((unsigned char)c)) {
+			if (hex_value((unsigned char)c) >= 0) {
 				if (nib < 0) {
-					nib = hexval(c);
+					nib = hex_value((unsigned char)c);
 				} else {
-					buf[k++] = (char)(nib << 4 | hexval(c));
+					buf[k++] = (char)(nib << 4 | hex_value((unsigned char)c));
 					nib = -1;
 				}
 			}
@@ -292,12 +287,6 @@ static int op_prepare(struct crs_program *p, const struct sl_rule *r, uint32_t i
 	}
 }
 
-static int is_disruptive(uint8_t a)
-{
-	return a == SL_ACT_ALLOW || a == SL_ACT_BLOCK || a == SL_ACT_DENY || a == SL_ACT_DROP || a == SL_ACT_PASS ||
-	       a == SL_ACT_PROXY || a == SL_ACT_REDIRECT || a == SL_ACT_PAUSE;
-}
-
 static int tfn_add(struct crs_program *p, const struct sl_rule *r, struct crs_rule *cr, const struct sl_action *a)
 {
 	if (a->tfn == SL_TFN_NONE) {
@@ -340,13 +329,13 @@ static int rule_compile(struct crs_program *p, const struct sl_rule *r, uint32_t
 	for (size_t i = 0; d && i < d->nactions; i++) {
 		if (d->actions[i].act == SL_ACT_T && tfn_add(p, r, cr, &d->actions[i]) < 0)
 			return -1;
-		if (is_disruptive(d->actions[i].act))
+		if (seclang_is_disruptive((enum sl_act)d->actions[i].act))
 			cr->disruptive = d->actions[i].act;
 	}
 	for (size_t i = 0; i < r->nactions; i++) {
 		if (r->actions[i].act == SL_ACT_T && tfn_add(p, r, cr, &r->actions[i]) < 0)
 			return -1;
-		if (is_disruptive(r->actions[i].act))
+		if (seclang_is_disruptive((enum sl_act)r->actions[i].act))
 			cr->disruptive = r->actions[i].act;
 	}
 	if (op_prepare(p, r, id, &cr->op) < 0)

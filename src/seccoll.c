@@ -43,16 +43,6 @@ void seccoll_free(struct seccoll *c)
 	memset(c, 0, sizeof(*c));
 }
 
-static int hexdig(unsigned char ch)
-{
-	return (ch >= '0' && ch <= '9') || ((ch | 0x20) >= 'a' && (ch | 0x20) <= 'f');
-}
-
-static unsigned char hexval(unsigned char ch)
-{
-	return (unsigned char)(ch <= '9' ? ch - '0' : (ch | 0x20) - 'a' + 10);
-}
-
 /* URL-decode S into the arena ('+' a space; a bad escape stays, counted). */
 static uint32_t put_decoded(struct seccoll *c, const char *s, size_t n, uint32_t *outlen)
 {
@@ -63,8 +53,8 @@ static uint32_t put_decoded(struct seccoll *c, const char *s, size_t n, uint32_t
 	size_t k = 0;
 	for (size_t i = 0; i < n;) {
 		if (p[i] == '%') {
-			if (i + 2 < n && hexdig(p[i + 1]) && hexdig(p[i + 2])) {
-				d[k++] = (unsigned char)(hexval(p[i + 1]) << 4 | hexval(p[i + 2]));
+			if (i + 2 < n && hex_value(p[i + 1]) >= 0 && hex_value(p[i + 2]) >= 0) {
+				d[k++] = (unsigned char)(hex_value(p[i + 1]) << 4 | hex_value(p[i + 2]));
 				i += 3;
 				continue;
 			}
@@ -100,11 +90,6 @@ void seccoll_parse_args(struct seccoll *c, enum sc_list_id into, const char *s, 
 	}
 }
 
-static int c_space(unsigned char ch)
-{
-	return ch == ' ' || (ch >= '\t' && ch <= '\r');
-}
-
 /* Version 0 cookies as ModSecurity splits them: on ';' (empty pieces
  * skipped), leading whitespace off the name, the value after the first
  * '=' as it is; a cookie without a name is dropped. */
@@ -116,7 +101,7 @@ static void parse_cookies(struct seccoll *c, const char *s, size_t len)
 		while (e < len && s[e] != ';')
 			e++;
 		size_t a = i;
-		while (a < e && c_space((unsigned char)s[a]))
+		while (a < e && c_isspace((unsigned char)s[a]))
 			a++;
 		const char *eq = memchr(s + a, '=', e - a);
 		size_t nend = eq ? (size_t)(eq - s) : e;
@@ -212,41 +197,16 @@ static void j_ws(struct jparse *j)
 		j->p++;
 }
 
-static void utf8_put(struct buf *b, unsigned cp)
-{
-	char o[4];
-	size_t n;
-	if (cp < 0x80) {
-		o[0] = (char)cp;
-		n = 1;
-	} else if (cp < 0x800) {
-		o[0] = (char)(0xC0 | cp >> 6);
-		o[1] = (char)(0x80 | (cp & 0x3F));
-		n = 2;
-	} else if (cp < 0x10000) {
-		o[0] = (char)(0xE0 | cp >> 12);
-		o[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-		o[2] = (char)(0x80 | (cp & 0x3F));
-		n = 3;
-	} else {
-		o[0] = (char)(0xF0 | cp >> 18);
-		o[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-		o[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
-		o[3] = (char)(0x80 | (cp & 0x3F));
-		n = 4;
-	}
-	buf_append(b, o, n);
-}
-
 static int j_hex4(struct jparse *j, unsigned *out)
 {
 	if (j->end - j->p < 4)
 		return -1;
 	unsigned v = 0;
 	for (int i = 0; i < 4; i++) {
-		if (!hexdig(j->p[i]))
+		int h = hex_value(j->p[i]);
+		if (h < 0)
 			return -1;
-		v = v << 4 | hexval(j->p[i]);
+		v = v << 4 | (unsigned)h;
 	}
 	j->p += 4;
 	*out = v;
@@ -322,8 +282,10 @@ static int j_string(struct jparse *j)
 			}
 			if (cp >= 0xD800 && cp <= 0xDFFF)
 				buf_append(&j->str, "?", 1);  /* a lone surrogate */
-			else
-				utf8_put(&j->str, cp);
+			else {
+				char u[4];
+				buf_append(&j->str, u, utf8_encode(u, cp));
+			}
 			continue;
 		default:
 			return -1;

@@ -517,7 +517,7 @@ static void rule_free(struct sl_rule *r)
 	}
 }
 
-static int is_disruptive(uint8_t act)
+int seclang_is_disruptive(enum sl_act act)
 {
 	return act == SL_ACT_ALLOW || act == SL_ACT_BLOCK || act == SL_ACT_DENY || act == SL_ACT_DROP ||
 	       act == SL_ACT_PASS || act == SL_ACT_PROXY || act == SL_ACT_REDIRECT || act == SL_ACT_PAUSE;
@@ -558,7 +558,7 @@ static int rule_add(struct sl_ctx *c, struct sl_rule *r)
 			phase = parse_phase(a->value);
 		else if (a->act == SL_ACT_CHAIN)
 			says_chain = 1;
-		if (starter && (a->act == SL_ACT_ID || a->act == SL_ACT_PHASE || is_disruptive(a->act) ||
+		if (starter && (a->act == SL_ACT_ID || a->act == SL_ACT_PHASE || seclang_is_disruptive((enum sl_act)a->act) ||
 				a->act == SL_ACT_SKIP || a->act == SL_ACT_SKIP_AFTER))
 			return fail(c, "only the first rule of a chain may say %s", seclang_act_name(a->act));
 	}
@@ -655,7 +655,7 @@ static int do_default_action(struct sl_ctx *c, char **argv, int argc)
 		uint8_t a = d.actions[i].act;
 		if (a == SL_ACT_PHASE)
 			phase = parse_phase(d.actions[i].value);
-		else if (is_disruptive(a))
+		else if (seclang_is_disruptive((enum sl_act)a))
 			disruptive = 1;
 		else if (a == SL_ACT_ID || a == SL_ACT_CHAIN || a == SL_ACT_SKIP || a == SL_ACT_SKIP_AFTER ||
 			 a == SL_ACT_MSG || a == SL_ACT_TAG)

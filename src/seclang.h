@@ -229,6 +229,8 @@ void seclang_free(struct seclang *sl);
 
 /* The value of the rule's first action ACT, or NULL. */
 const struct sl_action *seclang_action(const struct sl_rule *r, enum sl_act act);
+/* allow, block, deny, drop, pass, proxy, redirect, pause */
+int seclang_is_disruptive(enum sl_act act);
 /* Does rule R carry tag TAG (exactly)? */
 int seclang_has_tag(const struct sl_rule *r, const char *tag);
 

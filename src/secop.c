@@ -2,6 +2,7 @@
 #include <limits.h>
 #include <string.h>
 #include "secop.h"
+#include "util.h"
 
 int secop_contains(const char *v, size_t vl, const char *p, size_t pl)
 {
@@ -55,7 +56,7 @@ int secop_within(const char *v, size_t vl, const char *p, size_t pl)
 int secop_atoi(const char *s, size_t n)
 {
 	size_t i = 0;
-	while (i < n && (s[i] == ' ' || (s[i] >= '\t' && s[i] <= '\r')))
+	while (i < n && c_isspace((unsigned char)s[i]))
 		i++;
 	int neg = 0;
 	if (i < n && (s[i] == '+' || s[i] == '-'))
@@ -83,11 +84,6 @@ int secop_validate_byte_range(const uint8_t allowed[32], const char *v, size_t v
 	return 0;
 }
 
-static int hexdig(unsigned char c)
-{
-	return (c >= '0' && c <= '9') || ((c | 0x20) >= 'a' && (c | 0x20) <= 'f');
-}
-
 int secop_validate_url_encoding(const char *v, size_t vl)
 {
 	for (size_t i = 0; i < vl;) {
@@ -95,7 +91,7 @@ int secop_validate_url_encoding(const char *v, size_t vl)
 			i++;
 			continue;
 		}
-		if (i + 2 >= vl || !hexdig((unsigned char)v[i + 1]) || !hexdig((unsigned char)v[i + 2]))
+		if (i + 2 >= vl || hex_value((unsigned char)v[i + 1]) < 0 || hex_value((unsigned char)v[i + 2]) < 0)
 			return 1;
 		i += 3;
 	}

@@ -5,19 +5,9 @@
 #include <string.h>
 #include <strings.h>
 #include "sectfn.h"
+#include "util.h"
 
 #define NBSP 0xA0
-
-/* The C locale's isspace, as ModSecurity calls it. */
-static int c_space(unsigned char c)
-{
-	return c == ' ' || (c >= '\t' && c <= '\r');
-}
-
-static int is_hex(unsigned char c)
-{
-	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
-}
 
 static int is_odigit(unsigned char c)
 {
@@ -64,7 +54,8 @@ static size_t url_decode(const unsigned char *s, size_t n, unsigned char *d, int
 			*changed |= s[i] == '+';
 			i++;
 		} else if (uni && i + 1 < n && (s[i + 1] | 0x20) == 'u') {
-			if (i + 5 < n && is_hex(s[i + 2]) && is_hex(s[i + 3]) && is_hex(s[i + 4]) && is_hex(s[i + 5])) {
+			if (i + 5 < n && hex_value(s[i + 2]) >= 0 && hex_value(s[i + 3]) >= 0 && hex_value(s[i + 4]) >= 0 &&
+			    hex_value(s[i + 5]) >= 0) {
 				d[k++] = uni_low(s + i + 2);
 				i += 6;
 				*changed = 1;
@@ -72,7 +63,7 @@ static size_t url_decode(const unsigned char *s, size_t n, unsigned char *d, int
 				d[k++] = s[i++];
 				d[k++] = s[i++];
 			}
-		} else if (i + 2 < n && is_hex(s[i + 1]) && is_hex(s[i + 2])) {
+		} else if (i + 2 < n && hex_value(s[i + 1]) >= 0 && hex_value(s[i + 2]) >= 0) {
 			d[k++] = x2c(s + i + 1);
 			i += 3;
 			*changed = 1;
@@ -89,11 +80,11 @@ static size_t js_decode(const unsigned char *s, size_t n, unsigned char *d)
 	while (i < n) {
 		if (s[i] != '\\') {
 			d[k++] = s[i++];
-		} else if (i + 5 < n && s[i + 1] == 'u' && is_hex(s[i + 2]) && is_hex(s[i + 3]) && is_hex(s[i + 4]) &&
-			   is_hex(s[i + 5])) {
+		} else if (i + 5 < n && s[i + 1] == 'u' && hex_value(s[i + 2]) >= 0 && hex_value(s[i + 3]) >= 0 &&
+			   hex_value(s[i + 4]) >= 0 && hex_value(s[i + 5]) >= 0) {
 			d[k++] = uni_low(s + i + 2);
 			i += 6;
-		} else if (i + 3 < n && s[i + 1] == 'x' && is_hex(s[i + 2]) && is_hex(s[i + 3])) {
+		} else if (i + 3 < n && s[i + 1] == 'x' && hex_value(s[i + 2]) >= 0 && hex_value(s[i + 3]) >= 0) {
 			d[k++] = x2c(s + i + 2);
 			i += 4;
 		} else if (i + 1 < n && is_odigit(s[i + 1])) {
@@ -146,7 +137,7 @@ static size_t css_decode(const unsigned char *s, size_t n, unsigned char *d)
 		}
 		i++;
 		size_t j = 0;
-		while (j < 6 && i + j < n && is_hex(s[i + j]))
+		while (j < 6 && i + j < n && hex_value(s[i + j]) >= 0)
 			j++;
 		if (j == 0) {
 			if (s[i] == '\n')
@@ -164,7 +155,7 @@ static size_t css_decode(const unsigned char *s, size_t n, unsigned char *d)
 		if (fullcheck && c > 0x00 && c < 0x5f && (s[i + j - 3] | 0x20) == 'f' && (s[i + j - 4] | 0x20) == 'f')
 			c = (unsigned char)(c + 0x20);
 		d[k++] = c;
-		if (i + j < n && c_space(s[i + j]))  /* one whitespace after a hex escape ends it */
+		if (i + j < n && c_isspace(s[i + j]))  /* one whitespace after a hex escape ends it */
 			j++;
 		i += j;
 	}
@@ -213,7 +204,7 @@ static size_t html_decode(const unsigned char *s, size_t n, unsigned char *d)
 					base = 16;
 				}
 				size_t from = j;
-				while (j < n && (base == 16 ? is_hex(s[j]) : (s[j] >= '0' && s[j] <= '9')))
+				while (j < n && (base == 16 ? hex_value(s[j]) >= 0 : (s[j] >= '0' && s[j] <= '9')))
 					j++;
 				if (j == from)
 					goto raw;
@@ -280,7 +271,7 @@ static size_t escape_seq_decode(const unsigned char *s, size_t n, unsigned char 
 		if (c != -1) {
 			i += 2;
 		} else if ((s[i + 1] | 0x20) == 'x') {
-			if (i + 3 < n && is_hex(s[i + 2]) && is_hex(s[i + 3])) {
+			if (i + 3 < n && hex_value(s[i + 2]) >= 0 && hex_value(s[i + 3]) >= 0) {
 				c = x2c(s + i + 2);
 				i += 4;
 			}
@@ -651,10 +642,10 @@ int sectfn_apply(enum sl_tfn t, const char *in, size_t n, struct buf *out)
 	case SL_TFN_TRIM_RIGHT: {
 		size_t a = 0, b = n;
 		if (t != SL_TFN_TRIM_RIGHT)
-			while (a < b && c_space(s[a]))
+			while (a < b && c_isspace(s[a]))
 				a++;
 		if (t != SL_TFN_TRIM_LEFT)
-			while (b > a && c_space(s[b - 1]))
+			while (b > a && c_isspace(s[b - 1]))
 				b--;
 		d = out_room(out, b - a);
 		memcpy(d, s + a, b - a);
@@ -680,7 +671,7 @@ int sectfn_apply(enum sl_tfn t, const char *in, size_t n, struct buf *out)
 		int inws = 0;
 		size_t count = 0;
 		for (size_t i = 0; i < n; i++) {
-			if (c_space(s[i]) || s[i] == NBSP) {
+			if (c_isspace(s[i]) || s[i] == NBSP) {
 				changed |= inws;
 				inws = 1;
 				count++;
@@ -700,7 +691,7 @@ int sectfn_apply(enum sl_tfn t, const char *in, size_t n, struct buf *out)
 	case SL_TFN_REMOVE_WHITESPACE:
 		d = out_room(out, n);
 		for (size_t i = 0; i < n; i++) {
-			if (c_space(s[i]) || s[i] == NBSP)
+			if (c_isspace(s[i]) || s[i] == NBSP)
 				changed = 1;
 			else
 				d[k++] = s[i];
@@ -795,9 +786,9 @@ int sectfn_apply(enum sl_tfn t, const char *in, size_t n, struct buf *out)
 		d = out_room(out, n);
 		size_t i = 0;
 		while (i < n && s[i]) {
-			if (s[i] == '0' && i + 3 < n && (s[i + 1] | 0x20) == 'x' && is_hex(s[i + 2]) && is_hex(s[i + 3])) {
+			if (s[i] == '0' && i + 3 < n && (s[i + 1] | 0x20) == 'x' && hex_value(s[i + 2]) >= 0 && hex_value(s[i + 3]) >= 0) {
 				i += 2;
-				while (i + 1 < n && is_hex(s[i]) && is_hex(s[i + 1])) {
+				while (i + 1 < n && hex_value(s[i]) >= 0 && hex_value(s[i + 1]) >= 0) {
 					d[k++] = x2c(s + i);
 					i += 2;
 				}

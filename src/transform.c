@@ -2,6 +2,7 @@
  * W <= R walk the string once. */
 #include <string.h>
 #include "transform.h"
+#include "util.h"
 
 static const char *const step_names[] = {
 #define XFORM_NAME(id, name) name,
@@ -37,63 +38,25 @@ int xform_parse(const char *spec, size_t len, uint8_t *steps, int max, const cha
 	return n;
 }
 
-static int hexval(unsigned char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	c |= 0x20;
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	return -1;
-}
-
-/* UTF-8 of CP at OUT; returns its length (1-4). CP above U+10FFFF or a
- * surrogate becomes U+FFFD. */
-static size_t utf8_put(char *out, unsigned long cp)
-{
-	if (cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
-		cp = 0xFFFD;
-	if (cp < 0x80) {
-		out[0] = (char)cp;
-		return 1;
-	}
-	if (cp < 0x800) {
-		out[0] = (char)(0xC0 | (cp >> 6));
-		out[1] = (char)(0x80 | (cp & 0x3F));
-		return 2;
-	}
-	if (cp < 0x10000) {
-		out[0] = (char)(0xE0 | (cp >> 12));
-		out[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-		out[2] = (char)(0x80 | (cp & 0x3F));
-		return 3;
-	}
-	out[0] = (char)(0xF0 | (cp >> 18));
-	out[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-	out[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
-	out[3] = (char)(0x80 | (cp & 0x3F));
-	return 4;
-}
-
 static size_t urldecode(char *p, size_t n, int uni)
 {
 	size_t r = 0, w = 0;
 	while (r < n) {
 		unsigned char c = (unsigned char)p[r];
-		if (c == '%' && r + 2 < n && hexval((unsigned char)p[r + 1]) >= 0 &&
-		    hexval((unsigned char)p[r + 2]) >= 0) {
-			p[w++] = (char)(hexval((unsigned char)p[r + 1]) * 16 + hexval((unsigned char)p[r + 2]));
+		if (c == '%' && r + 2 < n && hex_value((unsigned char)p[r + 1]) >= 0 &&
+		    hex_value((unsigned char)p[r + 2]) >= 0) {
+			p[w++] = (char)(hex_value((unsigned char)p[r + 1]) * 16 + hex_value((unsigned char)p[r + 2]));
 			r += 3;
 		} else if (uni && c == '%' && r + 5 < n && (p[r + 1] == 'u' || p[r + 1] == 'U') &&
-			   hexval((unsigned char)p[r + 2]) >= 0 && hexval((unsigned char)p[r + 3]) >= 0 &&
-			   hexval((unsigned char)p[r + 4]) >= 0 && hexval((unsigned char)p[r + 5]) >= 0) {
+			   hex_value((unsigned char)p[r + 2]) >= 0 && hex_value((unsigned char)p[r + 3]) >= 0 &&
+			   hex_value((unsigned char)p[r + 4]) >= 0 && hex_value((unsigned char)p[r + 5]) >= 0) {
 			unsigned long cp = 0;
 			for (int k = 2; k < 6; k++)
-				cp = cp * 16 + (unsigned long)hexval((unsigned char)p[r + k]);
+				cp = cp * 16 + (unsigned long)hex_value((unsigned char)p[r + k]);
 			/* Full-width ASCII (U+FF01..FF5E) is what IIS maps %uFF0E to '.'. */
 			if (cp >= 0xFF01 && cp <= 0xFF5E)
 				cp -= 0xFEE0;
-			w += utf8_put(p + w, cp);
+			w += utf8_encode(p + w, cp);
 			r += 6;
 		} else {
 			p[w++] = uni && c == '+' ? ' ' : (char)c;
@@ -149,7 +112,7 @@ static size_t htmldecode(char *p, size_t n)
 			unsigned long cp = 0;
 			size_t digits = 0;
 			while (q < n && digits < 8) {
-				int v = hex ? hexval((unsigned char)p[q]) : (p[q] >= '0' && p[q] <= '9' ? p[q] - '0' : -1);
+				int v = hex ? hex_value((unsigned char)p[q]) : (p[q] >= '0' && p[q] <= '9' ? p[q] - '0' : -1);
 				if (v < 0)
 					break;
 				cp = cp * (hex ? 16 : 10) + (unsigned long)v;
@@ -157,7 +120,7 @@ static size_t htmldecode(char *p, size_t n)
 				digits++;
 			}
 			if (digits) {
-				while (q < n && digits >= 8 && (hex ? hexval((unsigned char)p[q]) >= 0 : p[q] >= '0' && p[q] <= '9')) {
+				while (q < n && digits >= 8 && (hex ? hex_value((unsigned char)p[q]) >= 0 : p[q] >= '0' && p[q] <= '9')) {
 					q++;  /* absurdly long: swallow the rest */
 					cp = 0x110000;
 				}
@@ -165,7 +128,7 @@ static size_t htmldecode(char *p, size_t n)
 					q++;
 				/* The encoding is at least as long as its UTF-8 ("&#9" is 3
 				 * bytes for 1; "&#128" 5 for 2; ...), so W stays <= R. */
-				w += utf8_put(p + w, cp);
+				w += utf8_encode(p + w, cp);
 				r = q;
 				continue;
 			}

@@ -67,4 +67,47 @@ static inline void ascii_lower_copy(char *dst, const char *src, size_t n)
 		dst[i] = (char)(src[i] >= 'A' && src[i] <= 'Z' ? src[i] | 0x20 : src[i]);
 }
 
+/* The value of a hex digit, or -1. */
+static inline int hex_value(unsigned char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	c |= 0x20;
+	return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+/* isspace() of the C locale, whatever the process's locale. */
+static inline int c_isspace(unsigned char c)
+{
+	return c == ' ' || (c >= '\t' && c <= '\r');
+}
+
+/* UTF-8 of CP at OUT (4 bytes of room); returns its length. A code point
+ * above U+10FFFF or a surrogate becomes U+FFFD. */
+static inline size_t utf8_encode(char *out, unsigned long cp)
+{
+	if (cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+		cp = 0xFFFD;
+	if (cp < 0x80) {
+		out[0] = (char)cp;
+		return 1;
+	}
+	if (cp < 0x800) {
+		out[0] = (char)(0xC0 | (cp >> 6));
+		out[1] = (char)(0x80 | (cp & 0x3F));
+		return 2;
+	}
+	if (cp < 0x10000) {
+		out[0] = (char)(0xE0 | (cp >> 12));
+		out[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
+		out[2] = (char)(0x80 | (cp & 0x3F));
+		return 3;
+	}
+	out[0] = (char)(0xF0 | (cp >> 18));
+	out[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
+	out[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
+	out[3] = (char)(0x80 | (cp & 0x3F));
+	return 4;
+}
+
 #endif
