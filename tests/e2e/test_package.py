@@ -670,6 +670,10 @@ def test_deb_maintainer_scripts_under_systemd(tmp_path, sluice_bin, package_lock
                 outs[cmd] = sh_in(cmd.replace("./build-deb/sluice_*.deb", deb_in))
             install = [c for c in outs if c.startswith("apt-get install")]
             assert install and "did not start" not in outs[install[0]], outs
+            # systemctl reload returns once ExecReload ran; the unit stays
+            # "reloading" until sluice's new workers serve (READY=1), which
+            # a loaded machine can take seconds to reach
+            sd.wait_state("sluice.service", "active", "running", timeout=30.0)
             st = sd.show("sluice.service")
             assert (st["ActiveState"], st["SubState"]) == ("active", "running"), sd.status("sluice.service")
             assert "reloaded, generation 1" in st["StatusText"], st   # systemctl reload ran
