@@ -28,6 +28,11 @@ else ifeq ($(TLS),awslc)
 else
   $(error TLS must be awslc or openssl)
 endif
+# libinjection's checks for the CRS engine's @detectSQLi/@detectXSS: Debian
+# does not package libinjection, so cargo builds the crates registry's Rust
+# port behind a C ABI (crs/libinjection/build.sh), once, into $(INJ_DIR).
+INJ_DIR ?= build-libinjection-lib
+INJ_LIBS = $(INJ_DIR)/libsluice_libinjection.a -lgcc_s -lutil -lrt -ldl
 TLS_SUFFIX = $(if $(filter $(TLS),$(TLS_DEFAULT)),,-$(TLS))
 BUILD   ?= build$(TLS_SUFFIX)
 O       ?= -O2
@@ -36,7 +41,7 @@ WARN     = -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototyp
 # CRLF) a proxy must not be lenient about. Our code sees the same define.
 LLHTTP_DEFS = -DLLHTTP_STRICT_MODE=1
 CFLAGS_BASE = -std=c11 $(O) -g $(WARN) -D_GNU_SOURCE $(LLHTTP_DEFS) $(STATS_DEF) $(TLS_CFLAGS) -I/usr/share/include/llhttp -I/usr/include/lua5.4 -Isrc
-LIBS_BASE = -luv -lcyaml -lyaml $(TLS_LIBS) -llua5.4 -lpcre2-8 -lhs -lnghttp2 -lpthread -lm
+LIBS_BASE = -luv -lcyaml -lyaml $(TLS_LIBS) -llua5.4 -lpcre2-8 -lhs -lnghttp2 $(INJ_LIBS) -lpthread -lm
 # STATS=0 compiles the statistics calls out (for measuring what they cost:
 # make bench-stats); never for production.
 STATS ?= 1
@@ -86,14 +91,17 @@ DEB_TEST_PKGS  = curl wrk haproxy nginx nghttp2-client python3-h2 openssl python
 .PHONY: all run test unit e2e e2e-tls asan test-asan fuzz fuzz-smoke soak valgrind deps test-deps bench bench-smoke bench-offload bench-inspection bench-churn \
         bench-throughput bench-memory bench-reuse bench-core bench-persist bench-tls bench-h2 bench-identity bench-stats \
         install deb clean
-all: $(BUILD)/sluice $(BUILD)/demo_backend
+all: $(BUILD)/sluice $(BUILD)/demo_backend $(BUILD)/crs_replay
 
 # AWS-LC, once (cargo keeps its build in $(AWSLC_DIR)/target).
 $(AWSLC_DIR)/.stamp: tls/awslc/Cargo.toml tls/awslc/Cargo.lock tls/awslc/build.rs tls/awslc/build.sh
 	sh tls/awslc/build.sh $(AWSLC_DIR)
 
+$(INJ_DIR)/.stamp: crs/libinjection/Cargo.toml crs/libinjection/Cargo.lock crs/libinjection/src/lib.rs crs/libinjection/build.sh
+	sh crs/libinjection/build.sh $(INJ_DIR)
+
 # Rebuild everything when the flags change (conventions: "rebuild when flags change").
-$(BUILD)/.flags: FORCE $(TLS_DEP)
+$(BUILD)/.flags: FORCE $(TLS_DEP) $(INJ_DIR)/.stamp
 	@mkdir -p $(BUILD)/llhttp $(BUILD)/unit
 	@echo '$(CC) $(CFLAGS) $(LIBS)' | cmp -s - $@ || echo '$(CC) $(CFLAGS) $(LIBS)' > $@
 FORCE:
@@ -140,6 +148,10 @@ $(BUILD)/sluice: $(OBJ) $(LLHTTP_OBJ)
 
 $(BUILD)/demo_backend: bench/demo_backend.c $(BUILD)/.flags
 	$(CC) $(CFLAGS) -o $@ $< -lpthread $(LDFLAGS)
+
+# The CRS engine on raw requests, for the ModSecurity differential tests.
+$(BUILD)/crs_replay: tests/crs/crs_replay.c $(LIB_OBJ) $(LLHTTP_OBJ)
+	$(CC) $(CFLAGS) -o $@ $^ $(LIBS) $(LDFLAGS)
 
 $(BUILD)/unit/%: tests/unit/%.c $(LIB_OBJ) $(LLHTTP_OBJ)
 	$(CC) $(CFLAGS) -o $@ $^ $(LIBS) $(LDFLAGS)

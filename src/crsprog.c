@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include "crsprog.h"
 #include "netaddr.h"
 #include "sectfn.h"
@@ -31,9 +32,6 @@ static int fail(struct crs_program *p, const struct sl_rule *r, const char *fmt,
 static const char *op_unsupported(enum sl_op op)
 {
 	switch (op) {
-	case SL_OP_DETECT_SQLI:
-	case SL_OP_DETECT_XSS:
-		return "it needs libinjection, which Debian does not package";
 	case SL_OP_RBL:
 	case SL_OP_GEO_LOOKUP:
 	case SL_OP_GSB_LOOKUP:
@@ -53,6 +51,39 @@ static const char *op_unsupported(enum sl_op op)
 		return "not implemented";
 	default:
 		return NULL;
+	}
+}
+
+/* Why the evaluator cannot read a variable in the request phases (NULL:
+ * it can). Response variables are refused too: sluice runs phases 1-2. */
+static const char *var_unsupported(enum sl_var v)
+{
+	switch (v) {
+	case SL_VAR_ARGS: case SL_VAR_ARGS_NAMES: case SL_VAR_ARGS_GET: case SL_VAR_ARGS_GET_NAMES:
+	case SL_VAR_ARGS_POST: case SL_VAR_ARGS_POST_NAMES: case SL_VAR_ARGS_COMBINED_SIZE:
+	case SL_VAR_REQUEST_COOKIES: case SL_VAR_REQUEST_COOKIES_NAMES: case SL_VAR_REQUEST_HEADERS:
+	case SL_VAR_REQUEST_HEADERS_NAMES: case SL_VAR_FILES: case SL_VAR_FILES_NAMES: case SL_VAR_FILES_SIZES:
+	case SL_VAR_FILES_COMBINED_SIZE: case SL_VAR_MULTIPART_PART_HEADERS: case SL_VAR_TX: case SL_VAR_IP:
+	case SL_VAR_GLOBAL: case SL_VAR_SESSION: case SL_VAR_USER: case SL_VAR_MATCHED_VAR:
+	case SL_VAR_MATCHED_VAR_NAME: case SL_VAR_MATCHED_VARS: case SL_VAR_MATCHED_VARS_NAMES:
+	case SL_VAR_REQUEST_URI: case SL_VAR_REQUEST_URI_RAW: case SL_VAR_REQUEST_FILENAME:
+	case SL_VAR_REQUEST_BASENAME: case SL_VAR_QUERY_STRING: case SL_VAR_REQUEST_LINE:
+	case SL_VAR_REQUEST_METHOD: case SL_VAR_REQUEST_PROTOCOL: case SL_VAR_REMOTE_ADDR: case SL_VAR_REMOTE_PORT:
+	case SL_VAR_REQUEST_BODY: case SL_VAR_REQUEST_BODY_LENGTH: case SL_VAR_REQBODY_PROCESSOR:
+	case SL_VAR_REQBODY_ERROR: case SL_VAR_REQBODY_PROCESSOR_ERROR: case SL_VAR_REQBODY_ERROR_MSG:
+	case SL_VAR_URLENCODED_ERROR: case SL_VAR_MULTIPART_STRICT_ERROR: case SL_VAR_MULTIPART_UNMATCHED_BOUNDARY:
+	case SL_VAR_MULTIPART_BOUNDARY_QUOTED: case SL_VAR_MULTIPART_BOUNDARY_WHITESPACE:
+	case SL_VAR_MULTIPART_DATA_BEFORE: case SL_VAR_MULTIPART_DATA_AFTER: case SL_VAR_MULTIPART_HEADER_FOLDING:
+	case SL_VAR_MULTIPART_LF_LINE: case SL_VAR_MULTIPART_CRLF_LF_LINES: case SL_VAR_MULTIPART_MISSING_SEMICOLON:
+	case SL_VAR_MULTIPART_INVALID_QUOTING: case SL_VAR_MULTIPART_INVALID_PART:
+	case SL_VAR_MULTIPART_INVALID_HEADER_FOLDING: case SL_VAR_MULTIPART_FILE_LIMIT_EXCEEDED:
+	case SL_VAR_UNIQUE_ID: case SL_VAR_DURATION: case SL_VAR_TIME_EPOCH: case SL_VAR_XML:
+		return NULL;
+	case SL_VAR_GEO:
+	case SL_VAR_ENV:
+		return NULL;  /* sluice has neither: always empty, as ModSecurity's without lookups */
+	default:
+		return "sluice does not provide it";
 	}
 }
 
@@ -308,11 +339,19 @@ static void op_free(struct crs_op *op)
 	cidrset_free(&op->ips);
 }
 
+static void rule_release(struct crs_rule *cr)
+{
+	op_free(&cr->op);
+	for (size_t i = 0; cr->sel_re && i < cr->src->ntargets; i++)
+		pcre2_code_free(cr->sel_re[i]);
+	free(cr->sel_re);
+}
+
 static void rule_free(struct crs_rule *cr)
 {
 	while (cr) {
 		struct crs_rule *next = cr->chained;
-		op_free(&cr->op);
+		rule_release(cr);
 		free(cr);
 		cr = next;
 	}
@@ -326,17 +365,59 @@ static int rule_compile(struct crs_program *p, const struct sl_rule *r, uint32_t
 	if (r->kind == SL_MARKER)
 		return 0;
 	const struct sl_defaults *d = r->defaults >= 0 ? &p->sl.defaults[r->defaults] : NULL;
+	uint8_t dflt_disruptive = 0, own_disruptive = 0;
+	cr->log = 1;
 	for (size_t i = 0; d && i < d->nactions; i++) {
-		if (d->actions[i].act == SL_ACT_T && tfn_add(p, r, cr, &d->actions[i]) < 0)
+		const struct sl_action *a = &d->actions[i];
+		if (a->act == SL_ACT_T && tfn_add(p, r, cr, a) < 0)
 			return -1;
-		if (seclang_is_disruptive((enum sl_act)d->actions[i].act))
-			cr->disruptive = d->actions[i].act;
+		if (seclang_is_disruptive((enum sl_act)a->act))
+			dflt_disruptive = a->act;
+		if (a->act == SL_ACT_LOG || a->act == SL_ACT_NOLOG)
+			cr->log = a->act == SL_ACT_LOG;
+		if (a->act == SL_ACT_STATUS)
+			cr->status = (uint16_t)atoi(a->value);
 	}
 	for (size_t i = 0; i < r->nactions; i++) {
-		if (r->actions[i].act == SL_ACT_T && tfn_add(p, r, cr, &r->actions[i]) < 0)
+		const struct sl_action *a = &r->actions[i];
+		if (a->act == SL_ACT_T && tfn_add(p, r, cr, a) < 0)
 			return -1;
-		if (seclang_is_disruptive((enum sl_act)r->actions[i].act))
-			cr->disruptive = r->actions[i].act;
+		if (seclang_is_disruptive((enum sl_act)a->act))
+			own_disruptive = a->act;
+		if (a->act == SL_ACT_LOG || a->act == SL_ACT_NOLOG)
+			cr->log = a->act == SL_ACT_LOG;
+		if (a->act == SL_ACT_STATUS)
+			cr->status = (uint16_t)atoi(a->value);
+		if (a->act == SL_ACT_CAPTURE)
+			cr->capture = 1;
+		if (a->act == SL_ACT_MULTI_MATCH)
+			cr->multi_match = 1;
+	}
+	/* block: whatever SecDefaultAction says (pass when it says nothing) */
+	cr->disruptive = own_disruptive && own_disruptive != SL_ACT_BLOCK ? own_disruptive
+		       : dflt_disruptive && dflt_disruptive != SL_ACT_BLOCK ? dflt_disruptive
+		       : own_disruptive == SL_ACT_BLOCK ? SL_ACT_PASS : dflt_disruptive;
+	if (r->ntargets) {
+		cr->sel_re = calloc(r->ntargets, sizeof(*cr->sel_re));
+		AN(cr->sel_re);
+	}
+	for (size_t i = 0; i < r->ntargets; i++) {
+		if (r->targets[i].sel_kind != SL_SEL_REGEX)
+			continue;
+		int code;
+		PCRE2_SIZE off;
+		/* ModSecurity compiles selector regexes caseless */
+		cr->sel_re[i] = pcre2_compile((PCRE2_SPTR)r->targets[i].sel, PCRE2_ZERO_TERMINATED,
+					      PCRE2_DOTALL | PCRE2_CASELESS | PCRE2_DOLLAR_ENDONLY, &code, &off, NULL);
+		if (!cr->sel_re[i])
+			return fail(p, r, "%s:/%s/: PCRE2 cannot compile the selector", seclang_var_name((enum sl_var)r->targets[i].var),
+				    r->targets[i].sel);
+	}
+	for (size_t i = 0; r->phase <= 2 && i < r->ntargets; i++) {
+		const char *why = var_unsupported((enum sl_var)r->targets[i].var);
+		if (why)
+			return fail(p, r, "rule %u: variable %s is not supported: %s (list the rule's id under skip to load the rest)", id,
+				    seclang_var_name((enum sl_var)r->targets[i].var), why);
 	}
 	if (op_prepare(p, r, id, &cr->op) < 0)
 		return -1;
@@ -356,11 +437,31 @@ static int skipped(const uint32_t *skip, size_t nskip, uint32_t id)
 	return 0;
 }
 
+/* The settings the evaluator reads; the last of each wins, as in ModSecurity. */
+static void read_settings(struct crs_program *p)
+{
+	p->engine = CRS_ENGINE_ON;
+	p->body_access = 0;
+	p->body_limit = 131072;
+	for (size_t i = 0; i < p->sl.nsettings; i++) {
+		const struct sl_setting *st = &p->sl.settings[i];
+		if (strcasecmp(st->name, "SecRuleEngine") == 0)
+			p->engine = strcasecmp(st->value, "On") == 0		 ? CRS_ENGINE_ON
+				  : strcasecmp(st->value, "DetectionOnly") == 0 ? CRS_ENGINE_DETECTION_ONLY
+										 : CRS_ENGINE_OFF;
+		else if (strcasecmp(st->name, "SecRequestBodyAccess") == 0)
+			p->body_access = strcasecmp(st->value, "On") == 0;
+		else if (strcasecmp(st->name, "SecRequestBodyNoFilesLimit") == 0)
+			p->body_limit = (size_t)strtoull(st->value, NULL, 10);
+	}
+}
+
 int crs_compile(struct crs_program *p, struct seclang *sl, const uint32_t *skip, size_t nskip)
 {
 	memset(p, 0, sizeof(*p));
 	p->sl = *sl;
 	memset(sl, 0, sizeof(*sl));
+	read_settings(p);
 	size_t cap = p->sl.nrules;
 	for (int ph = 1; ph <= 5; ph++) {
 		p->phase[ph] = calloc(cap ? cap : 1, sizeof(struct crs_rule));
@@ -407,7 +508,7 @@ void crs_program_free(struct crs_program *p)
 	for (int ph = 1; ph <= 5; ph++) {
 		for (size_t i = 0; i < p->nphase[ph]; i++) {
 			struct crs_rule *cr = &p->phase[ph][i];
-			op_free(&cr->op);
+			rule_release(cr);
 			rule_free(cr->chained);
 		}
 		free(p->phase[ph]);

@@ -39,13 +39,24 @@ struct crs_rule {
 	struct crs_op op;
 	uint8_t tfn[CRS_MAX_TFN];  /* enum sl_tfn, in order, t:none already applied */
 	uint8_t ntfn;
-	uint8_t disruptive;        /* enum sl_act: the rule's, or its SecDefaultAction's; 0 none */
+	uint8_t disruptive;        /* enum sl_act: the rule's, or its SecDefaultAction's (block
+				    * resolved to the SecDefaultAction's); 0 none */
+	uint8_t capture;           /* @rx/@pm captures go to TX:0..9 */
+	uint8_t multi_match;       /* the operator runs after every changing transformation */
+	uint8_t log;               /* its alerts are logged (log, the default) or not (nolog) */
+	uint16_t status;           /* status:N, 0 none */
+	void **sel_re;             /* per target: pcre2_code * for a /regex/ selector, else NULL */
 	int32_t skip_after;        /* index in its phase's list to continue after, -1 none */
 	struct crs_rule *chained;
 };
 
+enum crs_engine { CRS_ENGINE_OFF, CRS_ENGINE_DETECTION_ONLY, CRS_ENGINE_ON };
+
 struct crs_program {
 	struct seclang sl;         /* owned: the rules point into it */
+	uint8_t engine;            /* SecRuleEngine, enum crs_engine (DetectionOnly if never set) */
+	uint8_t body_access;       /* SecRequestBodyAccess On */
+	size_t body_limit;         /* SecRequestBodyNoFilesLimit (bodies without files) */
 	struct crs_rule *phase[6]; /* [1..5]; markers are rules with kind SL_MARKER */
 	size_t nphase[6];
 	unsigned skipped;          /* rules dropped by the skip list */

@@ -32,6 +32,8 @@ void seccoll_reset(struct seccoll *c)
 	c->filename = c->filename_len = c->basename = c->basename_len = c->query = c->query_len = 0;
 	c->line = c->line_len = c->body = c->body_len = 0;
 	c->urlencoded_invalid = 0;
+	c->mp_flags = 0;
+	c->mp_error = NULL;
 	arena_put(c, "", 0);  /* offset 0 is the empty string */
 }
 
@@ -171,6 +173,13 @@ void seccoll_request(struct seccoll *c, const char *method, size_t mlen, const c
 		if (name_is(h[i].name, h[i].nlen, "cookie"))
 			parse_cookies(c, h[i].value, h[i].vlen);
 	}
+}
+
+void seccoll_add(struct seccoll *c, enum sc_list_id into, const char *name, size_t nlen, const char *value, size_t vlen)
+{
+	uint32_t n = arena_put(c, name, nlen);
+	uint32_t v = arena_put(c, value, vlen);
+	list_add(&c->list[into], n, (uint32_t)nlen, v, (uint32_t)vlen);
 }
 
 void seccoll_urlencoded_body(struct seccoll *c, const char *body, size_t len)

@@ -22,8 +22,32 @@ struct sc_list {
 };
 
 /* SC_ARGS_JSON: arguments from a JSON body, which ModSecurity counts in
- * ARGS but not in ARGS_POST (that is the urlencoded body's). */
-enum sc_list_id { SC_ARGS_GET, SC_ARGS_POST, SC_ARGS_JSON, SC_COOKIES, SC_HEADERS, SC__LISTS };
+ * ARGS but not in ARGS_POST (that is the urlencoded and multipart body's).
+ * From a multipart body: SC_FILES (part name, file name), SC_FILES_SIZES
+ * (part name, size in decimal), SC_PART_HEADERS (part name, one header
+ * line as sent, without its line end). */
+enum sc_list_id {
+	SC_ARGS_GET, SC_ARGS_POST, SC_ARGS_JSON, SC_COOKIES, SC_HEADERS,
+	SC_FILES, SC_FILES_SIZES, SC_PART_HEADERS, SC__LISTS
+};
+
+/* What the multipart processor saw (ModSecurity's MULTIPART_* flags). */
+enum sc_mp_flag {
+	SC_MP_ERROR = 1 << 0,                /* it could not parse the body */
+	SC_MP_BOUNDARY_QUOTED = 1 << 1,
+	SC_MP_BOUNDARY_WHITESPACE = 1 << 2,
+	SC_MP_DATA_BEFORE = 1 << 3,
+	SC_MP_DATA_AFTER = 1 << 4,
+	SC_MP_HEADER_FOLDING = 1 << 5,
+	SC_MP_LF_LINE = 1 << 6,
+	SC_MP_CRLF_LINE = 1 << 7,
+	SC_MP_MISSING_SEMICOLON = 1 << 8,
+	SC_MP_INVALID_QUOTING = 1 << 9,
+	SC_MP_INVALID_PART = 1 << 10,
+	SC_MP_INVALID_HEADER_FOLDING = 1 << 11,
+	SC_MP_FILE_LIMIT_EXCEEDED = 1 << 12,
+	SC_MP_UNMATCHED_BOUNDARY = 1 << 13,
+};
 
 struct seccoll {
 	struct buf arena;
@@ -33,6 +57,8 @@ struct seccoll {
 	uint32_t filename, filename_len, basename, basename_len, query, query_len;
 	uint32_t line, line_len, body, body_len;
 	unsigned urlencoded_invalid;   /* bad %-escapes in arguments (URLENCODED_ERROR) */
+	unsigned mp_flags;             /* enum sc_mp_flag */
+	const char *mp_error;          /* why the multipart body was refused (static text) */
 };
 
 struct sc_header {
@@ -62,6 +88,21 @@ void seccoll_urlencoded_body(struct seccoll *c, const char *body, size_t len);
  * JSON or nests deeper than SC_JSON_DEPTH (ModSecurity answers 400). */
 #define SC_JSON_DEPTH 256
 int seccoll_json_body(struct seccoll *c, const char *body, size_t len);
+
+/* A multipart/form-data body (ModSecurity's multipart processor, 2.9):
+ * form fields into ARGS_POST, file parts into SC_FILES / SC_FILES_SIZES,
+ * every part's header lines into SC_PART_HEADERS, and mp_flags. CT is the
+ * request's Content-Type value. Returns 0, or -1 (mp_error says why) for a
+ * body ModSecurity refuses; then no field reaches ARGS_POST. */
+#define SC_MULTIPART_LINE 4096
+int seccoll_multipart_body(struct seccoll *c, const char *ct, size_t ctlen, const char *body, size_t len);
+
+/* A multipart variable (enum sl_var MULTIPART_*) as ModSecurity reports
+ * it: 0 or 1. MULTIPART_STRICT_ERROR is any of the strict flags. */
+int seccoll_multipart_flag(const struct seccoll *c, int sl_var);
+
+/* Append a NAME=VALUE pair to list INTO (both copied into the arena). */
+void seccoll_add(struct seccoll *c, enum sc_list_id into, const char *name, size_t nlen, const char *value, size_t vlen);
 
 /* ModSecurity's argument splitter: SEP-separated name=value pairs, each
  * half URL-decoded ('+' is a space, bad escapes stay and are counted);

@@ -44,6 +44,11 @@ static int name_lookup(const struct sl_name *tab, int n, const char *s, size_t l
 	return -1;
 }
 
+int seclang_var_lookup(const char *s, size_t len)
+{
+	return name_lookup(var_names, SL_VAR__COUNT, s, len);
+}
+
 int seclang_tfn_lookup(const char *s, size_t len)
 {
 	for (int i = 0; i < SL_TFN__COUNT; i++)

@@ -144,6 +144,7 @@ const char *seclang_act_name(enum sl_act a);
 const char *seclang_tfn_name(enum sl_tfn t);
 /* -1 when unknown (the comparison ignores case). */
 int seclang_tfn_lookup(const char *name, size_t len);
+int seclang_var_lookup(const char *name, size_t len);
 
 enum sl_sel { SL_SEL_NONE, SL_SEL_NAME, SL_SEL_REGEX };
 

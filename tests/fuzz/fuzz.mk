@@ -50,7 +50,9 @@ LLHTTP_DEFS = -DLLHTTP_STRICT_MODE=1
 SAN      = -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 FCFLAGS  = -std=c11 -O1 -g $(WARN) -D_GNU_SOURCE $(LLHTTP_DEFS) $(TLS_CFLAGS) \
            -I/usr/share/include/llhttp -I/usr/include/lua5.4 -Isrc $(SAN) -fsanitize=fuzzer-no-link
-FLIBS    = -luv -lcyaml -lyaml $(TLS_LIBS) -llua5.4 -lpcre2-8 -lhs -lnghttp2 -lpthread -lm -ldl
+INJ_DIR ?= build-libinjection-lib
+FLIBS    = -luv -lcyaml -lyaml $(TLS_LIBS) -llua5.4 -lpcre2-8 -lhs -lnghttp2 \
+           $(INJ_DIR)/libsluice_libinjection.a -lgcc_s -lutil -lrt -lpthread -lm -ldl
 
 LLHTTP_DIR = /usr/share/llhttp
 LLHTTP_OBJ = $(FBUILD)/llhttp/api.o $(FBUILD)/llhttp/http.o $(FBUILD)/llhttp/llhttp.o
@@ -71,7 +73,10 @@ toolchain:
 $(AWSLC_DIR)/.stamp: tls/awslc/Cargo.toml tls/awslc/Cargo.lock tls/awslc/build.rs tls/awslc/build.sh
 	sh tls/awslc/build.sh $(AWSLC_DIR)
 
-$(FBUILD)/.flags: FORCE $(TLS_DEP) | toolchain
+$(INJ_DIR)/.stamp: crs/libinjection/Cargo.toml crs/libinjection/Cargo.lock crs/libinjection/src/lib.rs crs/libinjection/build.sh
+	sh crs/libinjection/build.sh $(INJ_DIR)
+
+$(FBUILD)/.flags: FORCE $(TLS_DEP) $(INJ_DIR)/.stamp | toolchain
 	@mkdir -p $(FBUILD)/llhttp
 	@echo '$(FCC) $(FCFLAGS) $(FLIBS)' | cmp -s - $@ || echo '$(FCC) $(FCFLAGS) $(FLIBS)' > $@
 FORCE:

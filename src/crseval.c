@@ -1,0 +1,1055 @@
+/* The Core Rule Set run on one request (crseval.h says what and why). */
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include "crseval.h"
+#include "libinjection.h"
+#include "netaddr.h"
+#include "secop.h"
+#include "sectfn.h"
+#include "util.h"
+
+struct crs_target {
+	uint32_t name, nlen;       /* in tbuf */
+	const char *value;         /* stable storage, or NULL: then voff in tbuf */
+	uint32_t voff, vlen;
+};
+
+struct crs_rmtarget {
+	uint8_t by_tag;
+	void *tag_re;              /* pcre2_code * (by_tag) */
+	char *ids;                 /* id ranges (by id) */
+	char *target;              /* "ARGS:name" or "ARGS" */
+};
+
+enum { NO_MATCH = 0, MATCH = 1, STOP = 2 };
+
+/* ---- variables ------------------------------------------------------- */
+
+/* One value of a variable. KEY is the member's name in a collection (NULL
+ * for a scalar). VOLATILE values live where rules write (TX, MATCHED_VARS)
+ * and must be copied before a rule's actions run. Return 1 to stop. */
+typedef int (*emit_fn)(void *ctx, const char *key, size_t klen, const char *val, size_t vlen, int volatile_);
+
+static int sel_ok(const struct sl_target *tg, const void *re, const char *key, size_t klen)
+{
+	if (!tg || tg->sel_kind == SL_SEL_NONE)
+		return 1;
+	if (tg->sel_kind == SL_SEL_NAME)
+		return strlen(tg->sel) == klen && strncasecmp(tg->sel, key, klen) == 0;
+	pcre2_match_data *md = pcre2_match_data_create(1, NULL);
+	int rc = pcre2_match(re, (PCRE2_SPTR)key, klen, 0, 0, md, NULL);
+	pcre2_match_data_free(md);
+	return rc >= 0;
+}
+
+static int emit_list(const struct seccoll *c, const struct sc_list *l, int names, const struct sl_target *tg,
+		     const void *re, emit_fn emit, void *ctx)
+{
+	for (uint32_t i = 0; i < l->n; i++) {
+		const struct sc_pair *p = &l->v[i];
+		const char *k = sc_str(c, p->name);
+		if (!sel_ok(tg, re, k, p->nlen))
+			continue;
+		if (names ? emit(ctx, k, p->nlen, k, p->nlen, 0) : emit(ctx, k, p->nlen, sc_str(c, p->value), p->vlen, 0))
+			return 1;
+	}
+	return 0;
+}
+
+static int emit_scalar(emit_fn emit, void *ctx, const char *v, size_t n)
+{
+	return emit(ctx, NULL, 0, v, n, 0);
+}
+
+static int emit_num(emit_fn emit, void *ctx, long long n)
+{
+	char num[24];
+	int k = snprintf(num, sizeof(num), "%lld", n);
+	return emit(ctx, NULL, 0, num, (size_t)k, 1);
+}
+
+static const char *const processor_names[] = { NULL, "URLENCODED", "JSON", "MULTIPART", "XML" };
+
+/* Every value of VAR (restricted by TG's selector when TG is given). */
+static int gen(struct crs_txn *t, int var, const struct sl_target *tg, const void *re, emit_fn emit, void *ctx)
+{
+	const struct seccoll *c = &t->coll;
+	const struct sc_list *L = c->list;
+	switch (var) {
+	case SL_VAR_ARGS:
+		return emit_list(c, &L[SC_ARGS_GET], 0, tg, re, emit, ctx) || emit_list(c, &L[SC_ARGS_POST], 0, tg, re, emit, ctx) ||
+		       emit_list(c, &L[SC_ARGS_JSON], 0, tg, re, emit, ctx);
+	case SL_VAR_ARGS_NAMES:
+		return emit_list(c, &L[SC_ARGS_GET], 1, tg, re, emit, ctx) || emit_list(c, &L[SC_ARGS_POST], 1, tg, re, emit, ctx) ||
+		       emit_list(c, &L[SC_ARGS_JSON], 1, tg, re, emit, ctx);
+	case SL_VAR_ARGS_GET:
+		return emit_list(c, &L[SC_ARGS_GET], 0, tg, re, emit, ctx);
+	case SL_VAR_ARGS_GET_NAMES:
+		return emit_list(c, &L[SC_ARGS_GET], 1, tg, re, emit, ctx);
+	case SL_VAR_ARGS_POST:
+		return emit_list(c, &L[SC_ARGS_POST], 0, tg, re, emit, ctx);
+	case SL_VAR_ARGS_POST_NAMES:
+		return emit_list(c, &L[SC_ARGS_POST], 1, tg, re, emit, ctx);
+	case SL_VAR_REQUEST_COOKIES:
+		return emit_list(c, &L[SC_COOKIES], 0, tg, re, emit, ctx);
+	case SL_VAR_REQUEST_COOKIES_NAMES:
+		return emit_list(c, &L[SC_COOKIES], 1, tg, re, emit, ctx);
+	case SL_VAR_REQUEST_HEADERS:
+		return emit_list(c, &L[SC_HEADERS], 0, tg, re, emit, ctx);
+	case SL_VAR_REQUEST_HEADERS_NAMES:
+		return emit_list(c, &L[SC_HEADERS], 1, tg, re, emit, ctx);
+	case SL_VAR_FILES:
+		return emit_list(c, &L[SC_FILES], 0, tg, re, emit, ctx);
+	case SL_VAR_FILES_NAMES:
+		return emit_list(c, &L[SC_FILES], 1, tg, re, emit, ctx);
+	case SL_VAR_FILES_SIZES:
+		return emit_list(c, &L[SC_FILES_SIZES], 0, tg, re, emit, ctx);
+	case SL_VAR_MULTIPART_PART_HEADERS:
+		return emit_list(c, &L[SC_PART_HEADERS], 0, tg, re, emit, ctx);
+	case SL_VAR_FILES_COMBINED_SIZE: {
+		if (!t->multipart)
+			return 0;
+		long long sum = 0;
+		for (uint32_t i = 0; i < L[SC_FILES_SIZES].n; i++)
+			sum += secop_atoi(sc_str(c, L[SC_FILES_SIZES].v[i].value), L[SC_FILES_SIZES].v[i].vlen);
+		return emit_num(emit, ctx, sum);
+	}
+	case SL_VAR_ARGS_COMBINED_SIZE: {
+		long long sum = 0;
+		const int lists[] = { SC_ARGS_GET, SC_ARGS_POST, SC_ARGS_JSON };
+		for (int k = 0; k < 3; k++)
+			for (uint32_t i = 0; i < L[lists[k]].n; i++)
+				sum += L[lists[k]].v[i].nlen + L[lists[k]].v[i].vlen;
+		return emit_num(emit, ctx, sum);
+	}
+	case SL_VAR_TX:
+	case SL_VAR_IP:
+	case SL_VAR_GLOBAL:
+	case SL_VAR_SESSION:
+	case SL_VAR_USER: {
+		int coll = var == SL_VAR_TX ? SX_TX : var == SL_VAR_IP ? SX_IP : var == SL_VAR_GLOBAL ? SX_GLOBAL
+			 : var == SL_VAR_SESSION ? SX_SESSION : SX_USER;
+		for (uint32_t i = 0; i < t->tx.n; i++) {
+			const struct sectx_var *v = &t->tx.v[i];
+			if (v->coll != coll)
+				continue;
+			const char *k = sectx_str(&t->tx, v->name);
+			if (!sel_ok(tg, re, k, v->nlen))
+				continue;
+			if (emit(ctx, k, v->nlen, sectx_str(&t->tx, v->value), v->vlen, 1))
+				return 1;
+		}
+		return 0;
+	}
+	case SL_VAR_MATCHED_VAR:
+		return emit(ctx, NULL, 0, t->mv_value.data ? t->mv_value.data : "", t->mv_value.len, 1);
+	case SL_VAR_MATCHED_VAR_NAME:
+		return emit(ctx, NULL, 0, t->mv_name.data ? t->mv_name.data : "", t->mv_name.len, 1);
+	case SL_VAR_MATCHED_VARS:
+	case SL_VAR_MATCHED_VARS_NAMES: {
+		size_t off = 0;
+		for (size_t i = 0; i < t->nmvs; i++) {
+			const char *n = t->mvs.data + off;
+			size_t nl = t->mvs_len[2 * i], vl = t->mvs_len[2 * i + 1];
+			const char *v = n + nl + 1;
+			off += nl + 1 + vl + 1;
+			if (!sel_ok(tg, re, n, nl))
+				continue;
+			if (var == SL_VAR_MATCHED_VARS ? emit(ctx, n, nl, v, vl, 1) : emit(ctx, n, nl, n, nl, 1))
+				return 1;
+		}
+		return 0;
+	}
+	case SL_VAR_REQUEST_URI:
+		return emit_scalar(emit, ctx, sc_str(c, c->uri), c->uri_len);
+	case SL_VAR_REQUEST_URI_RAW:
+		return emit_scalar(emit, ctx, t->rq->target, t->rq->target_len);
+	case SL_VAR_REQUEST_FILENAME:
+		return emit_scalar(emit, ctx, sc_str(c, c->filename), c->filename_len);
+	case SL_VAR_REQUEST_BASENAME:
+		return emit_scalar(emit, ctx, sc_str(c, c->basename), c->basename_len);
+	case SL_VAR_QUERY_STRING:
+		return c->query ? emit_scalar(emit, ctx, sc_str(c, c->query), c->query_len) : 0;
+	case SL_VAR_REQUEST_LINE:
+		return emit_scalar(emit, ctx, sc_str(c, c->line), c->line_len);
+	case SL_VAR_REQUEST_METHOD:
+		return emit_scalar(emit, ctx, sc_str(c, c->method), c->method_len);
+	case SL_VAR_REQUEST_PROTOCOL:
+		return emit_scalar(emit, ctx, sc_str(c, c->protocol), c->protocol_len);
+	case SL_VAR_REMOTE_ADDR:
+		return emit_scalar(emit, ctx, t->rq->remote_addr ? t->rq->remote_addr : "", t->rq->remote_addr ? strlen(t->rq->remote_addr) : 0);
+	case SL_VAR_REMOTE_PORT:
+		return emit_num(emit, ctx, t->rq->remote_port);
+	case SL_VAR_REQUEST_BODY:
+		/* ModSecurity keeps the raw body only for these processors */
+		if (!t->body_processed || !(t->processor == CRS_BODY_NONE || t->processor == CRS_BODY_URLENCODED || t->force_body_var))
+			return 0;
+		return emit_scalar(emit, ctx, t->rq->body, t->rq->body_len);
+	case SL_VAR_REQUEST_BODY_LENGTH:
+		return emit_num(emit, ctx, t->body_processed ? (long long)t->rq->body_len : 0);
+	case SL_VAR_REQBODY_PROCESSOR:
+		return t->processor ? emit_scalar(emit, ctx, processor_names[t->processor], strlen(processor_names[t->processor])) : 0;
+	case SL_VAR_REQBODY_ERROR:
+	case SL_VAR_REQBODY_PROCESSOR_ERROR:
+		return emit_num(emit, ctx, t->v.body_error);
+	case SL_VAR_REQBODY_ERROR_MSG:
+		return emit(ctx, NULL, 0, t->body_error_msg, strlen(t->body_error_msg), 1);
+	case SL_VAR_URLENCODED_ERROR:
+		return emit_num(emit, ctx, c->urlencoded_invalid > 0);
+	case SL_VAR_MULTIPART_STRICT_ERROR:
+	case SL_VAR_MULTIPART_UNMATCHED_BOUNDARY:
+	case SL_VAR_MULTIPART_BOUNDARY_QUOTED:
+	case SL_VAR_MULTIPART_BOUNDARY_WHITESPACE:
+	case SL_VAR_MULTIPART_DATA_BEFORE:
+	case SL_VAR_MULTIPART_DATA_AFTER:
+	case SL_VAR_MULTIPART_HEADER_FOLDING:
+	case SL_VAR_MULTIPART_LF_LINE:
+	case SL_VAR_MULTIPART_CRLF_LF_LINES:
+	case SL_VAR_MULTIPART_MISSING_SEMICOLON:
+	case SL_VAR_MULTIPART_INVALID_QUOTING:
+	case SL_VAR_MULTIPART_INVALID_PART:
+	case SL_VAR_MULTIPART_INVALID_HEADER_FOLDING:
+	case SL_VAR_MULTIPART_FILE_LIMIT_EXCEEDED:
+		return t->multipart ? emit_num(emit, ctx, seccoll_multipart_flag(c, var)) : 0;
+	case SL_VAR_UNIQUE_ID: {
+		char id[32];
+		int k = snprintf(id, sizeof(id), "%016llx", (unsigned long long)(uintptr_t)t->rq ^ now_us());
+		return emit(ctx, NULL, 0, id, (size_t)k, 1);
+	}
+	case SL_VAR_DURATION:
+		return emit_num(emit, ctx, 0);
+	case SL_VAR_TIME_EPOCH:
+		return emit_num(emit, ctx, (long long)time(NULL));
+	case SL_VAR_GEO:
+	case SL_VAR_ENV:
+	case SL_VAR_XML:
+		return 0;  /* no lookups; XML: no document (see crsprog's variable list) */
+	default:
+		return 0;
+	}
+}
+
+/* ---- the target list of one rule -------------------------------------- */
+
+struct build {
+	struct crs_txn *t;
+	const char *vname;
+	int exclude;
+	size_t count;
+};
+
+static void tbuf_put(struct buf *b, const char *s, size_t n, uint32_t *off)
+{
+	*off = (uint32_t)b->len;
+	buf_append(b, s, n);
+	buf_append(b, "", 1);
+}
+
+static int name_eq(const char *a, size_t al, const char *b, size_t bl)
+{
+	return al == bl && strncasecmp(a, b, al) == 0;
+}
+
+/* "VAR:key" (or "VAR") into tbuf, returning its offset and length. */
+static uint32_t put_name(struct buf *b, const char *vname, const char *key, size_t klen, uint32_t *len)
+{
+	uint32_t off = (uint32_t)b->len;
+	size_t vl = strlen(vname);
+	buf_append(b, vname, vl);
+	if (key) {
+		buf_append(b, ":", 1);
+		buf_append(b, key, klen);
+	}
+	*len = (uint32_t)(b->len - off);
+	buf_append(b, "", 1);
+	return off;
+}
+
+static int build_emit(void *ctx, const char *key, size_t klen, const char *val, size_t vlen, int volatile_)
+{
+	struct build *bd = ctx;
+	struct crs_txn *t = bd->t;
+	bd->count++;
+	if (bd->count > 0 && bd->exclude < 0)
+		return 0;  /* counting only */
+	uint32_t nlen;
+	uint32_t name = put_name(&t->tbuf, bd->vname, key, klen, &nlen);
+	if (bd->exclude) {
+		const char *n = t->tbuf.data + name;
+		size_t j = 0;
+		for (size_t i = 0; i < t->ntg; i++)
+			if (!name_eq(t->tbuf.data + t->tg[i].name, t->tg[i].nlen, n, nlen))
+				t->tg[j++] = t->tg[i];
+		t->ntg = j;
+		t->tbuf.len = name;
+		return 0;
+	}
+	if (t->ntg == t->tg_cap) {
+		t->tg_cap = t->tg_cap ? t->tg_cap * 2 : 64;
+		t->tg = realloc(t->tg, t->tg_cap * sizeof(*t->tg));
+		AN(t->tg);
+	}
+	struct crs_target *tg = &t->tg[t->ntg++];
+	tg->name = name;
+	tg->nlen = nlen;
+	tg->vlen = (uint32_t)vlen;
+	tg->value = volatile_ ? NULL : val;
+	if (volatile_)
+		tbuf_put(&t->tbuf, val, vlen, &tg->voff);
+	return 0;
+}
+
+static void build_targets(struct crs_txn *t, const struct crs_rule *cr)
+{
+	const struct sl_rule *r = cr->src;
+	t->ntg = 0;
+	t->tbuf.len = 0;
+	for (size_t i = 0; i < r->ntargets; i++) {
+		const struct sl_target *tg = &r->targets[i];
+		struct build bd = { .t = t, .vname = seclang_var_name((enum sl_var)tg->var), .exclude = tg->exclude };
+		if (tg->count) {
+			bd.exclude = -1;
+			(void)gen(t, tg->var, tg, cr->sel_re[i], build_emit, &bd);
+			char num[24];
+			int k = snprintf(num, sizeof(num), "%zu", bd.count);
+			bd.exclude = 0;
+			bd.count = 0;
+			(void)build_emit(&bd, NULL, 0, num, (size_t)k, 1);
+			continue;
+		}
+		(void)gen(t, tg->var, tg, cr->sel_re[i], build_emit, &bd);
+	}
+	for (size_t i = 0; i < t->ntg; i++)
+		if (!t->tg[i].value)
+			t->tg[i].value = t->tbuf.data + t->tg[i].voff;
+}
+
+/* ---- macros ----------------------------------------------------------- */
+
+struct first {
+	struct buf *out;
+	int found;
+};
+
+static int first_emit(void *ctx, const char *key, size_t klen, const char *val, size_t vlen, int volatile_)
+{
+	(void)key, (void)klen, (void)volatile_;
+	struct first *f = ctx;
+	buf_append(f->out, val, vlen);
+	f->found = 1;
+	return 1;
+}
+
+static int resolve(void *ctx, const char *name, size_t nlen, const char *param, size_t plen, struct buf *out)
+{
+	struct crs_txn *t = ctx;
+	if (name_eq(name, nlen, "rule", 4)) {
+		const struct crs_rule *r = t->acting;
+		if (!r || !param)
+			return 0;
+		if (name_eq(param, plen, "id", 2)) {
+			buf_appendf(out, "%u", r->src->id);
+			return 1;
+		}
+		enum sl_act a = name_eq(param, plen, "msg", 3) ? SL_ACT_MSG : name_eq(param, plen, "logdata", 7) ? SL_ACT_LOGDATA
+			      : name_eq(param, plen, "severity", 8) ? SL_ACT_SEVERITY : name_eq(param, plen, "rev", 3) ? SL_ACT_REV
+			      : name_eq(param, plen, "ver", 3) ? SL_ACT_VER : SL_ACT__COUNT;
+		const struct sl_action *act = a == SL_ACT__COUNT ? NULL : seclang_action(r->src, a);
+		if (!act || !act->value)
+			return 0;
+		buf_append_str(out, act->value);
+		return 1;
+	}
+	int var = seclang_var_lookup(name, nlen);
+	if (var < 0)
+		return 0;
+	struct sl_target tg = { .var = (uint8_t)var };
+	char sel[256];
+	if (param) {
+		if (plen >= sizeof(sel))
+			return 0;
+		memcpy(sel, param, plen);
+		sel[plen] = '\0';
+		tg.sel_kind = SL_SEL_NAME;
+		tg.sel = sel;
+	}
+	struct first f = { .out = out };
+	(void)gen(t, var, &tg, NULL, first_emit, &f);
+	return f.found;
+}
+
+/* ---- operators -------------------------------------------------------- */
+
+static void set_capture(struct crs_txn *t, int i, const char *v, size_t n)
+{
+	char k[2] = { (char)('0' + i), 0 };
+	sectx_set(&t->tx, SX_TX, k, 1, v, n);
+}
+
+/* The operator's argument with its macros expanded (into scratch2). */
+static const char *op_param(struct crs_txn *t, const struct crs_op *op, size_t *len)
+{
+	if (!op->has_macro) {
+		*len = strlen(op->arg);
+		return op->arg;
+	}
+	t->scratch2.len = 0;
+	sectx_expand(op->arg, strlen(op->arg), resolve, t, &t->scratch2);
+	buf_append(&t->scratch2, "", 1);
+	*len = t->scratch2.len - 1;
+	return t->scratch2.data;
+}
+
+static int op_rx(struct crs_txn *t, const struct crs_rule *cr, const char *v, size_t vl)
+{
+	const pcre2_code *re = cr->op.re;
+	pcre2_code *dyn = NULL;
+	if (!re) {
+		size_t pl;
+		const char *pat = op_param(t, &cr->op, &pl);
+		int code;
+		PCRE2_SIZE off;
+		dyn = pcre2_compile((PCRE2_SPTR)pat, pl, PCRE2_DOTALL | PCRE2_DOLLAR_ENDONLY, &code, &off, NULL);
+		if (!dyn)
+			return 0;
+		re = dyn;
+	}
+	int rc = pcre2_match(re, (PCRE2_SPTR)v, vl, 0, 0, t->match_data, t->match_ctx);
+	pcre2_code_free(dyn);
+	if (rc == PCRE2_ERROR_MATCHLIMIT || rc == PCRE2_ERROR_DEPTHLIMIT || rc == PCRE2_ERROR_HEAPLIMIT) {
+		/* ModSecurity flags it for rule 200005 and counts no match */
+		sectx_set(&t->tx, SX_TX, "MSC_PCRE_LIMITS_EXCEEDED", 24, "1", 1);
+		return 0;
+	}
+	if (rc < 0)
+		return 0;
+	if (cr->capture) {
+		PCRE2_SIZE *ov = pcre2_get_ovector_pointer(t->match_data);
+		int n = rc == 0 ? 10 : rc > 10 ? 10 : rc;
+		for (int i = 0; i < n; i++) {
+			if (ov[2 * i] == PCRE2_UNSET)
+				set_capture(t, i, "", 0);
+			else
+				set_capture(t, i, v + ov[2 * i], ov[2 * i + 1] - ov[2 * i]);
+		}
+		for (int i = n; i <= 9; i++) {
+			char k[2] = { (char)('0' + i), 0 };
+			sectx_unset(&t->tx, SX_TX, k, 1);
+		}
+	}
+	return 1;
+}
+
+static int ip_in(const struct crs_op *op, const char *v, size_t vl)
+{
+	char tmp[64];
+	if (vl >= sizeof(tmp))
+		return 0;
+	memcpy(tmp, v, vl);
+	tmp[vl] = '\0';
+	struct cidr host;
+	const char *why;
+	if (cidr_parse(tmp, &host, &why) < 0 || host.bits != (host.family == AF_INET ? 32 : 128))
+		return 0;
+	struct netaddr a = { .family = host.family };
+	memcpy(a.ip, host.ip, sizeof(a.ip));
+	return cidrset_contains(&op->ips, &a);
+}
+
+/* 1 when the operator (before '!') matches V. */
+static int op_exec(struct crs_txn *t, const struct crs_rule *cr, const char *v, size_t vl)
+{
+	const struct crs_op *op = &cr->op;
+	size_t pl;
+	const char *p;
+	switch (op->kind) {
+	case SL_OP_RX:
+		return op_rx(t, cr, v, vl);
+	case SL_OP_PM:
+	case SL_OP_PMF:
+	case SL_OP_PM_FROM_FILE: {
+		size_t which;
+		if (!secop_pm(op->pm.v, op->pm.n, v, vl, &which))
+			return 0;
+		if (cr->capture)
+			set_capture(t, 0, op->pm.v[which], strlen(op->pm.v[which]));
+		return 1;
+	}
+	case SL_OP_STREQ:
+		p = op_param(t, op, &pl);
+		return secop_streq(v, vl, p, pl);
+	case SL_OP_CONTAINS:
+	case SL_OP_STRMATCH:
+		p = op_param(t, op, &pl);
+		return secop_contains(v, vl, p, pl);
+	case SL_OP_CONTAINS_WORD:
+		p = op_param(t, op, &pl);
+		return secop_contains_word(v, vl, p, pl);
+	case SL_OP_BEGINS_WITH:
+		p = op_param(t, op, &pl);
+		return secop_begins_with(v, vl, p, pl);
+	case SL_OP_ENDS_WITH:
+		p = op_param(t, op, &pl);
+		return secop_ends_with(v, vl, p, pl);
+	case SL_OP_WITHIN:
+		p = op_param(t, op, &pl);
+		return secop_within(v, vl, p, pl);
+	case SL_OP_EQ:
+	case SL_OP_GE:
+	case SL_OP_GT:
+	case SL_OP_LE:
+	case SL_OP_LT: {
+		long long want = op->num;
+		if (op->has_macro) {
+			p = op_param(t, op, &pl);
+			want = secop_atoi(p, pl);
+		}
+		long long have = secop_atoi(v, vl);
+		return op->kind == SL_OP_EQ ? have == want : op->kind == SL_OP_GE ? have >= want : op->kind == SL_OP_GT ? have > want
+		     : op->kind == SL_OP_LE ? have <= want : have < want;
+	}
+	case SL_OP_VALIDATE_BYTE_RANGE:
+		return secop_validate_byte_range(op->bytes, v, vl);
+	case SL_OP_VALIDATE_URL_ENCODING:
+		return secop_validate_url_encoding(v, vl);
+	case SL_OP_VALIDATE_UTF8_ENCODING:
+		return secop_validate_utf8(v, vl);
+	case SL_OP_IP_MATCH:
+		return ip_in(op, v, vl);
+	case SL_OP_DETECT_SQLI: {
+		uint8_t fp[8];
+		if (!sluice_detect_sqli((const uint8_t *)v, vl, fp))
+			return 0;
+		if (cr->capture)
+			set_capture(t, 0, (const char *)fp, strlen((const char *)fp));
+		return 1;
+	}
+	case SL_OP_DETECT_XSS:
+		return sluice_detect_xss((const uint8_t *)v, vl);
+	case SL_OP_UNCONDITIONAL_MATCH:
+		return 1;
+	case SL_OP_NO_MATCH:
+	default:
+		return 0;
+	}
+}
+
+/* ---- actions ---------------------------------------------------------- */
+
+static void set_matched(struct crs_txn *t, const char *name, size_t nl, const char *v, size_t vl)
+{
+	t->mv_name.len = 0;
+	buf_append(&t->mv_name, name, nl);
+	t->mv_value.len = 0;
+	buf_append(&t->mv_value, v, vl);
+	if (t->nmvs == t->mvs_cap) {
+		t->mvs_cap = t->mvs_cap ? t->mvs_cap * 2 : 16;
+		t->mvs_len = realloc(t->mvs_len, 2 * t->mvs_cap * sizeof(*t->mvs_len));
+		AN(t->mvs_len);
+	}
+	t->mvs_len[2 * t->nmvs] = (uint32_t)nl;
+	t->mvs_len[2 * t->nmvs + 1] = (uint32_t)vl;
+	t->nmvs++;
+	buf_append(&t->mvs, name, nl);
+	buf_append(&t->mvs, "", 1);
+	buf_append(&t->mvs, v, vl);
+	buf_append(&t->mvs, "", 1);
+}
+
+static void clear_matched(struct crs_txn *t)
+{
+	t->nmvs = 0;
+	t->mvs.len = 0;
+}
+
+static int value_is(const char *v, const char *want)
+{
+	return strcasecmp(v, want) == 0;
+}
+
+static void *compile_plain(const char *s, size_t n)
+{
+	int code;
+	PCRE2_SIZE off;
+	return pcre2_compile((PCRE2_SPTR)s, n, 0, &code, &off, NULL);
+}
+
+/* ctl:NAME=VALUE, for the rest of the transaction. */
+static void run_ctl(struct crs_txn *t, const char *spec)
+{
+	const char *eq = strchr(spec, '=');
+	if (!eq)
+		return;
+	size_t nl = (size_t)(eq - spec);
+	const char *val = eq + 1;
+	if (name_eq(spec, nl, "ruleEngine", 10)) {
+		t->engine = value_is(val, "On") ? CRS_ENGINE_ON : value_is(val, "DetectionOnly") ? CRS_ENGINE_DETECTION_ONLY : CRS_ENGINE_OFF;
+	} else if (name_eq(spec, nl, "requestBodyAccess", 17)) {
+		t->body_access = value_is(val, "On");
+	} else if (name_eq(spec, nl, "forceRequestBodyVariable", 24)) {
+		t->force_body_var = value_is(val, "On");
+	} else if (name_eq(spec, nl, "requestBodyProcessor", 20)) {
+		for (int i = 1; i <= CRS_BODY_XML; i++)
+			if (value_is(val, processor_names[i]))
+				t->processor = (uint8_t)i;
+	} else if (name_eq(spec, nl, "ruleRemoveById", 14)) {
+		buf_append(&t->rm_ids, val, strlen(val) + 1);
+	} else if (name_eq(spec, nl, "ruleRemoveByTag", 15)) {
+		void *re = compile_plain(val, strlen(val));
+		if (!re)
+			return;
+		if (t->nrm_tags == t->rm_tags_cap) {
+			t->rm_tags_cap = t->rm_tags_cap ? t->rm_tags_cap * 2 : 4;
+			t->rm_tags = realloc(t->rm_tags, t->rm_tags_cap * sizeof(*t->rm_tags));
+			AN(t->rm_tags);
+		}
+		t->rm_tags[t->nrm_tags++] = re;
+	} else if (name_eq(spec, nl, "ruleRemoveTargetById", 20) || name_eq(spec, nl, "ruleRemoveTargetByTag", 21)) {
+		const char *semi = strchr(val, ';');
+		if (!semi)
+			return;
+		struct crs_rmtarget rt = { .by_tag = nl == 21 };
+		if (rt.by_tag) {
+			rt.tag_re = compile_plain(val, (size_t)(semi - val));
+			if (!rt.tag_re)
+				return;
+		} else {
+			rt.ids = strndup(val, (size_t)(semi - val));
+			AN(rt.ids);
+		}
+		rt.target = strdup(semi + 1);
+		AN(rt.target);
+		if (t->nrm_targets == t->rm_targets_cap) {
+			t->rm_targets_cap = t->rm_targets_cap ? t->rm_targets_cap * 2 : 4;
+			t->rm_targets = realloc(t->rm_targets, t->rm_targets_cap * sizeof(*t->rm_targets));
+			AN(t->rm_targets);
+		}
+		t->rm_targets[t->nrm_targets++] = rt;
+	}
+	/* the others (audit log, debug log, hash engine) change no verdict */
+}
+
+static void run_actions(struct crs_txn *t, const struct crs_rule *cr)
+{
+	const struct sl_rule *r = cr->src;
+	for (size_t i = 0; i < r->nactions; i++) {
+		const struct sl_action *a = &r->actions[i];
+		switch (a->act) {
+		case SL_ACT_SETVAR:
+			(void)sectx_setvar(&t->tx, a->value, strlen(a->value), resolve, t);
+			break;
+		case SL_ACT_CTL:
+			run_ctl(t, a->value);
+			break;
+		case SL_ACT_INITCOL: {
+			const char *eq = strchr(a->value, '=');
+			int coll = sectx_coll(a->value, eq ? (size_t)(eq - a->value) : strlen(a->value));
+			if (coll > 0)
+				t->tx.open[coll] = 1;  /* per-transaction: sluice keeps no persistent store */
+			break;
+		}
+		default:
+			break;
+		}
+	}
+}
+
+static void add_alert(struct crs_txn *t, const struct crs_rule *starter, int intercepted)
+{
+	struct crs_verdict *v = &t->v;
+	if (v->nalerts == v->alerts_cap) {
+		v->alerts_cap = v->alerts_cap ? v->alerts_cap * 2 : 32;
+		v->alerts = realloc(v->alerts, v->alerts_cap * sizeof(*v->alerts));
+		AN(v->alerts);
+	}
+	v->alerts[v->nalerts++] = (struct crs_alert){
+		.rule = starter,
+		.phase = t->phase,
+		.logged = starter->log || intercepted,
+		.secaction = starter->src->kind == SL_ACTION,
+		.intercepted = (uint8_t)intercepted,
+	};
+}
+
+/* The chain's end matched a value: its starter's disruptive action. */
+static int disrupt(struct crs_txn *t, const struct crs_rule *starter)
+{
+	int act = starter->disruptive;
+	int blocking = t->engine == CRS_ENGINE_ON;
+	if (blocking && (act == SL_ACT_DENY || act == SL_ACT_DROP || act == SL_ACT_REDIRECT || act == SL_ACT_PROXY)) {
+		t->v.intercepted = 1;
+		t->v.phase = t->phase;
+		t->v.status = starter->status ? starter->status : act == SL_ACT_REDIRECT ? 302 : 403;
+		t->v.rule_id = starter->src->id;
+		add_alert(t, starter, 1);
+		return STOP;
+	}
+	add_alert(t, starter, 0);
+	if (blocking && act == SL_ACT_ALLOW) {
+		t->allowed = 1;
+		return STOP;
+	}
+	return MATCH;
+}
+
+/* ---- rules ------------------------------------------------------------ */
+
+static int range_has(const char *ranges, uint32_t id)
+{
+	const char *s = ranges;
+	while (*s) {
+		const char *e = strchr(s, ',');
+		size_t n = e ? (size_t)(e - s) : strlen(s);
+		const char *dash = memchr(s, '-', n);
+		long a = atol(s);
+		if (dash ? (long)id >= a && (long)id <= atol(dash + 1) : (long)id == a)
+			return 1;
+		if (!e)
+			break;
+		s = e + 1;
+	}
+	return 0;
+}
+
+static int removed_by_id(const struct crs_txn *t, uint32_t id)
+{
+	for (size_t off = 0; off < t->rm_ids.len; off += strlen(t->rm_ids.data + off) + 1)
+		if (range_has(t->rm_ids.data + off, id))
+			return 1;
+	return 0;
+}
+
+static int tag_matches(const void *re, const struct sl_rule *r)
+{
+	for (size_t i = 0; i < r->nactions; i++) {
+		if (r->actions[i].act != SL_ACT_TAG || !r->actions[i].value)
+			continue;
+		pcre2_match_data *md = pcre2_match_data_create(1, NULL);
+		int rc = pcre2_match(re, (PCRE2_SPTR)r->actions[i].value, PCRE2_ZERO_TERMINATED, 0, 0, md, NULL);
+		pcre2_match_data_free(md);
+		if (rc >= 0)
+			return 1;
+	}
+	return 0;
+}
+
+static int removed_at_runtime(const struct crs_txn *t, const struct crs_rule *cr)
+{
+	if (cr->src->id && removed_by_id(t, cr->src->id))
+		return 1;
+	for (size_t i = 0; i < t->nrm_tags; i++)
+		if (tag_matches(t->rm_tags[i], cr->src))
+			return 1;
+	return 0;
+}
+
+/* ctl:ruleRemoveTarget*: is target NAME ("ARGS:x") of the chain starter
+ * CR excluded? A bare "ARGS" excludes every member. */
+static int target_removed(const struct crs_txn *t, const struct crs_rule *cr, const char *name, size_t nl)
+{
+	for (size_t i = 0; i < t->nrm_targets; i++) {
+		const struct crs_rmtarget *rt = &t->rm_targets[i];
+		if (rt->by_tag ? !tag_matches(rt->tag_re, cr->src) : !(cr->src->id && range_has(rt->ids, cr->src->id)))
+			continue;
+		const char *colon = strchr(rt->target, ':');
+		size_t base = colon ? (size_t)(colon - rt->target) : strlen(rt->target);
+		const char *nc = memchr(name, ':', nl);
+		size_t nbase = nc ? (size_t)(nc - name) : nl;
+		if (!name_eq(rt->target, base, name, nbase))
+			continue;
+		if (!colon)
+			return 1;
+		if (nc && name_eq(colon + 1, strlen(colon + 1), nc + 1, nl - nbase - 1))
+			return 1;
+	}
+	return 0;
+}
+
+/* The operator on one (transformed) value, and what a match sets off. */
+static int try_value(struct crs_txn *t, const struct crs_rule *link, const struct crs_rule *starter, const char *name,
+		     size_t nl, const char *v, size_t vl)
+{
+	if (link == starter && t->nrm_targets && target_removed(t, starter, name, nl))
+		return NO_MATCH;
+	int m = op_exec(t, link, v, vl);
+	if (m == link->op.negated)
+		return NO_MATCH;
+	set_matched(t, name, nl, v, vl);
+	run_actions(t, link);
+	if (!link->chained)
+		return disrupt(t, starter);
+	return MATCH;
+}
+
+/* One rule of a chain on all its targets: MATCH if any value matched. */
+static int run_rule(struct crs_txn *t, const struct crs_rule *link, const struct crs_rule *starter)
+{
+	if (link->src->kind == SL_ACTION) {
+		/* ModSecurity runs a SecAction as @unconditionalMatch on REMOTE_ADDR */
+		const char *ra = t->rq->remote_addr ? t->rq->remote_addr : "";
+		set_matched(t, "REMOTE_ADDR", 11, ra, strlen(ra));
+		run_actions(t, link);
+		return link->chained ? MATCH : disrupt(t, starter);
+	}
+	build_targets(t, link);
+	int matched = 0;
+	for (size_t i = 0; i < t->ntg; i++) {
+		const struct crs_target *tg = &t->tg[i];
+		const char *name = t->tbuf.data + tg->name;
+		const char *v = tg->value;
+		size_t vl = tg->vlen;
+		int changed = 0, tfn_changed = 0, rc;
+		int cur = 0;
+		for (int k = 0; k < link->ntfn; k++) {
+			if (link->multi_match && (k == 0 || tfn_changed)) {
+				rc = try_value(t, link, starter, name, tg->nlen, v, vl);
+				if (rc == STOP)
+					return STOP;
+				matched |= rc == MATCH;
+			}
+			struct buf *out = &t->val[cur];
+			tfn_changed = sectfn_apply((enum sl_tfn)link->tfn[k], v, vl, out);
+			changed += tfn_changed;
+			buf_append(out, "", 1);
+			out->len--;
+			v = out->data;
+			vl = out->len;
+			cur ^= 1;
+		}
+		if (!link->multi_match || changed) {
+			rc = try_value(t, link, starter, name, tg->nlen, v, vl);
+			if (rc == STOP)
+				return STOP;
+			matched |= rc == MATCH;
+		}
+	}
+	return matched ? MATCH : NO_MATCH;
+}
+
+static int run_chain(struct crs_txn *t, const struct crs_rule *starter)
+{
+	t->acting = starter;
+	for (const struct crs_rule *link = starter; link; link = link->chained) {
+		int rc = run_rule(t, link, starter);
+		if (rc != MATCH)
+			return rc;
+	}
+	return MATCH;
+}
+
+static int run_phase(struct crs_txn *t, int phase)
+{
+	const struct crs_program *p = t->prog;
+	t->phase = (uint8_t)phase;
+	for (size_t i = 0; i < p->nphase[phase]; i++) {
+		const struct crs_rule *cr = &p->phase[phase][i];
+		if (t->engine == CRS_ENGINE_OFF || t->allowed)
+			return 0;
+		if (cr->src->kind == SL_MARKER)
+			continue;
+		if ((t->rm_ids.len || t->nrm_tags) && removed_at_runtime(t, cr))
+			continue;
+		clear_matched(t);
+		int rc = run_chain(t, cr);
+		clear_matched(t);
+		if (rc == STOP)
+			return t->v.intercepted;
+		if (rc == MATCH && cr->skip_after >= 0)
+			i = (size_t)cr->skip_after;
+	}
+	return 0;
+}
+
+/* ---- the transaction -------------------------------------------------- */
+
+void crs_txn_init(struct crs_txn *t)
+{
+	memset(t, 0, sizeof(*t));
+	t->match_data = pcre2_match_data_create(10, NULL);
+	AN(t->match_data);
+	t->match_ctx = pcre2_match_context_create(NULL);
+	AN(t->match_ctx);
+}
+
+static void rm_clear(struct crs_txn *t)
+{
+	for (size_t i = 0; i < t->nrm_tags; i++)
+		pcre2_code_free(t->rm_tags[i]);
+	t->nrm_tags = 0;
+	for (size_t i = 0; i < t->nrm_targets; i++) {
+		pcre2_code_free(t->rm_targets[i].tag_re);
+		free(t->rm_targets[i].ids);
+		free(t->rm_targets[i].target);
+	}
+	t->nrm_targets = 0;
+	t->rm_ids.len = 0;
+}
+
+void crs_txn_free(struct crs_txn *t)
+{
+	rm_clear(t);
+	free(t->rm_tags);
+	free(t->rm_targets);
+	buf_free(&t->rm_ids);
+	seccoll_free(&t->coll);
+	sectx_free(&t->tx);
+	free(t->v.alerts);
+	free(t->tg);
+	buf_free(&t->tbuf);
+	buf_free(&t->val[0]);
+	buf_free(&t->val[1]);
+	buf_free(&t->scratch);
+	buf_free(&t->scratch2);
+	buf_free(&t->mv_name);
+	buf_free(&t->mv_value);
+	buf_free(&t->mvs);
+	free(t->mvs_len);
+	pcre2_match_data_free(t->match_data);
+	pcre2_match_context_free(t->match_ctx);
+	memset(t, 0, sizeof(*t));
+}
+
+/* Apache hands ModSecurity one header per name, repeats joined by ", ".
+ * The joined values live in scratch, sized first so it never moves. */
+static void merge_headers(struct crs_txn *t, const struct crs_request *rq, struct sc_header **out, size_t *nout)
+{
+	struct sc_header *h = calloc(rq->nheaders ? rq->nheaders : 1, sizeof(*h));
+	AN(h);
+	size_t n = 0, need = 1;
+	for (size_t i = 0; i < rq->nheaders; i++)
+		need += rq->headers[i].vlen + 2;
+	t->scratch.len = 0;
+	buf_reserve(&t->scratch, need);
+	for (size_t i = 0; i < rq->nheaders; i++) {
+		const struct sc_header *in = &rq->headers[i];
+		size_t j = 0;
+		while (j < n && !name_eq(h[j].name, h[j].nlen, in->name, in->nlen))
+			j++;
+		if (j < n)
+			continue;  /* joined when its first occurrence was met */
+		h[n] = *in;
+		for (size_t k = i + 1; k < rq->nheaders; k++) {
+			const struct sc_header *dup = &rq->headers[k];
+			if (!name_eq(dup->name, dup->nlen, in->name, in->nlen))
+				continue;
+			if (h[n].value == in->value) {
+				size_t off = t->scratch.len;
+				buf_append(&t->scratch, in->value, in->vlen);
+				h[n].value = t->scratch.data + off;
+			}
+			buf_append(&t->scratch, ", ", 2);
+			buf_append(&t->scratch, dup->value, dup->vlen);
+			h[n].vlen = (size_t)(t->scratch.data + t->scratch.len - h[n].value);
+		}
+		n++;
+	}
+	*out = h;
+	*nout = n;
+}
+
+static const struct sc_header *find_header(const struct sc_header *h, size_t n, const char *name)
+{
+	for (size_t i = 0; i < n; i++)
+		if (name_eq(h[i].name, h[i].nlen, name, strlen(name)))
+			return &h[i];
+	return NULL;
+}
+
+static int ct_is(const struct sc_header *ct, const char *want)
+{
+	size_t n = strlen(want);
+	return ct && ct->vlen >= n && strncasecmp(ct->value, want, n) == 0;
+}
+
+static void process_body(struct crs_txn *t, const struct sc_header *h, size_t nh)
+{
+	const struct crs_request *rq = t->rq;
+	if (!t->body_access || !rq->body || rq->body_len == 0)
+		return;
+	t->body_processed = 1;
+	switch (t->processor) {
+	case CRS_BODY_URLENCODED:
+		seccoll_urlencoded_body(&t->coll, rq->body, rq->body_len);
+		break;
+	case CRS_BODY_JSON:
+		if (seccoll_json_body(&t->coll, rq->body, rq->body_len) < 0) {
+			t->v.body_error = 1;
+			snprintf(t->body_error_msg, sizeof(t->body_error_msg), "JSON parsing error");
+		}
+		break;
+	case CRS_BODY_MULTIPART: {
+		const struct sc_header *ct = find_header(h, nh, "content-type");
+		if (seccoll_multipart_body(&t->coll, ct ? ct->value : "", ct ? ct->vlen : 0, rq->body, rq->body_len) < 0) {
+			t->v.body_error = 1;
+			snprintf(t->body_error_msg, sizeof(t->body_error_msg), "Multipart parsing error");
+		}
+		t->multipart = 1;
+		break;
+	}
+	case CRS_BODY_XML:
+	case CRS_BODY_NONE:
+	default:
+		break;
+	}
+}
+
+int crs_eval_request(struct crs_txn *t, const struct crs_program *p, const struct crs_request *rq)
+{
+	t->prog = p;
+	t->rq = rq;
+	seccoll_reset(&t->coll);
+	sectx_reset(&t->tx);
+	rm_clear(t);
+	t->v.intercepted = 0;
+	t->v.phase = 0;
+	t->v.status = 0;
+	t->v.rule_id = 0;
+	t->v.body_error = 0;
+	t->v.nalerts = 0;
+	t->body_error_msg[0] = '\0';
+	t->engine = p->engine;
+	t->body_access = p->body_access;
+	t->force_body_var = 0;
+	t->allowed = 0;
+	t->body_processed = 0;
+	t->multipart = 0;
+	t->mv_name.len = t->mv_value.len = 0;
+	clear_matched(t);
+
+	struct sc_header *h;
+	size_t nh;
+	merge_headers(t, rq, &h, &nh);
+	seccoll_request(&t->coll, rq->method, rq->method_len, rq->target, rq->target_len, rq->protocol, rq->protocol_len, h, nh);
+	const struct sc_header *ct = find_header(h, nh, "content-type");
+	t->processor = ct_is(ct, "application/x-www-form-urlencoded") ? CRS_BODY_URLENCODED
+		     : ct_is(ct, "multipart/form-data")		     ? CRS_BODY_MULTIPART
+									     : CRS_BODY_NONE;
+	if (!run_phase(t, 1) && !t->allowed && t->engine != CRS_ENGINE_OFF) {
+		process_body(t, h, nh);
+		(void)run_phase(t, 2);
+	}
+	free(h);
+	return 0;
+}
+
+const char *crs_txn_tx(const struct crs_txn *t, const char *name, size_t *len)
+{
+	const struct sectx_var *v = sectx_get(&t->tx, SX_TX, name, strlen(name));
+	if (!v)
+		return NULL;
+	if (len)
+		*len = v->vlen;
+	return sectx_str(&t->tx, v->value);
+}
+
+int crs_txn_tx_int(const struct crs_txn *t, const char *name)
+{
+	size_t n;
+	const char *v = crs_txn_tx(t, name, &n);
+	return v ? secop_atoi(v, n) : 0;
+}
