@@ -803,7 +803,7 @@ static int run_rule(struct crs_txn *t, const struct crs_rule *link, const struct
 		const char *name = t->tbuf.data + tg->name;
 		const char *v = tg->value;
 		size_t vl = tg->vlen;
-		int changed = 0, tfn_changed = 0, rc;
+		int tfn_changed = 0, rc;
 		int cur = 0;
 		for (int k = 0; k < link->ntfn; k++) {
 			if (link->multi_match && (k == 0 || tfn_changed)) {
@@ -814,14 +814,16 @@ static int run_rule(struct crs_txn *t, const struct crs_rule *link, const struct
 			}
 			struct buf *out = &t->val[cur];
 			tfn_changed = sectfn_apply((enum sl_tfn)link->tfn[k], v, vl, out);
-			changed += tfn_changed;
 			buf_append(out, "", 1);
 			out->len--;
 			v = out->data;
 			vl = out->len;
 			cur ^= 1;
 		}
-		if (!link->multi_match || changed) {
+		/* multiMatch: the operator ran before each step that follows a
+		 * change; once more at the end only if the last step changed
+		 * the value (ModSecurity 2.9.7; never with no steps at all) */
+		if (!link->multi_match || tfn_changed) {
 			rc = try_value(t, link, starter, name, tg->nlen, v, vl);
 			if (rc == STOP)
 				return STOP;
@@ -1030,6 +1032,7 @@ int crs_eval_request(struct crs_txn *t, const struct crs_program *p, const struc
 		     : ct_is(ct, "multipart/form-data")		     ? CRS_BODY_MULTIPART
 									     : CRS_BODY_NONE;
 	if (!run_phase(t, 1) && !t->allowed && t->engine != CRS_ENGINE_OFF) {
+		(void)seccoll_server_path(&t->coll);
 		process_body(t, h, nh);
 		(void)run_phase(t, 2);
 	}

@@ -175,6 +175,102 @@ void seccoll_request(struct seccoll *c, const char *method, size_t mlen, const c
 	}
 }
 
+static int unreserved(int ch)
+{
+	return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '-' || ch == '.' ||
+	       ch == '_' || ch == '~';
+}
+
+int seccoll_server_path(struct seccoll *c)
+{
+	const char *raw = sc_str(c, c->filename);
+	size_t n = c->filename_len;
+	if (n == 0 || raw[0] != '/')
+		return 0;
+	/* escapes of unreserved characters decoded, slashes merged */
+	char *p = malloc(n + 1);
+	AN(p);
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++) {
+		int ch = (unsigned char)raw[i];
+		if (ch == '%' && i + 2 < n + 0 && hex_value((unsigned char)raw[i + 1]) >= 0 && hex_value((unsigned char)raw[i + 2]) >= 0) {
+			int d = hex_value((unsigned char)raw[i + 1]) << 4 | hex_value((unsigned char)raw[i + 2]);
+			if (unreserved(d)) {
+				ch = d;
+				i += 2;
+			}
+		}
+		if (ch == '/' && k > 0 && p[k - 1] == '/')
+			continue;
+		p[k++] = (char)ch;
+	}
+	/* dot segments: "/." dropped, "/.." takes the segment before it away */
+	size_t out = 0;
+	int above_root = 0;
+	for (size_t i = 0; i < k;) {
+		/* p[i] is '/' */
+		size_t e = i + 1;
+		while (e < k && p[e] != '/')
+			e++;
+		size_t seg = e - i - 1;
+		const char *sp = p + i + 1;
+		if (seg == 1 && sp[0] == '.') {
+			if (e == k)
+				p[out++] = '/';
+		} else if (seg == 2 && sp[0] == '.' && sp[1] == '.') {
+			if (out == 0)
+				above_root = 1;
+			while (out > 0 && p[out - 1] != '/')
+				out--;
+			if (out > 0)
+				out--;
+			if (e == k)
+				p[out++] = '/';
+		} else {
+			memmove(p + out, p + i, e - i);
+			out += e - i;
+		}
+		i = e;
+	}
+	if (out == 0)
+		p[out++] = '/';
+	int bad = above_root;
+	c->filename = arena_put(c, p, out);
+	c->filename_len = (uint32_t)out;
+	size_t b = out;
+	while (b > 0 && p[b - 1] != '/')
+		b--;
+	c->basename = arena_put(c, p + b, out - b);
+	c->basename_len = (uint32_t)(out - b);
+	/* REQUEST_URI: that path %-decoded (an encoded '/' stays encoded), the query raw */
+	uint32_t off = (uint32_t)c->arena.len;
+	for (size_t i = 0; i < out; i++) {
+		if (p[i] == '%' && i + 2 < out + 0 && hex_value((unsigned char)p[i + 1]) >= 0 && hex_value((unsigned char)p[i + 2]) >= 0) {
+			int d = hex_value((unsigned char)p[i + 1]) << 4 | hex_value((unsigned char)p[i + 2]);
+			if (d == 0)
+				bad = 1;
+			if (d != '/') {
+				char ch = (char)d;
+				buf_append(&c->arena, &ch, 1);
+				i += 2;
+				continue;
+			}
+		} else if (p[i] == '%') {
+			bad = 1;
+		}
+		buf_append(&c->arena, p + i, 1);
+	}
+	if (c->query) {
+		buf_append(&c->arena, "?", 1);
+		buf_append(&c->arena, sc_str(c, c->query), c->query_len);
+	}
+	c->uri_len = (uint32_t)(c->arena.len - off);
+	c->uri = off;
+	buf_append(&c->arena, "", 1);
+	free(p);
+	return bad ? -1 : 0;
+}
+
 void seccoll_add(struct seccoll *c, enum sc_list_id into, const char *name, size_t nlen, const char *value, size_t vlen)
 {
 	uint32_t n = arena_put(c, name, nlen);

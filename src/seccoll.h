@@ -75,6 +75,15 @@ void seccoll_free(struct seccoll *c);
 void seccoll_request(struct seccoll *c, const char *method, size_t mlen, const char *target, size_t tlen,
 		     const char *protocol, size_t plen, const struct sc_header *h, size_t nh);
 
+/* The path as Apache httpd hands it to ModSecurity from phase 2 on (its
+ * request-target normalisation runs between ModSecurity's phases 1 and
+ * 2): escapes of unreserved characters decoded, slashes merged, dot
+ * segments resolved into REQUEST_FILENAME and REQUEST_BASENAME, and that
+ * path %-decoded (an encoded '/' kept) plus the raw query into
+ * REQUEST_URI. Returns 0, or -1 where httpd would refuse the request (a
+ * path above the root, a bad or NUL escape); the variables are set anyway. */
+int seccoll_server_path(struct seccoll *c);
+
 /* An application/x-www-form-urlencoded body: REQUEST_BODY and ARGS_POST. */
 void seccoll_urlencoded_body(struct seccoll *c, const char *body, size_t len);
 

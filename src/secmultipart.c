@@ -113,9 +113,11 @@ static const struct mp_header *part_header(const struct mp_part *p, const char *
 	return NULL;
 }
 
-static void check_quotes(struct mp *m, const char *v, size_t n)
+/* A single quote in a value is suspect unless the value was in double
+ * quotes (ModSecurity 2.9.5 on: Apache's own parser agrees then). */
+static void check_quotes(struct mp *m, const char *v, size_t n, char quote)
 {
-	if (memchr(v, '\'', n))
+	if (quote != '"' && memchr(v, '\'', n))
 		flag(m, SC_MP_INVALID_QUOTING);
 }
 
@@ -170,8 +172,9 @@ static int parse_disposition(struct mp *m, const char *p)
 			break;
 		}
 		val.len = 0;
+		char quote = 0;
 		if (*p == '"' || *p == '\'') {
-			char quote = *p;
+			quote = *p;
 			if (quote == '\'')
 				flag(m, SC_MP_INVALID_QUOTING);
 			p++;
@@ -210,7 +213,7 @@ static int parse_disposition(struct mp *m, const char *p)
 		}
 		const char *v = val.data ? val.data : "";
 		if (nlen == 4 && strncmp(pname, "name", 4) == 0) {
-			check_quotes(m, v, val.len);
+			check_quotes(m, v, val.len, quote);
 			if (part->has_name) {
 				rc = -14;
 				break;
@@ -219,7 +222,7 @@ static int parse_disposition(struct mp *m, const char *p)
 			buf_append(&part->name, v, val.len);
 			part->has_name = 1;
 		} else if (nlen == 8 && strncmp(pname, "filename", 8) == 0) {
-			check_quotes(m, v, val.len);
+			check_quotes(m, v, val.len, quote);
 			if (part->has_filename) {
 				rc = -15;
 				break;

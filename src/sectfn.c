@@ -774,7 +774,7 @@ int sectfn_apply(enum sl_tfn t, const char *in, size_t n, struct buf *out)
 		break;
 	case SL_TFN_CMD_LINE:
 		k = cmd_line(s, n, d = out_room(out, n));
-		changed = k != n || memcmp(d, s, n) != 0;
+		changed = 1;  /* ModSecurity reports every cmdLine as a change */
 		break;
 	case SL_TFN_HEX_DECODE:
 		d = out_room(out, n / 2);
@@ -804,7 +804,7 @@ int sectfn_apply(enum sl_tfn t, const char *in, size_t n, struct buf *out)
 		void *nul = memchr(d, 0, k);
 		if (nul)
 			k = (size_t)((unsigned char *)nul - d);
-		changed = k != n;
+		changed = 1;  /* as ModSecurity reports it */
 		break;
 	}
 	case SL_TFN_BASE64_DECODE:

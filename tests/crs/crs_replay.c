@@ -93,6 +93,14 @@ static void replay(struct crs_txn *t, const struct crs_program *p, const char *i
 		}
 		s = e + 2;
 	}
+	if (chunked) {
+		/* httpd drops Content-Length when Transfer-Encoding is there too */
+		size_t j = 0;
+		for (size_t k = 0; k < nh; k++)
+			if (!(h[k].nlen == 14 && strncasecmp(h[k].name, "content-length", 14) == 0))
+				h[j++] = h[k];
+		nh = j;
+	}
 	const char *body = NULL;
 	size_t blen = 0;
 	if (s > end)
