@@ -261,6 +261,8 @@ int seccoll_server_path(struct seccoll *c)
 		buf_append(&c->arena, p + i, 1);
 	}
 	if (c->query) {
+		/* the query lives in the arena: room first, then its address */
+		buf_reserve(&c->arena, (size_t)c->query_len + 2);
 		buf_append(&c->arena, "?", 1);
 		buf_append(&c->arena, sc_str(c, c->query), c->query_len);
 	}

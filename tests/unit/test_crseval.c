@@ -1,0 +1,292 @@
+/* Unit tests for the CRS evaluator (src/crseval.c) and the multipart body
+ * processor (src/secmultipart.c): ModSecurity 2.9.7's rule semantics on
+ * small rule sets, each checked against what the real ModSecurity did with
+ * the same rules (tests/e2e/modsec.py ran them while this was written). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "crseval.h"
+
+static int passed, failed;
+#define CHECK(c) do { if (c) passed++; else { failed++; \
+	fprintf(stderr, "%s:%d: CHECK(%s) failed\n", __FILE__, __LINE__, #c); } } while (0)
+
+static struct crs_program P;
+static struct crs_txn T;
+
+static int load(const char *rules)
+{
+	struct seclang sl;
+	seclang_init(&sl);
+	if (seclang_load_buffer(&sl, "t.conf", rules, strlen(rules), 0) < 0 || seclang_finish(&sl) < 0) {
+		fprintf(stderr, "load: %s\n", sl.error);
+		seclang_free(&sl);
+		return -1;
+	}
+	crs_program_free(&P);
+	if (crs_compile(&P, &sl, NULL, 0) < 0) {
+		fprintf(stderr, "compile: %s\n", P.error);
+		return -1;
+	}
+	return 0;
+}
+
+/* Run a request: TARGET, headers "Name: value\n"..., BODY (or NULL). */
+static void run(const char *method, const char *target, const char *headers, const char *body)
+{
+	static struct sc_header h[32];
+	static char hb[4096];
+	size_t nh = 0;
+	snprintf(hb, sizeof(hb), "%s", headers ? headers : "");
+	char *s = hb;
+	while (*s && nh < 32) {
+		char *nl = strchr(s, '\n');
+		if (nl)
+			*nl = '\0';
+		char *colon = strchr(s, ':');
+		if (colon) {
+			char *v = colon + 1;
+			while (*v == ' ')
+				v++;
+			h[nh++] = (struct sc_header){ s, v, (size_t)(colon - s), strlen(v) };
+		}
+		if (!nl)
+			break;
+		s = nl + 1;
+	}
+	static struct crs_request rq;
+	rq = (struct crs_request){ .method = method, .method_len = strlen(method), .target = target,
+				   .target_len = strlen(target), .protocol = "HTTP/1.1", .protocol_len = 8,
+				   .headers = h, .nheaders = nh, .body = body, .body_len = body ? strlen(body) : 0,
+				   .remote_addr = "192.0.2.7", .remote_port = 5555 };
+	CHECK(crs_eval_request(&T, &P, &rq) == 0);
+}
+
+/* The ids of the alerts (SecActions left out), as "1,2,2". */
+static const char *alerts(void)
+{
+	static char out[512];
+	size_t k = 0;
+	out[0] = '\0';
+	for (size_t i = 0; i < T.v.nalerts && k < sizeof(out) - 16; i++)
+		if (!T.v.alerts[i].secaction)
+			k += (size_t)snprintf(out + k, sizeof(out) - k, "%s%u", k ? "," : "", crs_rule_id(T.v.alerts[i].rule));
+	return out;
+}
+
+static int tx_is(const char *name, const char *want)
+{
+	size_t n;
+	const char *v = crs_txn_tx(&T, name, &n);
+	if (!want)
+		return v == NULL;
+	return v && n == strlen(want) && memcmp(v, want, n) == 0;
+}
+
+static void test_targets_and_scores(void)
+{
+	CHECK(load("SecRuleEngine On\n"
+		   "SecRule ARGS \"@rx evil\" \"id:1,phase:1,pass,log,setvar:tx.score=+5\"\n"
+		   "SecRule ARGS|!ARGS:b \"@rx evil\" \"id:2,phase:1,pass,log,setvar:tx.two=+1\"\n"
+		   "SecRule ARGS:/^[ab]$/ \"@rx evil\" \"id:3,phase:1,pass,nolog,setvar:tx.three=+1\"\n"
+		   "SecRule &ARGS \"@eq 3\" \"id:4,phase:1,pass,setvar:tx.count=%{MATCHED_VAR}\"\n"
+		   "SecRule &ARGS:zz \"@eq 0\" \"id:5,phase:1,pass,setvar:tx.none=1\"\n") == 0);
+	run("GET", "/?a=evil&b=evil&c=evil", NULL, NULL);
+	/* a rule that matches three values scores three times */
+	CHECK(strcmp(alerts(), "1,1,1,2,2,3,3,4,5") == 0);
+	CHECK(tx_is("score", "15") && tx_is("two", "2") && tx_is("three", "2") && tx_is("count", "3") && tx_is("none", "1"));
+	CHECK(T.v.alerts[0].logged && !T.v.alerts[5].logged);
+	CHECK(!T.v.intercepted);
+}
+
+static void test_chain_and_matched_vars(void)
+{
+	CHECK(load("SecRuleEngine On\n"
+		   "SecRule ARGS \"@rx ^x\" \"id:10,phase:1,deny,status:418,chain,setvar:tx.first=+1\"\n"
+		   "  SecRule MATCHED_VARS \"@rx y$\" \"setvar:tx.second=%{MATCHED_VAR_NAME}\"\n"
+		   "SecRule ARGS \"@rx never\" \"id:11,phase:1,deny\"\n") == 0);
+	run("GET", "/?p=xa&q=xy", NULL, NULL);
+	/* the first link's actions ran per matched value; the chain's end,
+	 * seeing both values in MATCHED_VARS, matched one and denied */
+	CHECK(tx_is("first", "2") && tx_is("second", "MATCHED_VARS:ARGS:q"));
+	CHECK(T.v.intercepted && T.v.status == 418 && T.v.rule_id == 10 && T.v.phase == 1);
+	CHECK(strcmp(alerts(), "10") == 0 && T.v.alerts[0].intercepted);
+	run("GET", "/?p=xa", NULL, NULL);
+	CHECK(!T.v.intercepted && strcmp(alerts(), "") == 0 && tx_is("first", "1") && tx_is("second", NULL));
+}
+
+static void test_skip_after_and_ctl(void)
+{
+	CHECK(load("SecRuleEngine On\n"
+		   "SecRule ARGS:skip \"@streq 1\" \"id:20,phase:1,pass,nolog,skipAfter:END\"\n"
+		   "SecRule ARGS \"@rx .\" \"id:21,phase:1,pass,log\"\n"
+		   "SecMarker END\n"
+		   "SecRule ARGS:off \"@streq 1\" \"id:22,phase:1,pass,nolog,ctl:ruleRemoveById=23-24\"\n"
+		   "SecRule ARGS:t \"@streq 1\" \"id:25,phase:1,pass,nolog,ctl:ruleRemoveTargetById=26;ARGS:secret\"\n"
+		   "SecRule ARGS \"@rx .\" \"id:23,phase:1,pass,log\"\n"
+		   "SecRule ARGS \"@rx pw\" \"id:26,phase:1,pass,log\"\n") == 0);
+	run("GET", "/?skip=1", NULL, NULL);
+	CHECK(strcmp(alerts(), "20,23") == 0);
+	run("GET", "/?off=1&secret=pw&other=pw", NULL, NULL);
+	CHECK(strcmp(alerts(), "21,21,21,22,26,26") == 0);
+	run("GET", "/?t=1&secret=pw&other=pw", NULL, NULL);
+	CHECK(strcmp(alerts(), "21,21,21,25,23,23,23,26") == 0);
+}
+
+static void test_multimatch(void)
+{
+	/* as measured on ModSecurity 2.9.7: the operator runs on the raw value
+	 * and after each changing step, at the end only if the last step
+	 * changed the value; with no steps, never */
+	CHECK(load("SecRuleEngine On\n"
+		   "SecRule REQUEST_COOKIES \"@rx a\" \"id:30,phase:1,pass,multiMatch,t:none,setvar:tx.c=+1\"\n"
+		   "SecRule REQUEST_COOKIES \"@rx a\" \"id:31,phase:1,pass,multiMatch,t:none,t:removeNulls,t:urlDecodeUni,setvar:tx.d=+1\"\n"
+		   "SecRule REQUEST_COOKIES \"@rx ab\" \"id:32,phase:1,pass,multiMatch,t:none,t:urlDecodeUni,t:removeNulls,setvar:tx.e=+1\"\n"
+		   "SecRule REQUEST_COOKIES \"@rx ab\" \"id:33,phase:1,pass,multiMatch,t:none,t:urlDecodeUni,t:cmdLine,setvar:tx.f=+1\"\n") == 0);
+	run("GET", "/", "Cookie: k=a%62", NULL);
+	CHECK(tx_is("c", NULL) && tx_is("d", "2") && tx_is("e", "1") && tx_is("f", "2"));
+}
+
+static void test_captures_and_macros(void)
+{
+	CHECK(load("SecRuleEngine On\n"
+		   "SecAction \"id:40,phase:1,pass,nolog,setvar:tx.limit=3\"\n"
+		   "SecRule REQUEST_HEADERS:User-Agent \"@rx (\\w+)/(\\d+)\" \"id:41,phase:1,pass,capture,setvar:tx.ua=%{tx.1}-%{tx.2}\"\n"
+		   "SecRule ARGS:n \"@gt %{tx.limit}\" \"id:42,phase:1,pass,setvar:tx.big=%{MATCHED_VAR}\"\n"
+		   "SecRule REQUEST_METHOD \"@within GET HEAD\" \"id:43,phase:1,pass,setvar:tx.m=%{rule.id}\"\n"
+		   "SecRule REMOTE_ADDR \"@ipMatch 192.0.2.0/24,10.0.0.1\" \"id:44,phase:1,pass,setvar:tx.ip=%{REMOTE_ADDR}\"\n") == 0);
+	run("GET", "/?n=7", "User-Agent: curl/8 x", NULL);
+	CHECK(tx_is("ua", "curl-8") && tx_is("0", "curl/8") && tx_is("big", "7") && tx_is("m", "43") && tx_is("ip", "192.0.2.7"));
+	run("GET", "/?n=2", "User-Agent: none", NULL);
+	CHECK(tx_is("ua", NULL) && tx_is("big", NULL));
+}
+
+static void test_engine_modes(void)
+{
+	CHECK(load("SecRuleEngine DetectionOnly\n"
+		   "SecDefaultAction \"phase:1,log,auditlog,pass\"\n"
+		   "SecRule ARGS \"@rx bad\" \"id:50,phase:1,deny\"\n"
+		   "SecRule ARGS \"@rx bad\" \"id:51,phase:1,block\"\n") == 0);
+	run("GET", "/?a=bad", NULL, NULL);
+	CHECK(!T.v.intercepted && strcmp(alerts(), "50,51") == 0);
+	CHECK(load("SecRuleEngine On\n"
+		   "SecDefaultAction \"phase:1,log,auditlog,pass\"\n"
+		   "SecRule ARGS \"@rx bad\" \"id:51,phase:1,block\"\n"
+		   "SecRule ARGS \"@rx off\" \"id:52,phase:1,pass,ctl:ruleEngine=Off\"\n"
+		   "SecRule ARGS \"@rx bad\" \"id:53,phase:1,deny\"\n") == 0);
+	run("GET", "/?a=bad", NULL, NULL);  /* block is the default action's pass */
+	CHECK(T.v.intercepted && T.v.rule_id == 53 && T.v.status == 403 && strcmp(alerts(), "51,53") == 0);
+	run("GET", "/?a=bad&b=off", NULL, NULL);
+	CHECK(!T.v.intercepted && strcmp(alerts(), "51,52") == 0);
+}
+
+static void test_bodies(void)
+{
+	CHECK(load("SecRuleEngine On\nSecRequestBodyAccess On\n"
+		   "SecRule REQUEST_HEADERS:Content-Type \"^application/json\" \"id:60,phase:1,pass,nolog,t:lowercase,ctl:requestBodyProcessor=JSON\"\n"
+		   "SecRule REQBODY_ERROR \"!@eq 0\" \"id:61,phase:2,deny,status:400\"\n"
+		   "SecRule ARGS_POST \"@rx .\" \"id:62,phase:2,pass,setvar:tx.post=+1\"\n"
+		   "SecRule ARGS \"@rx hello\" \"id:63,phase:2,pass,setvar:tx.where=%{MATCHED_VAR_NAME}\"\n"
+		   "SecRule REQUEST_BODY \"@rx .\" \"id:64,phase:2,pass,setvar:tx.body=1\"\n"
+		   "SecRule REQBODY_PROCESSOR \"@rx .\" \"id:65,phase:2,pass,setvar:tx.proc=%{MATCHED_VAR}\"\n") == 0);
+	run("POST", "/", "Content-Type: application/json", "{\"a\":{\"b\":\"\\u0068ello\"}}");
+	CHECK(!T.v.intercepted && tx_is("where", "ARGS:a.b") && tx_is("post", NULL) && tx_is("body", NULL) && tx_is("proc", "JSON"));
+	run("POST", "/", "Content-Type: application/json", "{\"a\":");
+	CHECK(T.v.intercepted && T.v.rule_id == 61 && T.v.status == 400 && T.v.body_error);
+	run("POST", "/", "Content-Type: application/x-www-form-urlencoded", "x=hello&y=2");
+	CHECK(tx_is("post", "2") && tx_is("where", "ARGS:x") && tx_is("body", "1") && tx_is("proc", "URLENCODED"));
+	run("POST", "/", "Content-Type: text/plain", "hello");
+	CHECK(tx_is("post", NULL) && tx_is("body", "1") && tx_is("proc", NULL));
+}
+
+static void test_server_path(void)
+{
+	CHECK(load("SecRuleEngine On\n"
+		   "SecRule REQUEST_FILENAME \"@rx .\" \"id:70,phase:1,pass,setvar:tx.f1=%{MATCHED_VAR}\"\n"
+		   "SecRule REQUEST_FILENAME \"@rx .\" \"id:71,phase:2,pass,setvar:tx.f2=%{MATCHED_VAR}\"\n"
+		   "SecRule REQUEST_URI \"@rx .\" \"id:72,phase:2,pass,setvar:tx.u2=%{MATCHED_VAR}\"\n"
+		   "SecRule REQUEST_BASENAME \"@rx .\" \"id:73,phase:2,pass,setvar:tx.b2=%{MATCHED_VAR}\"\n") == 0);
+	run("GET", "/a//%2e/b/../c%41%2f%20d.php?x=%2e%2e", NULL, NULL);
+	CHECK(tx_is("f1", "/a//%2e/b/../c%41%2f%20d.php"));
+	CHECK(tx_is("f2", "/a/cA%2f%20d.php") && tx_is("b2", "cA%2f%20d.php") && tx_is("u2", "/a/cA%2f d.php?x=%2e%2e"));
+}
+
+/* ---- the multipart processor ---- */
+
+static struct seccoll C;
+
+static int mp(const char *ct, const char *body)
+{
+	seccoll_reset(&C);
+	return seccoll_multipart_body(&C, ct, strlen(ct), body, strlen(body));
+}
+
+static int has(enum sc_list_id l, const char *name, const char *value)
+{
+	for (uint32_t i = 0; i < C.list[l].n; i++) {
+		const struct sc_pair *p = &C.list[l].v[i];
+		if (p->nlen == strlen(name) && memcmp(sc_str(&C, p->name), name, p->nlen) == 0 && p->vlen == strlen(value) &&
+		    memcmp(sc_str(&C, p->value), value, p->vlen) == 0)
+			return 1;
+	}
+	return 0;
+}
+
+static void test_multipart(void)
+{
+	const char *ct = "multipart/form-data; boundary=XyZ";
+	CHECK(mp(ct, "--XyZ\r\nContent-Disposition: form-data; name=\"a\"\r\n\r\none\r\ntwo\r\n"
+		     "--XyZ\r\nContent-Disposition: form-data; name=\"f\"; filename=\"x.php\"\r\nContent-Type: text/plain\r\n\r\nDATA\r\n"
+		     "--XyZ--\r\n") == 0);
+	CHECK(has(SC_ARGS_POST, "a", "one\r\ntwo") && C.list[SC_ARGS_POST].n == 1);
+	CHECK(has(SC_FILES, "f", "x.php") && has(SC_FILES_SIZES, "f", "4"));
+	CHECK(has(SC_PART_HEADERS, "f", "Content-Type: text/plain") &&
+	      has(SC_PART_HEADERS, "a", "Content-Disposition: form-data; name=\"a\""));
+	CHECK(seccoll_multipart_flag(&C, SL_VAR_MULTIPART_STRICT_ERROR) == 0 &&
+	      seccoll_multipart_flag(&C, SL_VAR_MULTIPART_UNMATCHED_BOUNDARY) == 0);
+	/* LF line ends, a quoted boundary, no semicolon: strict errors, parsed anyway */
+	CHECK(mp("multipart/form-data boundary=\"XyZ\"", "--XyZ\nContent-Disposition: form-data; name=a\n\nv\n--XyZ--\n") == 0);
+	CHECK(has(SC_ARGS_POST, "a", "v"));
+	CHECK(seccoll_multipart_flag(&C, SL_VAR_MULTIPART_LF_LINE) && seccoll_multipart_flag(&C, SL_VAR_MULTIPART_BOUNDARY_QUOTED) &&
+	      seccoll_multipart_flag(&C, SL_VAR_MULTIPART_MISSING_SEMICOLON) &&
+	      seccoll_multipart_flag(&C, SL_VAR_MULTIPART_STRICT_ERROR));
+	/* data before the first and after the last boundary */
+	CHECK(mp(ct, "junk\r\n--XyZ\r\nContent-Disposition: form-data; name=a\r\n\r\nv\r\n--XyZ--\r\nmore") == 0);
+	CHECK(seccoll_multipart_flag(&C, SL_VAR_MULTIPART_DATA_BEFORE) && seccoll_multipart_flag(&C, SL_VAR_MULTIPART_DATA_AFTER));
+	/* a single quote: fine inside double quotes, not in single quotes or bare */
+	CHECK(mp(ct, "--XyZ\r\nContent-Disposition: form-data; name=\"a\"; filename=\"it's.txt\"\r\n\r\nv\r\n--XyZ--\r\n") == 0);
+	CHECK(!seccoll_multipart_flag(&C, SL_VAR_MULTIPART_INVALID_QUOTING) && has(SC_FILES, "a", "it's.txt"));
+	CHECK(mp(ct, "--XyZ\r\nContent-Disposition: form-data; name='a'\r\n\r\nv\r\n--XyZ--\r\n") == 0);
+	CHECK(seccoll_multipart_flag(&C, SL_VAR_MULTIPART_INVALID_QUOTING) && has(SC_ARGS_POST, "a", "v"));
+	/* something that looks like our boundary inside a part */
+	CHECK(mp(ct, "--XyZ\r\nContent-Disposition: form-data; name=a\r\n\r\nx --XyZ y\r\n--XyZ--\r\n") == 0);
+	CHECK(seccoll_multipart_flag(&C, SL_VAR_MULTIPART_UNMATCHED_BOUNDARY));
+	/* refused: no final boundary, no Content-Disposition, a bad boundary in C-T */
+	CHECK(mp(ct, "--XyZ\r\nContent-Disposition: form-data; name=a\r\n\r\nv\r\n") < 0 && C.list[SC_ARGS_POST].n == 0 &&
+	      strstr(C.mp_error, "Final boundary missing"));
+	CHECK(mp(ct, "--XyZ\r\nContent-Type: text/plain\r\n\r\nv\r\n--XyZ--\r\n") < 0 &&
+	      seccoll_multipart_flag(&C, SL_VAR_MULTIPART_STRICT_ERROR));
+	CHECK(mp("multipart/form-data; boundary=a,b", "--a,b--\r\n") < 0);
+	CHECK(mp("multipart/form-data", "--a--\r\n") < 0 && strstr(C.mp_error, "Boundary not found"));
+	/* the final boundary without its line end still ends the body */
+	CHECK(mp(ct, "--XyZ\r\nContent-Disposition: form-data; name=a\r\n\r\nv\r\n--XyZ--") == 0 && has(SC_ARGS_POST, "a", "v"));
+	seccoll_free(&C);
+}
+
+int main(void)
+{
+	crs_txn_init(&T);
+	test_targets_and_scores();
+	test_chain_and_matched_vars();
+	test_skip_after_and_ctl();
+	test_multimatch();
+	test_captures_and_macros();
+	test_engine_modes();
+	test_bodies();
+	test_server_path();
+	test_multipart();
+	crs_txn_free(&T);
+	crs_program_free(&P);
+	printf("test_crseval: %d passed, %d failed\n", passed, failed);
+	return failed ? 1 : 0;
+}
