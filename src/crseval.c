@@ -1,5 +1,6 @@
 /* The Core Rule Set run on one request (crseval.h says what and why). */
 #define PCRE2_CODE_UNIT_WIDTH 8
+#include <hs/hs.h>
 #include <pcre2.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -461,6 +462,13 @@ static int ip_in(const struct crs_op *op, const char *v, size_t vl)
 	return cidrset_contains(&op->ips, &a);
 }
 
+static int pm_found(unsigned id, unsigned long long from, unsigned long long to, unsigned flags, void *ctx)
+{
+	(void)id, (void)from, (void)to, (void)flags;
+	*(int *)ctx = 1;
+	return 1;  /* one is enough */
+}
+
 /* 1 when the operator (before '!') matches V. */
 static int op_exec(struct crs_txn *t, const struct crs_rule *cr, const char *v, size_t vl)
 {
@@ -473,11 +481,15 @@ static int op_exec(struct crs_txn *t, const struct crs_rule *cr, const char *v, 
 	case SL_OP_PM:
 	case SL_OP_PMF:
 	case SL_OP_PM_FROM_FILE: {
-		size_t which;
-		if (!secop_pm(op->pm.v, op->pm.n, v, vl, &which))
+		int found = 0;
+		if (hs_scan(op->pm.hs, vl ? v : "", (unsigned)vl, 0, t->hs_scratch, pm_found, &found) == HS_SCAN_TERMINATED)
+			found = 1;
+		if (!found)
 			return 0;
-		if (cr->capture)
-			set_capture(t, 0, op->pm.v[which], strlen(op->pm.v[which]));
+		size_t which;
+		/* the phrase ModSecurity names: the leftmost (rarely needed, so found the slow way) */
+		if (cr->capture && secop_pm(op->pm.v, op->pm.n, v, vl, &which))
+			set_capture(t, 0, op->pm.v[which], op->pm.len[which]);
 		return 1;
 	}
 	case SL_OP_STREQ:
@@ -913,6 +925,7 @@ void crs_txn_free(struct crs_txn *t)
 	free(t->mvs_len);
 	pcre2_match_data_free(t->match_data);
 	pcre2_match_context_free(t->match_ctx);
+	hs_free_scratch(t->hs_scratch);
 	memset(t, 0, sizeof(*t));
 }
 
@@ -1004,6 +1017,12 @@ int crs_eval_request(struct crs_txn *t, const struct crs_program *p, const struc
 {
 	t->prog = p;
 	t->rq = rq;
+	if (p->hs_scratch && t->hs_serial != p->serial) {
+		hs_free_scratch(t->hs_scratch);
+		t->hs_scratch = NULL;
+		AN(hs_clone_scratch(p->hs_scratch, (hs_scratch_t **)&t->hs_scratch) == HS_SUCCESS);
+		t->hs_serial = p->serial;
+	}
 	seccoll_reset(&t->coll);
 	sectx_reset(&t->tx);
 	rm_clear(t);

@@ -68,6 +68,8 @@ struct crs_txn {
 	struct buf val[2];             /* transformation steps */
 	struct buf scratch;            /* macro expansions */
 	struct buf scratch2;
+	void *hs_scratch;              /* hs_scratch_t *, cloned from the program's */
+	uint64_t hs_serial;            /* the program it was cloned for */
 	void *match_data;              /* pcre2_match_data * */
 	void *match_ctx;               /* pcre2_match_context * */
 

@@ -3,6 +3,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
+#include <hs/hs.h>
 #include <pcre2.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -92,20 +93,52 @@ static void phrases_free(struct crs_phrases *pm)
 	for (size_t i = 0; i < pm->n; i++)
 		free(pm->v[i]);
 	free(pm->v);
-	pm->v = NULL;
-	pm->n = 0;
+	free(pm->len);
+	hs_free_database(pm->hs);
+	memset(pm, 0, sizeof(*pm));
 }
 
 static void phrase_add(struct crs_phrases *pm, const char *s, size_t n)
 {
 	pm->v = realloc(pm->v, (pm->n + 1) * sizeof(*pm->v));
+	pm->len = realloc(pm->len, (pm->n + 1) * sizeof(*pm->len));
 	AN(pm->v);
+	AN(pm->len);
 	char *d = malloc(n + 1);
 	AN(d);
 	for (size_t i = 0; i < n; i++)
 		d[i] = (char)tolower((unsigned char)s[i]);
 	d[n] = '\0';
+	pm->len[pm->n] = n;
 	pm->v[pm->n++] = d;
+}
+
+/* One Hyperscan database of every phrase, as literals, ignoring ASCII case
+ * as ModSecurity's Aho-Corasick matcher does: one pass per value. */
+static int phrases_compile(struct crs_program *p, const struct sl_rule *r, struct crs_phrases *pm)
+{
+	unsigned *flags = malloc(pm->n * sizeof(*flags)), *ids = malloc(pm->n * sizeof(*ids));
+	AN(flags);
+	AN(ids);
+	for (size_t i = 0; i < pm->n; i++) {
+		flags[i] = HS_FLAG_CASELESS | HS_FLAG_SINGLEMATCH;
+		ids[i] = (unsigned)i;
+	}
+	hs_compile_error_t *err = NULL;
+	hs_database_t *db = NULL;
+	hs_error_t rc = hs_compile_lit_multi((const char *const *)pm->v, flags, ids, pm->len, (unsigned)pm->n, HS_MODE_BLOCK,
+					     NULL, &db, &err);
+	free(flags);
+	free(ids);
+	if (rc != HS_SUCCESS) {
+		int ret = fail(p, r, "@pm: Hyperscan cannot compile the phrase list: %s", err ? err->message : "?");
+		hs_free_compile_error(err);
+		return ret;
+	}
+	pm->hs = db;
+	if (hs_alloc_scratch(db, (hs_scratch_t **)&p->hs_scratch) != HS_SUCCESS)
+		return fail(p, r, "@pm: Hyperscan scratch: out of memory");
+	return 0;
 }
 
 /* @pm's argument as ModSecurity reads it: an optional pair of double
@@ -296,11 +329,12 @@ static int op_prepare(struct crs_program *p, const struct sl_rule *r, uint32_t i
 		return 0;
 	}
 	case SL_OP_PM:
-		return op->has_macro ? fail(p, r, "@pm: macros are not expanded in phrase lists") :
-				       pm_phrases(p, r, r->op_arg, &op->pm);
+		if (op->has_macro)
+			return fail(p, r, "@pm: macros are not expanded in phrase lists");
+		return pm_phrases(p, r, r->op_arg, &op->pm) < 0 ? -1 : phrases_compile(p, r, &op->pm);
 	case SL_OP_PMF:
 	case SL_OP_PM_FROM_FILE:
-		return pm_files(p, r, r->op_arg, &op->pm);
+		return pm_files(p, r, r->op_arg, &op->pm) < 0 ? -1 : phrases_compile(p, r, &op->pm);
 	case SL_OP_IP_MATCH:
 		return ip_list(p, r, r->op_arg, &op->ips);
 	case SL_OP_VALIDATE_BYTE_RANGE:
@@ -458,8 +492,10 @@ static void read_settings(struct crs_program *p)
 
 int crs_compile(struct crs_program *p, struct seclang *sl, const uint32_t *skip, size_t nskip)
 {
+	static uint64_t serials;
 	memset(p, 0, sizeof(*p));
 	p->sl = *sl;
+	p->serial = ++serials;
 	memset(sl, 0, sizeof(*sl));
 	read_settings(p);
 	size_t cap = p->sl.nrules;
@@ -514,5 +550,6 @@ void crs_program_free(struct crs_program *p)
 		free(p->phase[ph]);
 	}
 	seclang_free(&p->sl);
+	hs_free_scratch(p->hs_scratch);
 	memset(p, 0, sizeof(*p));
 }

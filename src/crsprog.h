@@ -19,7 +19,9 @@
 
 struct crs_phrases {           /* @pm / @pmFromFile: lowercased phrases */
 	char **v;
+	size_t *len;
 	size_t n;
+	void *hs;                  /* hs_database_t *: all of them, literal, caseless */
 };
 
 struct crs_op {
@@ -60,6 +62,8 @@ struct crs_program {
 	struct crs_rule *phase[6]; /* [1..5]; markers are rules with kind SL_MARKER */
 	size_t nphase[6];
 	unsigned skipped;          /* rules dropped by the skip list */
+	void *hs_scratch;          /* hs_scratch_t *: fits every database, cloned per transaction */
+	uint64_t serial;           /* unique per compiled program: a transaction's scratch is for one */
 	char error[512];
 };
 

@@ -22,6 +22,7 @@
 #include <lauxlib.h>
 #include <lualib.h>
 #include "alloc.h"
+#include "crs_lua.h"
 #include "inspect.h"
 #include "inspect_api.h"
 #include "log.h"
@@ -321,6 +322,7 @@ static int sandbox_open(lua_State *L)
 
 	lua_newtable(L);
 	luaprim_open(L);
+	crs_lua_open(L);
 	lua_pushcfunction(L, l_now);
 	lua_setfield(L, -2, "now");
 	lua_pushcfunction(L, l_time);
@@ -460,6 +462,7 @@ int inspect_script_check(const char *script, uint64_t memory_max, char *why, siz
 	int rc = script_load(&sc, script, why, cap);
 	lua_close(G.L);
 	luaprim_close();
+	crs_lua_close();
 	G = saved;
 	return rc;
 }
@@ -467,11 +470,13 @@ int inspect_script_check(const char *script, uint64_t memory_max, char *why, siz
 void inspect_check_begin(void)
 {
 	luaprim_cache_begin();
+	crs_lua_cache_begin();
 }
 
 void inspect_check_end(void)
 {
 	luaprim_cache_end();
+	crs_lua_cache_end();
 	/* Compiling a ruleset's databases (waf.lua: ~40 MB at its peak) leaves
 	 * freed pages that forked workers would inherit and keep. */
 	alloc_release_free_pages();

@@ -710,6 +710,27 @@ void inspect_api_open(lua_State *L)
 	new_mt(L, RESP_MT, resp_m);
 }
 
+void inspect_api_req_view(lua_State *L, int idx, struct inspect_req_view *v)
+{
+	struct inspect_ref *r = luaL_checkudata(L, idx, REQ_MT);
+	if (r->s == NULL || r->phase == INSPECT_PH_NONE)
+		luaL_error(L, "req used outside the call it was passed to");
+	struct stream *t = r->s;
+	v->method = llhttp_method_name((llhttp_method_t)t->method);
+	v->target = target(t, &v->target_len);
+	v->version = t->http_major == 2 ? "HTTP/2.0" : t->http_minor ? "HTTP/1.1" : "HTTP/1.0";
+	v->head = &t->req;
+	v->body = NULL;
+	v->body_len = 0;
+	if (r->ic->body && r->phase == INSPECT_PH_INSPECT) {
+		v->body = t->tobe.data ? t->tobe.data : "";
+		v->body_len = t->tobe.len < r->ic->body ? t->tobe.len : r->ic->body;
+	}
+	size_t n = netaddr_ip_text(&t->cl->src, v->client_ip, sizeof(v->client_ip));
+	v->client_ip[n < sizeof(v->client_ip) ? n : sizeof(v->client_ip) - 1] = '\0';
+	v->client_port = netaddr_port(&t->cl->src);
+}
+
 struct inspect_ref *inspect_api_new(lua_State *L, int is_resp)
 {
 	struct inspect_ref *r = lua_newuserdatauv(L, sizeof(*r), 0);

@@ -5,6 +5,8 @@
 #define SLUICE_INSPECT_API_H
 
 #include <lua.h>
+#include <stdint.h>
+#include <stddef.h>
 #include "cfg-t.h"
 #include "proxy-t.h"
 
@@ -24,6 +26,25 @@ struct inspect_ref {
 
 /* "allow", "deny", ... for an enum inspect_decision (logs, req:decision()). */
 const char *inspect_decision_name(unsigned d);
+
+/* The request as a request-side primitive (sluice.crs) reads it, from the
+ * req object at stack index IDX inside its call (a Lua error otherwise).
+ * Pointers stay valid until the call returns. BODY is NULL when the body
+ * is not inspected (no `body:` in the listener's inspect config) or the
+ * call is not inspect(req). */
+struct msg;
+struct inspect_req_view {
+	const char *method;
+	const char *target;
+	size_t target_len;
+	const char *version;           /* "HTTP/1.1" */
+	const struct msg *head;        /* the headers as received */
+	const char *body;
+	size_t body_len;
+	char client_ip[48];
+	uint16_t client_port;
+};
+void inspect_api_req_view(lua_State *L, int idx, struct inspect_req_view *v);
 
 /* Create the metatables. */
 void inspect_api_open(lua_State *L);
