@@ -84,7 +84,8 @@ UNIT_SRC = $(wildcard tests/unit/test_*.c)
 UNIT_BIN = $(patsubst tests/unit/%.c,$(BUILD)/unit/%,$(UNIT_SRC))
 
 DEB_BUILD_PKGS = gcc make pkg-config openssl libuv1-dev node-llhttp libssl-dev cmake libclang-dev \
-                 liblua5.4-dev libjemalloc-dev libcyaml-dev libyaml-dev libpcre2-dev libhyperscan-dev libnghttp2-dev
+                 liblua5.4-dev libjemalloc-dev libcyaml-dev libyaml-dev libpcre2-dev libhyperscan-dev libnghttp2-dev \
+                 modsecurity-crs
 DEB_TEST_PKGS  = curl wrk haproxy nginx nghttp2-client python3-h2 openssl python3 python3-pip python3-prometheus-client chromium \
                  logrotate systemd tomcat10 modsecurity-crs apache2 libapache2-mod-security2
 

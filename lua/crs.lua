@@ -1,10 +1,11 @@
 -- crs.lua: the OWASP Core Rule Set itself, run by sluice's own SecLang engine.
 --
--- What it runs. Debian's modsecurity-crs (CRS 3.3.4) rule files as they are, with
--- ModSecurity's own recommended settings (Debian's modsecurity.conf-recommended: body
--- handling, the JSON and XML body processors, rules 200000-200005) in blocking mode,
--- crs-setup.conf, and the operator's exclusion files (REQUEST-900 before, RESPONSE-999
--- after). The verdicts are ModSecurity 2.9's: on sluice's differential corpus every request
+-- What it runs. Debian's modsecurity-crs (CRS 3.3.4) rule files as they are, after
+-- crs-base.conf (the settings ModSecurity's recommended configuration gives the CRS: request
+-- bodies parsed, JSON and XML by Content-Type, unparseable bodies refused; rules 200000-200005
+-- with ModSecurity's ids), in blocking mode, with crs-setup.conf and the operator's exclusion
+-- files (REQUEST-900 before, RESPONSE-999 after). Needs Debian's modsecurity-crs package
+-- (`make run` installs it). Relative paths in the config are read from this file's directory. The verdicts are ModSecurity 2.9's: on sluice's differential corpus every request
 -- gets the same verdict, the same rules and the same anomaly score as Apache + ModSecurity
 -- (tests/e2e/test_crs_differential.py, docs/crs.md).
 --
@@ -21,7 +22,7 @@
 
 local PARANOIA = 1
 local THRESHOLD = 5
-local RECOMMENDED = "/etc/modsecurity/modsecurity.conf-recommended"
+local BASE = "crs-base.conf"
 local SETUP = "/etc/modsecurity/crs/crs-setup.conf"
 local BEFORE = "/etc/modsecurity/crs/REQUEST-900-EXCLUSION-RULES-BEFORE-CRS.conf"
 local RULES = "/usr/share/modsecurity-crs/rules/*.conf"
@@ -29,8 +30,7 @@ local AFTER = "/etc/modsecurity/crs/RESPONSE-999-EXCLUSION-RULES-AFTER-CRS.conf"
 local SKIP = { 910100, 910140 }
 
 local config = table.concat({
-  "Include " .. RECOMMENDED,
-  "SecRuleEngine On",
+  "Include " .. BASE,
   "Include " .. SETUP,
   -- crs-setup.conf documents these two as rules 900000 and 900110 (commented out there)
   string.format('SecAction "id:900000,phase:1,nolog,pass,t:none,setvar:tx.paranoia_level=%d"', PARANOIA),

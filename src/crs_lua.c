@@ -1,4 +1,5 @@
 /* sluice.crs (crs_lua.h says what and why). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <lauxlib.h>
@@ -57,12 +58,25 @@ static int crs_gc(lua_State *L)
 	return 0;
 }
 
+/* Relative Includes are read from the calling script's directory (like
+ * files a script ships with), else from the working directory. */
+static void config_name(lua_State *L, char *out, size_t cap)
+{
+	lua_Debug ar;
+	if (lua_getstack(L, 1, &ar) && lua_getinfo(L, "S", &ar) && ar.source[0] == '@')
+		snprintf(out, cap, "%s (sluice.crs config)", ar.source + 1);
+	else
+		snprintf(out, cap, "sluice.crs config");
+}
+
 static struct crs_cached *compile(lua_State *L, const char *key, size_t keylen, const char *config, size_t clen,
 				  const uint32_t *skip, size_t nskip)
 {
 	struct seclang sl;
+	char name[1024];
+	config_name(L, name, sizeof(name));
 	seclang_init(&sl);
-	if (seclang_load_buffer(&sl, "sluice.crs config", config, clen, 1) < 0 || seclang_finish(&sl) < 0) {
+	if (seclang_load_buffer(&sl, name, config, clen, 1) < 0 || seclang_finish(&sl) < 0) {
 		lua_pushfstring(L, "sluice.crs: %s", sl.error);
 		seclang_free(&sl);
 		lua_error(L);
