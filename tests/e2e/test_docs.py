@@ -1114,6 +1114,7 @@ LUA_TABLES = {
     ("luaprim.c", "multi_m"): "m:",
     ("luaprim.c", "cidrs_m"): "set:",
     ("luaprim.c", "funcs"): "sluice.",
+    ("crs_lua.c", "methods"): "crs:",
 }
 LUA_LIB_NAMES = {"LUA_GNAME": "base", "LUA_STRLIBNAME": "string", "LUA_TABLIBNAME": "table",
                  "LUA_MATHLIBNAME": "math", "LUA_UTF8LIBNAME": "utf8", "LUA_IOLIBNAME": "io",
@@ -1132,7 +1133,7 @@ def lua_registrations():
     {("lib", "string"), ("removed", "dofile"), ("replaced", "print"),
     ("removed", "string.dump"), ("phase", "inspect"), ...}."""
     names, facts = {}, set()
-    for fname in ("inspect_api.c", "luaprim.c"):
+    for fname in ("inspect_api.c", "luaprim.c", "crs_lua.c"):
         with open(os.path.join(REPO, "src", fname)) as f:
             text = _c_strip(f.read())
         for m in re.finditer(r"luaL_Reg\s+(\w+)\s*\[\s*\]\s*=\s*\{(.*?)\};", text, re.S):
@@ -1142,6 +1143,12 @@ def lua_registrations():
                     fname, m.group(1))
             for key in re.findall(r"\{\s*\"(\w+)\"\s*,", m.group(2)):
                 names[prefix + key] = "%s:%s" % (fname, m.group(1))
+    # primitives that set their constructor in the sluice table themselves
+    with open(os.path.join(REPO, "src", "crs_lua.c")) as f:
+        for key in re.findall(r"lua_setfield\s*\(\s*L\s*,\s*-2\s*,\s*\"(\w+)\"",
+                              _c_function(_c_strip(f.read()), "crs_lua_open")):
+            if not key.startswith("__"):
+                names["sluice." + key] = "crs_lua.c:crs_lua_open"
     with open(os.path.join(REPO, "src", "inspect.c")) as f:
         text = _c_strip(f.read())
     sb = _c_function(text, "sandbox_open")
