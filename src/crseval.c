@@ -18,6 +18,14 @@ struct crs_target {
 	uint32_t name, nlen;       /* in tbuf */
 	const char *value;         /* stable storage, or NULL: then voff in tbuf */
 	uint32_t voff, vlen;
+	uint8_t stable;            /* the value stays where it is for the phase (cacheable) */
+};
+
+struct crs_tcache {
+	const char *src;           /* the value's place (stable for the phase) */
+	uint32_t slen, epoch;
+	uint16_t chain;
+	uint32_t off, len;         /* the result, in tc_data */
 };
 
 struct crs_rmtarget {
@@ -36,25 +44,32 @@ enum { NO_MATCH = 0, MATCH = 1, STOP = 2 };
  * and must be copied before a rule's actions run. Return 1 to stop. */
 typedef int (*emit_fn)(void *ctx, const char *key, size_t klen, const char *val, size_t vlen, int volatile_);
 
-static int sel_ok(const struct sl_target *tg, const void *re, const char *key, size_t klen)
+/* What a target's selector asks for: a name (its length known), a regex,
+ * or nothing (every member). */
+struct selector {
+	uint8_t kind;              /* enum sl_sel */
+	const char *name;
+	size_t nlen;
+	const void *re;            /* pcre2_code * */
+	void *md;                  /* pcre2_match_data * to use */
+};
+
+static int sel_ok(const struct selector *sel, const char *key, size_t klen)
 {
-	if (!tg || tg->sel_kind == SL_SEL_NONE)
+	if (!sel || sel->kind == SL_SEL_NONE)
 		return 1;
-	if (tg->sel_kind == SL_SEL_NAME)
-		return strlen(tg->sel) == klen && strncasecmp(tg->sel, key, klen) == 0;
-	pcre2_match_data *md = pcre2_match_data_create(1, NULL);
-	int rc = pcre2_match(re, (PCRE2_SPTR)key, klen, 0, 0, md, NULL);
-	pcre2_match_data_free(md);
-	return rc >= 0;
+	if (sel->kind == SL_SEL_NAME)
+		return sel->nlen == klen && strncasecmp(sel->name, key, klen) == 0;
+	return pcre2_match(sel->re, (PCRE2_SPTR)key, klen, 0, 0, sel->md, NULL) >= 0;
 }
 
-static int emit_list(const struct seccoll *c, const struct sc_list *l, int names, const struct sl_target *tg,
-		     const void *re, emit_fn emit, void *ctx)
+static int emit_list(const struct seccoll *c, const struct sc_list *l, int names, const struct selector *sel,
+		     emit_fn emit, void *ctx)
 {
 	for (uint32_t i = 0; i < l->n; i++) {
 		const struct sc_pair *p = &l->v[i];
 		const char *k = sc_str(c, p->name);
-		if (!sel_ok(tg, re, k, p->nlen))
+		if (!sel_ok(sel, k, p->nlen))
 			continue;
 		if (names ? emit(ctx, k, p->nlen, k, p->nlen, 0) : emit(ctx, k, p->nlen, sc_str(c, p->value), p->vlen, 0))
 			return 1;
@@ -76,42 +91,42 @@ static int emit_num(emit_fn emit, void *ctx, long long n)
 
 static const char *const processor_names[] = { NULL, "URLENCODED", "JSON", "MULTIPART", "XML" };
 
-/* Every value of VAR (restricted by TG's selector when TG is given). */
-static int gen(struct crs_txn *t, int var, const struct sl_target *tg, const void *re, emit_fn emit, void *ctx)
+/* Every value of VAR (restricted by SEL when it is given). */
+static int gen(struct crs_txn *t, int var, const struct selector *sel, emit_fn emit, void *ctx)
 {
 	const struct seccoll *c = &t->coll;
 	const struct sc_list *L = c->list;
 	switch (var) {
 	case SL_VAR_ARGS:
-		return emit_list(c, &L[SC_ARGS_GET], 0, tg, re, emit, ctx) || emit_list(c, &L[SC_ARGS_POST], 0, tg, re, emit, ctx) ||
-		       emit_list(c, &L[SC_ARGS_JSON], 0, tg, re, emit, ctx);
+		return emit_list(c, &L[SC_ARGS_GET], 0, sel, emit, ctx) || emit_list(c, &L[SC_ARGS_POST], 0, sel, emit, ctx) ||
+		       emit_list(c, &L[SC_ARGS_JSON], 0, sel, emit, ctx);
 	case SL_VAR_ARGS_NAMES:
-		return emit_list(c, &L[SC_ARGS_GET], 1, tg, re, emit, ctx) || emit_list(c, &L[SC_ARGS_POST], 1, tg, re, emit, ctx) ||
-		       emit_list(c, &L[SC_ARGS_JSON], 1, tg, re, emit, ctx);
+		return emit_list(c, &L[SC_ARGS_GET], 1, sel, emit, ctx) || emit_list(c, &L[SC_ARGS_POST], 1, sel, emit, ctx) ||
+		       emit_list(c, &L[SC_ARGS_JSON], 1, sel, emit, ctx);
 	case SL_VAR_ARGS_GET:
-		return emit_list(c, &L[SC_ARGS_GET], 0, tg, re, emit, ctx);
+		return emit_list(c, &L[SC_ARGS_GET], 0, sel, emit, ctx);
 	case SL_VAR_ARGS_GET_NAMES:
-		return emit_list(c, &L[SC_ARGS_GET], 1, tg, re, emit, ctx);
+		return emit_list(c, &L[SC_ARGS_GET], 1, sel, emit, ctx);
 	case SL_VAR_ARGS_POST:
-		return emit_list(c, &L[SC_ARGS_POST], 0, tg, re, emit, ctx);
+		return emit_list(c, &L[SC_ARGS_POST], 0, sel, emit, ctx);
 	case SL_VAR_ARGS_POST_NAMES:
-		return emit_list(c, &L[SC_ARGS_POST], 1, tg, re, emit, ctx);
+		return emit_list(c, &L[SC_ARGS_POST], 1, sel, emit, ctx);
 	case SL_VAR_REQUEST_COOKIES:
-		return emit_list(c, &L[SC_COOKIES], 0, tg, re, emit, ctx);
+		return emit_list(c, &L[SC_COOKIES], 0, sel, emit, ctx);
 	case SL_VAR_REQUEST_COOKIES_NAMES:
-		return emit_list(c, &L[SC_COOKIES], 1, tg, re, emit, ctx);
+		return emit_list(c, &L[SC_COOKIES], 1, sel, emit, ctx);
 	case SL_VAR_REQUEST_HEADERS:
-		return emit_list(c, &L[SC_HEADERS], 0, tg, re, emit, ctx);
+		return emit_list(c, &L[SC_HEADERS], 0, sel, emit, ctx);
 	case SL_VAR_REQUEST_HEADERS_NAMES:
-		return emit_list(c, &L[SC_HEADERS], 1, tg, re, emit, ctx);
+		return emit_list(c, &L[SC_HEADERS], 1, sel, emit, ctx);
 	case SL_VAR_FILES:
-		return emit_list(c, &L[SC_FILES], 0, tg, re, emit, ctx);
+		return emit_list(c, &L[SC_FILES], 0, sel, emit, ctx);
 	case SL_VAR_FILES_NAMES:
-		return emit_list(c, &L[SC_FILES], 1, tg, re, emit, ctx);
+		return emit_list(c, &L[SC_FILES], 1, sel, emit, ctx);
 	case SL_VAR_FILES_SIZES:
-		return emit_list(c, &L[SC_FILES_SIZES], 0, tg, re, emit, ctx);
+		return emit_list(c, &L[SC_FILES_SIZES], 0, sel, emit, ctx);
 	case SL_VAR_MULTIPART_PART_HEADERS:
-		return emit_list(c, &L[SC_PART_HEADERS], 0, tg, re, emit, ctx);
+		return emit_list(c, &L[SC_PART_HEADERS], 0, sel, emit, ctx);
 	case SL_VAR_FILES_COMBINED_SIZE: {
 		if (!t->multipart)
 			return 0;
@@ -135,12 +150,16 @@ static int gen(struct crs_txn *t, int var, const struct sl_target *tg, const voi
 	case SL_VAR_USER: {
 		int coll = var == SL_VAR_TX ? SX_TX : var == SL_VAR_IP ? SX_IP : var == SL_VAR_GLOBAL ? SX_GLOBAL
 			 : var == SL_VAR_SESSION ? SX_SESSION : SX_USER;
+		if (sel && sel->kind == SL_SEL_NAME) {  /* names are unique in a collection */
+			const struct sectx_var *v = sectx_get(&t->tx, coll, sel->name, sel->nlen);
+			return v ? emit(ctx, sectx_str(&t->tx, v->name), v->nlen, sectx_str(&t->tx, v->value), v->vlen, 1) : 0;
+		}
 		for (uint32_t i = 0; i < t->tx.n; i++) {
 			const struct sectx_var *v = &t->tx.v[i];
 			if (v->coll != coll)
 				continue;
 			const char *k = sectx_str(&t->tx, v->name);
-			if (!sel_ok(tg, re, k, v->nlen))
+			if (!sel_ok(sel, k, v->nlen))
 				continue;
 			if (emit(ctx, k, v->nlen, sectx_str(&t->tx, v->value), v->vlen, 1))
 				return 1;
@@ -159,7 +178,7 @@ static int gen(struct crs_txn *t, int var, const struct sl_target *tg, const voi
 			size_t nl = t->mvs_len[2 * i], vl = t->mvs_len[2 * i + 1];
 			const char *v = n + nl + 1;
 			off += nl + 1 + vl + 1;
-			if (!sel_ok(tg, re, n, nl))
+			if (!sel_ok(sel, n, nl))
 				continue;
 			if (var == SL_VAR_MATCHED_VARS ? emit(ctx, n, nl, v, vl, 1) : emit(ctx, n, nl, n, nl, 1))
 				return 1;
@@ -240,6 +259,7 @@ static int gen(struct crs_txn *t, int var, const struct sl_target *tg, const voi
 struct build {
 	struct crs_txn *t;
 	const char *vname;
+	size_t vlen;
 	int exclude;
 	size_t count;
 };
@@ -257,10 +277,9 @@ static int name_eq(const char *a, size_t al, const char *b, size_t bl)
 }
 
 /* "VAR:key" (or "VAR") into tbuf, returning its offset and length. */
-static uint32_t put_name(struct buf *b, const char *vname, const char *key, size_t klen, uint32_t *len)
+static uint32_t put_name(struct buf *b, const char *vname, size_t vl, const char *key, size_t klen, uint32_t *len)
 {
 	uint32_t off = (uint32_t)b->len;
-	size_t vl = strlen(vname);
 	buf_append(b, vname, vl);
 	if (key) {
 		buf_append(b, ":", 1);
@@ -279,7 +298,7 @@ static int build_emit(void *ctx, const char *key, size_t klen, const char *val, 
 	if (bd->count > 0 && bd->exclude < 0)
 		return 0;  /* counting only */
 	uint32_t nlen;
-	uint32_t name = put_name(&t->tbuf, bd->vname, key, klen, &nlen);
+	uint32_t name = put_name(&t->tbuf, bd->vname, bd->vlen, key, klen, &nlen);
 	if (bd->exclude) {
 		const char *n = t->tbuf.data + name;
 		size_t j = 0;
@@ -300,6 +319,7 @@ static int build_emit(void *ctx, const char *key, size_t klen, const char *val, 
 	tg->nlen = nlen;
 	tg->vlen = (uint32_t)vlen;
 	tg->value = volatile_ ? NULL : val;
+	tg->stable = !volatile_;
 	if (volatile_)
 		tbuf_put(&t->tbuf, val, vlen, &tg->voff);
 	return 0;
@@ -313,9 +333,12 @@ static void build_targets(struct crs_txn *t, const struct crs_rule *cr)
 	for (size_t i = 0; i < r->ntargets; i++) {
 		const struct sl_target *tg = &r->targets[i];
 		struct build bd = { .t = t, .vname = seclang_var_name((enum sl_var)tg->var), .exclude = tg->exclude };
+		bd.vlen = strlen(bd.vname);
+		struct selector sel = { .kind = tg->sel_kind, .name = tg->sel, .nlen = tg->sel ? strlen(tg->sel) : 0,
+					.re = cr->sel_re[i], .md = t->match_data };
 		if (tg->count) {
 			bd.exclude = -1;
-			(void)gen(t, tg->var, tg, cr->sel_re[i], build_emit, &bd);
+			(void)gen(t, tg->var, &sel, build_emit, &bd);
 			char num[24];
 			int k = snprintf(num, sizeof(num), "%zu", bd.count);
 			bd.exclude = 0;
@@ -323,7 +346,7 @@ static void build_targets(struct crs_txn *t, const struct crs_rule *cr)
 			(void)build_emit(&bd, NULL, 0, num, (size_t)k, 1);
 			continue;
 		}
-		(void)gen(t, tg->var, tg, cr->sel_re[i], build_emit, &bd);
+		(void)gen(t, tg->var, &sel, build_emit, &bd);
 	}
 	for (size_t i = 0; i < t->ntg; i++)
 		if (!t->tg[i].value)
@@ -354,7 +377,7 @@ static int resolve(void *ctx, const char *name, size_t nlen, const char *param, 
 		if (!r || !param)
 			return 0;
 		if (name_eq(param, plen, "id", 2)) {
-			buf_appendf(out, "%u", r->src->id);
+			buf_append_u64(out, r->src->id);
 			return 1;
 		}
 		enum sl_act a = name_eq(param, plen, "msg", 3) ? SL_ACT_MSG : name_eq(param, plen, "logdata", 7) ? SL_ACT_LOGDATA
@@ -366,21 +389,19 @@ static int resolve(void *ctx, const char *name, size_t nlen, const char *param, 
 		buf_append_str(out, act->value);
 		return 1;
 	}
+	if (param && name_eq(name, nlen, "tx", 2)) {  /* most macros: a fast way */
+		const struct sectx_var *v = sectx_get(&t->tx, SX_TX, param, plen);
+		if (!v)
+			return 0;
+		buf_append(out, sectx_str(&t->tx, v->value), v->vlen);
+		return 1;
+	}
 	int var = seclang_var_lookup(name, nlen);
 	if (var < 0)
 		return 0;
-	struct sl_target tg = { .var = (uint8_t)var };
-	char sel[256];
-	if (param) {
-		if (plen >= sizeof(sel))
-			return 0;
-		memcpy(sel, param, plen);
-		sel[plen] = '\0';
-		tg.sel_kind = SL_SEL_NAME;
-		tg.sel = sel;
-	}
+	struct selector sel = { .kind = param ? SL_SEL_NAME : SL_SEL_NONE, .name = param, .nlen = plen };
 	struct first f = { .out = out };
-	(void)gen(t, var, &tg, NULL, first_emit, &f);
+	(void)gen(t, var, &sel, first_emit, &f);
 	return f.found;
 }
 
@@ -798,6 +819,71 @@ static int try_value(struct crs_txn *t, const struct crs_rule *link, const struc
 	return MATCH;
 }
 
+/* ---- the transformation cache ---- */
+
+static size_t tc_hash(const char *src, uint32_t slen, uint16_t chain)
+{
+	uint64_t h = (uint64_t)(uintptr_t)src * 0x9E3779B97F4A7C15ull ^ ((uint64_t)slen << 16 | chain) * 0xC2B2AE3D27D4EB4Full;
+	return (size_t)(h ^ h >> 29);
+}
+
+static struct crs_tcache *tc_find(struct crs_txn *t, const char *src, uint32_t slen, uint16_t chain)
+{
+	if (!t->tc_cap)
+		return NULL;
+	for (size_t i = tc_hash(src, slen, chain) & (t->tc_cap - 1);; i = (i + 1) & (t->tc_cap - 1)) {
+		struct crs_tcache *e = &t->tc[i];
+		if (e->epoch != t->tc_epoch)
+			return NULL;
+		if (e->src == src && e->slen == slen && e->chain == chain)
+			return e;
+	}
+}
+
+static void tc_put(struct crs_txn *t, const char *src, uint32_t slen, uint16_t chain, const char *v, size_t vl)
+{
+	if ((t->tc_n + 1) * 2 > t->tc_cap) {
+		size_t ncap = t->tc_cap ? t->tc_cap * 2 : 256;
+		struct crs_tcache *old = t->tc;
+		size_t ocap = t->tc_cap;
+		t->tc = calloc(ncap, sizeof(*t->tc));
+		AN(t->tc);
+		t->tc_cap = ncap;
+		uint32_t epoch = t->tc_epoch;
+		for (size_t k = 0; k < ocap; k++) {
+			if (old[k].epoch != epoch)
+				continue;
+			size_t i = tc_hash(old[k].src, old[k].slen, old[k].chain) & (ncap - 1);
+			while (t->tc[i].epoch == epoch)
+				i = (i + 1) & (ncap - 1);
+			t->tc[i] = old[k];
+		}
+		free(old);
+	}
+	size_t i = tc_hash(src, slen, chain) & (t->tc_cap - 1);
+	while (t->tc[i].epoch == t->tc_epoch)
+		i = (i + 1) & (t->tc_cap - 1);
+	t->tc[i] = (struct crs_tcache){ .src = src, .slen = slen, .epoch = t->tc_epoch, .chain = chain,
+					.off = (uint32_t)t->tc_data.len, .len = (uint32_t)vl };
+	buf_append(&t->tc_data, v, vl);
+	buf_append(&t->tc_data, "", 1);  /* never an empty buffer, and a NUL after each */
+	t->tc_n++;
+}
+
+/* A new phase: values may have moved (the body processor appends). An
+ * entry is live when its epoch is the current one; 0 is never current
+ * (calloc'd entries are 0). */
+static void tc_clear(struct crs_txn *t)
+{
+	if (++t->tc_epoch == 0) {  /* wrapped: the stale entries could look current */
+		if (t->tc)
+			memset(t->tc, 0, t->tc_cap * sizeof(*t->tc));
+		t->tc_epoch = 1;
+	}
+	t->tc_n = 0;
+	t->tc_data.len = 0;
+}
+
 /* One rule of a chain on all its targets: MATCH if any value matched. */
 static int run_rule(struct crs_txn *t, const struct crs_rule *link, const struct crs_rule *starter)
 {
@@ -817,6 +903,25 @@ static int run_rule(struct crs_txn *t, const struct crs_rule *link, const struct
 		size_t vl = tg->vlen;
 		int tfn_changed = 0, rc;
 		int cur = 0;
+		if (!link->multi_match && link->ntfn && tg->stable) {
+			const struct crs_tcache *e = tc_find(t, tg->value, tg->vlen, link->chain);
+			if (!e) {
+				for (int k = 0; k < link->ntfn; k++) {
+					struct buf *out = &t->val[cur];
+					(void)sectfn_apply((enum sl_tfn)link->tfn[k], v, vl, out);
+					v = out->data ? out->data : "";
+					vl = out->len;
+					cur ^= 1;
+				}
+				tc_put(t, tg->value, tg->vlen, link->chain, v, vl);
+				e = tc_find(t, tg->value, tg->vlen, link->chain);
+			}
+			rc = try_value(t, link, starter, name, tg->nlen, t->tc_data.data + e->off, e->len);
+			if (rc == STOP)
+				return STOP;
+			matched |= rc == MATCH;
+			continue;
+		}
 		for (int k = 0; k < link->ntfn; k++) {
 			if (link->multi_match && (k == 0 || tfn_changed)) {
 				rc = try_value(t, link, starter, name, tg->nlen, v, vl);
@@ -860,6 +965,7 @@ static int run_phase(struct crs_txn *t, int phase)
 {
 	const struct crs_program *p = t->prog;
 	t->phase = (uint8_t)phase;
+	tc_clear(t);
 	for (size_t i = 0; i < p->nphase[phase]; i++) {
 		const struct crs_rule *cr = &p->phase[phase][i];
 		if (t->engine == CRS_ENGINE_OFF || t->allowed)
@@ -917,6 +1023,8 @@ void crs_txn_free(struct crs_txn *t)
 	buf_free(&t->tbuf);
 	buf_free(&t->val[0]);
 	buf_free(&t->val[1]);
+	free(t->tc);
+	buf_free(&t->tc_data);
 	buf_free(&t->scratch);
 	buf_free(&t->scratch2);
 	buf_free(&t->mv_name);

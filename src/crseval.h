@@ -53,6 +53,7 @@ struct crs_verdict {
 
 struct crs_target;
 struct crs_rmtarget;
+struct crs_tcache;
 
 struct crs_txn {
 	const struct crs_program *prog;
@@ -66,6 +67,11 @@ struct crs_txn {
 	size_t ntg, tg_cap;
 	struct buf tbuf;               /* their names, and values copied from changing places */
 	struct buf val[2];             /* transformation steps */
+	/* values already transformed in this phase, by (where the value is, chain) */
+	struct crs_tcache *tc;
+	size_t tc_cap, tc_n;
+	uint32_t tc_epoch;
+	struct buf tc_data;
 	struct buf scratch;            /* macro expansions */
 	struct buf scratch2;
 	void *hs_scratch;              /* hs_scratch_t *, cloned from the program's */

@@ -391,6 +391,22 @@ static void rule_free(struct crs_rule *cr)
 	}
 }
 
+/* Number the rule's transformation sequence (a transaction caches a value
+ * transformed by a sequence under that number). */
+static void chain_number(struct crs_program *p, struct crs_rule *cr)
+{
+	for (unsigned i = 0; i < p->nchains; i++)
+		if (p->chains[i][0] == cr->ntfn && memcmp(p->chains[i] + 1, cr->tfn, cr->ntfn) == 0) {
+			cr->chain = (uint16_t)i;
+			return;
+		}
+	p->chains = realloc(p->chains, (p->nchains + 1) * sizeof(*p->chains));
+	AN(p->chains && p->nchains < 65535);
+	p->chains[p->nchains][0] = cr->ntfn;
+	memcpy(p->chains[p->nchains] + 1, cr->tfn, cr->ntfn);
+	cr->chain = (uint16_t)p->nchains++;
+}
+
 /* ID: the chain starter's (chained rules have none of their own). */
 static int rule_compile(struct crs_program *p, const struct sl_rule *r, uint32_t id, struct crs_rule *cr)
 {
@@ -453,6 +469,7 @@ static int rule_compile(struct crs_program *p, const struct sl_rule *r, uint32_t
 			return fail(p, r, "rule %u: variable %s is not supported: %s (list the rule's id under skip to load the rest)", id,
 				    seclang_var_name((enum sl_var)r->targets[i].var), why);
 	}
+	chain_number(p, cr);
 	if (op_prepare(p, r, id, &cr->op) < 0)
 		return -1;
 	if (r->chained) {
@@ -551,5 +568,6 @@ void crs_program_free(struct crs_program *p)
 	}
 	seclang_free(&p->sl);
 	hs_free_scratch(p->hs_scratch);
+	free(p->chains);
 	memset(p, 0, sizeof(*p));
 }

@@ -41,6 +41,7 @@ struct crs_rule {
 	struct crs_op op;
 	uint8_t tfn[CRS_MAX_TFN];  /* enum sl_tfn, in order, t:none already applied */
 	uint8_t ntfn;
+	uint16_t chain;            /* the tfn sequence's number: equal sequences, equal numbers */
 	uint8_t disruptive;        /* enum sl_act: the rule's, or its SecDefaultAction's (block
 				    * resolved to the SecDefaultAction's); 0 none */
 	uint8_t capture;           /* @rx/@pm captures go to TX:0..9 */
@@ -63,6 +64,8 @@ struct crs_program {
 	size_t nphase[6];
 	unsigned skipped;          /* rules dropped by the skip list */
 	void *hs_scratch;          /* hs_scratch_t *: fits every database, cloned per transaction */
+	uint8_t (*chains)[CRS_MAX_TFN + 1];  /* distinct tfn sequences: length, then the steps */
+	unsigned nchains;
 	uint64_t serial;           /* unique per compiled program: a transaction's scratch is for one */
 	char error[512];
 };

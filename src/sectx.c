@@ -28,6 +28,8 @@ void sectx_reset(struct sectx *t)
 void sectx_free(struct sectx *t)
 {
 	buf_free(&t->arena);
+	buf_free(&t->scratch[0]);
+	buf_free(&t->scratch[1]);
 	free(t->v);
 	memset(t, 0, sizeof(*t));
 }
@@ -121,7 +123,11 @@ int sectx_setvar(struct sectx *t, const char *spec, size_t len, sectx_resolve_fn
 	size_t vlen = eq ? len - nraw - 1 : 1;
 	while (vlen > 0 && (*val == ' ' || (*val >= '\t' && *val <= '\r')))
 		val++, vlen--;
-	struct buf name = { 0 }, value = { 0 };
+	/* the scratch buffers leave the store: a resolver may read the store
+	 * (never these), and sectx_set may move the arena */
+	struct buf name = t->scratch[0], value = t->scratch[1];
+	memset(&t->scratch, 0, sizeof(t->scratch));
+	name.len = value.len = 0;
 	sectx_expand(spec, nraw, fn, ctx, &name);
 	const char *n = name.data ? name.data : "";
 	size_t nl = name.len;
@@ -150,7 +156,9 @@ int sectx_setvar(struct sectx *t, const char *spec, size_t len, sectx_resolve_fn
 		}
 		changed = 1;
 	}
-	buf_free(&name);
-	buf_free(&value);
+	buf_free(&t->scratch[0]);
+	buf_free(&t->scratch[1]);
+	t->scratch[0] = name;
+	t->scratch[1] = value;
 	return changed;
 }

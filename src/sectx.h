@@ -22,6 +22,7 @@ struct sectx {
 	struct sectx_var *v;
 	uint32_t n, cap;
 	uint8_t open[SX__COLLS];   /* TX is always open; others once initcol opened them */
+	struct buf scratch[2];     /* setvar's expanded name and value, kept for the next */
 };
 
 void sectx_reset(struct sectx *t);

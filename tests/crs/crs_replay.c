@@ -2,7 +2,10 @@
  * ModSecurity-style verdicts, one JSON line per request, for comparing
  * with the ModSecurity oracle (tests/e2e/test_crs_differential.py).
  *
- *   crs_replay [-s SKIPID]... CONF < requests
+ *   crs_replay [-s SKIPID]... [-b ROUNDS] CONF < requests
+ *
+ * -b: evaluate every request ROUNDS times and print only the mean time per
+ * evaluation (bench/ uses it; no output per request).
  *
  * CONF is a SecLang file (its Includes are followed). The requests on
  * stdin are records "ID TAB LENGTH LF" followed by LENGTH bytes of a
@@ -14,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 #include "buf.h"
 #include "crseval.h"
 #include "util.h"
@@ -46,6 +50,10 @@ static int dechunk(const char *s, const char *end, struct buf *out)
 		s += n + 2;
 	}
 }
+
+static unsigned bench_rounds;      /* -b N: evaluate each request N times, print the mean time only */
+static double bench_us;
+static unsigned long bench_n;
 
 static void replay(struct crs_txn *t, const struct crs_program *p, const char *id, const char *raw, size_t len, struct buf *out)
 {
@@ -121,6 +129,16 @@ static void replay(struct crs_txn *t, const struct crs_program *p, const char *i
 		.headers = h, .nheaders = nh, .body = body, .body_len = blen,
 		.remote_addr = "127.0.0.1", .remote_port = 40000,
 	};
+	if (bench_rounds) {
+		struct timespec a, b;
+		clock_gettime(CLOCK_MONOTONIC, &a);
+		for (unsigned i = 0; i < bench_rounds; i++)
+			crs_eval_request(t, p, &rq);
+		clock_gettime(CLOCK_MONOTONIC, &b);
+		bench_us += (double)(b.tv_sec - a.tv_sec) * 1e6 + (double)(b.tv_nsec - a.tv_nsec) / 1e3;
+		bench_n += bench_rounds;
+		return;
+	}
 	crs_eval_request(t, p, &rq);
 	const struct crs_verdict *v = &t->v;
 	printf("{\"id\":\"%s\",\"intercepted\":%s,\"status\":%u,\"disruptive\":%u,\"phase\":%u,\"alerts\":[", id,
@@ -139,11 +157,14 @@ int main(int argc, char **argv)
 	uint32_t skip[64];
 	size_t nskip = 0;
 	int i = 1;
-	for (; i < argc - 1 && strcmp(argv[i], "-s") == 0; i += 2)
-		if (nskip < 64)
+	for (; i < argc - 1 && (strcmp(argv[i], "-s") == 0 || strcmp(argv[i], "-b") == 0); i += 2) {
+		if (argv[i][1] == 'b')
+			bench_rounds = (unsigned)strtoul(argv[i + 1], NULL, 10);
+		else if (nskip < 64)
 			skip[nskip++] = (uint32_t)strtoul(argv[i + 1], NULL, 10);
+	}
 	if (i != argc - 1) {
-		fprintf(stderr, "usage: crs_replay [-s SKIPID]... CONF < requests\n");
+		fprintf(stderr, "usage: crs_replay [-s SKIPID]... [-b ROUNDS] CONF < requests\n");
 		return 2;
 	}
 	struct seclang sl;
@@ -174,6 +195,8 @@ int main(int argc, char **argv)
 		raw.len = n;
 		replay(&t, &p, line, raw.data, raw.len, &body);
 	}
+	if (bench_rounds)
+		printf("{\"evaluations\":%lu,\"mean_us\":%.2f}\n", bench_n, bench_n ? bench_us / (double)bench_n : 0.0);
 	crs_txn_free(&t);
 	crs_program_free(&p);
 	buf_free(&raw);
