@@ -961,11 +961,37 @@ static int run_chain(struct crs_txn *t, const struct crs_rule *starter)
 	return MATCH;
 }
 
+/* Which variables can give a value in this phase: request data that is
+ * empty cannot; the others (TX, MATCHED_VARS, ...) change as rules run and
+ * count as present. */
+static void find_present(struct crs_txn *t)
+{
+	const struct seccoll *c = &t->coll;
+	const struct sc_list *L = c->list;
+	uint64_t *m = t->present;
+	m[0] = m[1] = ~0ull;
+	struct { int var; int empty; } v[] = {
+		{ SL_VAR_ARGS, !L[SC_ARGS_GET].n && !L[SC_ARGS_POST].n && !L[SC_ARGS_JSON].n },
+		{ SL_VAR_ARGS_NAMES, !L[SC_ARGS_GET].n && !L[SC_ARGS_POST].n && !L[SC_ARGS_JSON].n },
+		{ SL_VAR_ARGS_GET, !L[SC_ARGS_GET].n }, { SL_VAR_ARGS_GET_NAMES, !L[SC_ARGS_GET].n },
+		{ SL_VAR_ARGS_POST, !L[SC_ARGS_POST].n }, { SL_VAR_ARGS_POST_NAMES, !L[SC_ARGS_POST].n },
+		{ SL_VAR_REQUEST_COOKIES, !L[SC_COOKIES].n }, { SL_VAR_REQUEST_COOKIES_NAMES, !L[SC_COOKIES].n },
+		{ SL_VAR_REQUEST_HEADERS, !L[SC_HEADERS].n }, { SL_VAR_REQUEST_HEADERS_NAMES, !L[SC_HEADERS].n },
+		{ SL_VAR_FILES, !L[SC_FILES].n }, { SL_VAR_FILES_NAMES, !L[SC_FILES].n },
+		{ SL_VAR_FILES_SIZES, !L[SC_FILES_SIZES].n }, { SL_VAR_MULTIPART_PART_HEADERS, !L[SC_PART_HEADERS].n },
+		{ SL_VAR_QUERY_STRING, !c->query }, { SL_VAR_XML, 1 }, { SL_VAR_GEO, 1 }, { SL_VAR_ENV, 1 },
+	};
+	for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++)
+		if (v[i].empty)
+			m[v[i].var >> 6] &= ~(1ull << (v[i].var & 63));
+}
+
 static int run_phase(struct crs_txn *t, int phase)
 {
 	const struct crs_program *p = t->prog;
 	t->phase = (uint8_t)phase;
 	tc_clear(t);
+	find_present(t);
 	for (size_t i = 0; i < p->nphase[phase]; i++) {
 		const struct crs_rule *cr = &p->phase[phase][i];
 		if (t->engine == CRS_ENGINE_OFF || t->allowed)
@@ -974,6 +1000,8 @@ static int run_phase(struct crs_txn *t, int phase)
 			continue;
 		if ((t->rm_ids.len || t->nrm_tags) && removed_at_runtime(t, cr))
 			continue;
+		if (!cr->reads_all && !(cr->reads[0] & t->present[0]) && !(cr->reads[1] & t->present[1]))
+			continue;  /* no value to look at: no match, nothing run */
 		clear_matched(t);
 		int rc = run_chain(t, cr);
 		clear_matched(t);

@@ -86,6 +86,7 @@ struct crs_txn {
 	size_t nmvs, mvs_cap;
 
 	const struct crs_rule *acting; /* the chain starter being run (for %{rule.*}) */
+	uint64_t present[2];           /* variables (enum sl_var bits) that may have values this phase */
 	uint8_t phase;
 	uint8_t engine;                /* enum crs_engine, ctl:ruleEngine can change it */
 	uint8_t body_access;

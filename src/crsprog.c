@@ -470,6 +470,14 @@ static int rule_compile(struct crs_program *p, const struct sl_rule *r, uint32_t
 				    seclang_var_name((enum sl_var)r->targets[i].var), why);
 	}
 	chain_number(p, cr);
+	cr->reads_all = r->kind != SL_RULE;
+	for (size_t i = 0; i < r->ntargets; i++) {
+		const struct sl_target *tg = &r->targets[i];
+		if (tg->count)
+			cr->reads_all = 1;
+		else if (!tg->exclude)
+			cr->reads[tg->var >> 6] |= 1ull << (tg->var & 63);
+	}
 	if (op_prepare(p, r, id, &cr->op) < 0)
 		return -1;
 	if (r->chained) {

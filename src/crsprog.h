@@ -42,6 +42,11 @@ struct crs_rule {
 	uint8_t tfn[CRS_MAX_TFN];  /* enum sl_tfn, in order, t:none already applied */
 	uint8_t ntfn;
 	uint16_t chain;            /* the tfn sequence's number: equal sequences, equal numbers */
+	/* The variables (enum sl_var bits) it reads, exclusions aside; with
+	 * none of them present a request gives it no value, and it cannot
+	 * match. reads_all: it has a value anyway (a count, a SecAction). */
+	uint64_t reads[2];
+	uint8_t reads_all;
 	uint8_t disruptive;        /* enum sl_act: the rule's, or its SecDefaultAction's (block
 				    * resolved to the SecDefaultAction's); 0 none */
 	uint8_t capture;           /* @rx/@pm captures go to TX:0..9 */
