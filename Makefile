@@ -40,8 +40,8 @@ WARN     = -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototyp
 # llhttp strict mode: the checks (CRLF line ends, token header names, chunk
 # CRLF) a proxy must not be lenient about. Our code sees the same define.
 LLHTTP_DEFS = -DLLHTTP_STRICT_MODE=1
-CFLAGS_BASE = -std=c11 $(O) -g $(WARN) -D_GNU_SOURCE $(LLHTTP_DEFS) $(STATS_DEF) $(TLS_CFLAGS) -I/usr/share/include/llhttp -I/usr/include/lua5.4 -Isrc
-LIBS_BASE = -luv -lcyaml -lyaml $(TLS_LIBS) -llua5.4 -lpcre2-8 -lhs -lnghttp2 $(INJ_LIBS) -lpthread -lm
+CFLAGS_BASE = -std=c11 $(O) -g $(WARN) -D_GNU_SOURCE $(LLHTTP_DEFS) $(STATS_DEF) $(TLS_CFLAGS) -I/usr/share/include/llhttp -I/usr/include/lua5.4 -I/usr/include/libxml2 -Isrc
+LIBS_BASE = -luv -lcyaml -lyaml $(TLS_LIBS) -llua5.4 -lpcre2-8 -lhs -lnghttp2 -lxml2 $(INJ_LIBS) -lpthread -lm
 # STATS=0 compiles the statistics calls out (for measuring what they cost:
 # make bench-stats); never for production.
 STATS ?= 1
@@ -85,7 +85,7 @@ UNIT_BIN = $(patsubst tests/unit/%.c,$(BUILD)/unit/%,$(UNIT_SRC))
 
 DEB_BUILD_PKGS = gcc make pkg-config openssl libuv1-dev node-llhttp libssl-dev cmake libclang-dev \
                  liblua5.4-dev libjemalloc-dev libcyaml-dev libyaml-dev libpcre2-dev libhyperscan-dev libnghttp2-dev \
-                 modsecurity-crs
+                 libxml2-dev modsecurity-crs
 DEB_TEST_PKGS  = curl wrk haproxy nginx nghttp2-client python3-h2 openssl python3 python3-pip python3-prometheus-client chromium \
                  logrotate systemd tomcat10 modsecurity-crs apache2 libapache2-mod-security2
 

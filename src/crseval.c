@@ -245,10 +245,11 @@ static int gen(struct crs_txn *t, int var, const struct selector *sel, emit_fn e
 		return emit_num(emit, ctx, 0);
 	case SL_VAR_TIME_EPOCH:
 		return emit_num(emit, ctx, (long long)time(NULL));
+	case SL_VAR_XML:
+		return emit_list(c, &L[SC_XML], 0, sel, emit, ctx);
 	case SL_VAR_GEO:
 	case SL_VAR_ENV:
-	case SL_VAR_XML:
-		return 0;  /* no lookups; XML: no document (see crsprog's variable list) */
+		return 0;  /* no lookups */
 	default:
 		return 0;
 	}
@@ -979,7 +980,7 @@ static void find_present(struct crs_txn *t)
 		{ SL_VAR_REQUEST_HEADERS, !L[SC_HEADERS].n }, { SL_VAR_REQUEST_HEADERS_NAMES, !L[SC_HEADERS].n },
 		{ SL_VAR_FILES, !L[SC_FILES].n }, { SL_VAR_FILES_NAMES, !L[SC_FILES].n },
 		{ SL_VAR_FILES_SIZES, !L[SC_FILES_SIZES].n }, { SL_VAR_MULTIPART_PART_HEADERS, !L[SC_PART_HEADERS].n },
-		{ SL_VAR_QUERY_STRING, !c->query }, { SL_VAR_XML, 1 }, { SL_VAR_GEO, 1 }, { SL_VAR_ENV, 1 },
+		{ SL_VAR_QUERY_STRING, !c->query }, { SL_VAR_XML, !L[SC_XML].n }, { SL_VAR_GEO, 1 }, { SL_VAR_ENV, 1 },
 	};
 	for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++)
 		if (v[i].empty)
@@ -1143,6 +1144,11 @@ static void process_body(struct crs_txn *t, const struct sc_header *h, size_t nh
 		break;
 	}
 	case CRS_BODY_XML:
+		if (seccoll_xml_body(&t->coll, rq->body, rq->body_len, t->prog->xpaths, t->prog->nxpaths) < 0) {
+			t->v.body_error = 1;
+			snprintf(t->body_error_msg, sizeof(t->body_error_msg), "XML parsing error");
+		}
+		break;
 	case CRS_BODY_NONE:
 	default:
 		break;

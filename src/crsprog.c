@@ -470,6 +470,19 @@ static int rule_compile(struct crs_program *p, const struct sl_rule *r, uint32_t
 				    seclang_var_name((enum sl_var)r->targets[i].var), why);
 	}
 	chain_number(p, cr);
+	for (size_t i = 0; i < r->ntargets; i++) {
+		const struct sl_target *tg = &r->targets[i];
+		if (tg->var != SL_VAR_XML || !tg->sel || tg->exclude)
+			continue;
+		size_t k = 0;
+		while (k < p->nxpaths && strcmp(p->xpaths[k], tg->sel) != 0)
+			k++;
+		if (k == p->nxpaths) {
+			p->xpaths = realloc(p->xpaths, (p->nxpaths + 1) * sizeof(*p->xpaths));
+			AN(p->xpaths);
+			p->xpaths[p->nxpaths++] = tg->sel;
+		}
+	}
 	cr->reads_all = r->kind != SL_RULE;
 	for (size_t i = 0; i < r->ntargets; i++) {
 		const struct sl_target *tg = &r->targets[i];
@@ -577,5 +590,6 @@ void crs_program_free(struct crs_program *p)
 	seclang_free(&p->sl);
 	hs_free_scratch(p->hs_scratch);
 	free(p->chains);
+	free(p->xpaths);
 	memset(p, 0, sizeof(*p));
 }

@@ -68,6 +68,8 @@ struct crs_program {
 	struct crs_rule *phase[6]; /* [1..5]; markers are rules with kind SL_MARKER */
 	size_t nphase[6];
 	unsigned skipped;          /* rules dropped by the skip list */
+	const char **xpaths;       /* the XML:... expressions rules read (into sl's strings) */
+	size_t nxpaths;
 	void *hs_scratch;          /* hs_scratch_t *: fits every database, cloned per transaction */
 	uint8_t (*chains)[CRS_MAX_TFN + 1];  /* distinct tfn sequences: length, then the steps */
 	unsigned nchains;

@@ -25,10 +25,11 @@ struct sc_list {
  * ARGS but not in ARGS_POST (that is the urlencoded and multipart body's).
  * From a multipart body: SC_FILES (part name, file name), SC_FILES_SIZES
  * (part name, size in decimal), SC_PART_HEADERS (part name, one header
- * line as sent, without its line end). */
+ * line as sent, without its line end). From an XML body: SC_XML (the
+ * XPath expression, a matching node's text content). */
 enum sc_list_id {
 	SC_ARGS_GET, SC_ARGS_POST, SC_ARGS_JSON, SC_COOKIES, SC_HEADERS,
-	SC_FILES, SC_FILES_SIZES, SC_PART_HEADERS, SC__LISTS
+	SC_FILES, SC_FILES_SIZES, SC_PART_HEADERS, SC_XML, SC__LISTS
 };
 
 /* What the multipart processor saw (ModSecurity's MULTIPART_* flags). */
@@ -105,6 +106,12 @@ int seccoll_json_body(struct seccoll *c, const char *body, size_t len);
  * body ModSecurity refuses; then no field reaches ARGS_POST. */
 #define SC_MULTIPART_LINE 4096
 int seccoll_multipart_body(struct seccoll *c, const char *ct, size_t ctlen, const char *body, size_t len);
+
+/* An XML body (ModSecurity's XML processor, secxml.c): parsed without
+ * network access, external DTDs or entity expansion; each of the NXPATHS
+ * expressions evaluated, every node's text content into SC_XML under the
+ * expression. Returns 0, or -1 for a body that is not well-formed XML. */
+int seccoll_xml_body(struct seccoll *c, const char *body, size_t len, const char *const *xpaths, size_t nxpaths);
 
 /* A multipart variable (enum sl_var MULTIPART_*) as ModSecurity reports
  * it: 0 or 1. MULTIPART_STRICT_ERROR is any of the strict flags. */

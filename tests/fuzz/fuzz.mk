@@ -49,9 +49,9 @@ WARN     = -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototyp
 LLHTTP_DEFS = -DLLHTTP_STRICT_MODE=1
 SAN      = -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 FCFLAGS  = -std=c11 -O1 -g $(WARN) -D_GNU_SOURCE $(LLHTTP_DEFS) $(TLS_CFLAGS) \
-           -I/usr/share/include/llhttp -I/usr/include/lua5.4 -Isrc $(SAN) -fsanitize=fuzzer-no-link
+           -I/usr/share/include/llhttp -I/usr/include/lua5.4 -I/usr/include/libxml2 -Isrc $(SAN) -fsanitize=fuzzer-no-link
 INJ_DIR ?= build-libinjection-lib
-FLIBS    = -luv -lcyaml -lyaml $(TLS_LIBS) -llua5.4 -lpcre2-8 -lhs -lnghttp2 \
+FLIBS    = -luv -lcyaml -lyaml $(TLS_LIBS) -llua5.4 -lpcre2-8 -lhs -lnghttp2 -lxml2 \
            $(INJ_DIR)/libsluice_libinjection.a -lgcc_s -lutil -lrt -lpthread -lm -ldl
 
 LLHTTP_DIR = /usr/share/llhttp

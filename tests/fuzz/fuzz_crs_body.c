@@ -4,6 +4,7 @@
  * evaluator (src/crseval.c) running a small rule set over all of them.
  *
  * Input: a request-target line, a Content-Type line, then the body.
+ * The XML processor (src/secxml.c, libxml2) too.
  * Oracles beyond "no crash, no leak":
  *   - a refused multipart body says why and puts no field in ARGS_POST;
  *     an accepted one lists sizes as decimals and part headers as
@@ -25,9 +26,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 static const char RULES[] =
 	"SecRuleEngine On\nSecRequestBodyAccess On\n"
 	"SecRule REQUEST_HEADERS:Content-Type \"^application/json\" \"id:1,phase:1,pass,nolog,t:lowercase,ctl:requestBodyProcessor=JSON\"\n"
+	"SecRule REQUEST_HEADERS:Content-Type \"xml\" \"id:8,phase:1,pass,nolog,t:lowercase,ctl:requestBodyProcessor=XML\"\n"
 	"SecRule REQBODY_ERROR \"!@eq 0\" \"id:2,phase:2,deny,status:400\"\n"
 	"SecRule MULTIPART_STRICT_ERROR \"!@eq 0\" \"id:3,phase:2,pass,setvar:tx.strict=+1\"\n"
-	"SecRule ARGS|ARGS_NAMES|FILES|FILES_NAMES|MULTIPART_PART_HEADERS|REQUEST_FILENAME \"@rx (?i)<script|\\.\\./|select\" "
+	"SecRule ARGS|ARGS_NAMES|FILES|FILES_NAMES|MULTIPART_PART_HEADERS|REQUEST_FILENAME|XML:/*|XML://@* \"@rx (?i)<script|\\.\\./|select\" "
 	"\"id:4,phase:2,pass,capture,multiMatch,t:none,t:utf8toUnicode,t:urlDecodeUni,t:htmlEntityDecode,t:jsDecode,t:cssDecode,"
 	"t:removeNulls,t:cmdLine,t:compressWhitespace,setvar:tx.score=+5,setvar:'tx.%{rule.id}-%{MATCHED_VAR_NAME}=%{tx.0}'\"\n"
 	"SecRule ARGS \"@detectSQLi\" \"id:5,phase:2,pass,t:none,t:urlDecodeUni,chain\"\n"
@@ -104,6 +106,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	check_multipart(&c, ct, body, blen);
 	seccoll_reset(&c);
 	(void)seccoll_json_body(&c, body, blen);
+	seccoll_reset(&c);
+	static const char *const xp[] = { "/*", "//@*", "//text()" };
+	(void)seccoll_xml_body(&c, body, blen, xp, 3);
 	seccoll_reset(&c);
 	seccoll_urlencoded_body(&c, body, blen);
 	seccoll_reset(&c);

@@ -199,6 +199,24 @@ static void test_bodies(void)
 	CHECK(tx_is("post", NULL) && tx_is("body", "1") && tx_is("proc", NULL));
 }
 
+static void test_xml(void)
+{
+	CHECK(load("SecRuleEngine On\nSecRequestBodyAccess On\n"
+		   "SecRule REQUEST_HEADERS:Content-Type \"^(?:application|text)/xml\" \"id:80,phase:1,pass,t:lowercase,ctl:requestBodyProcessor=XML\"\n"
+		   "SecRule REQBODY_ERROR \"!@eq 0\" \"id:81,phase:2,deny,status:400\"\n"
+		   "SecRule XML:/* \"@rx union select\" \"id:82,phase:2,pass,setvar:tx.text=%{MATCHED_VAR_NAME}\"\n"
+		   "SecRule XML://@* \"@rx ^evil$\" \"id:83,phase:2,pass,setvar:tx.attr=1\"\n"
+		   "SecRule XML:/* \"@contains root:x:0\" \"id:84,phase:2,pass,setvar:tx.xxe=1\"\n") == 0);
+	run("POST", "/", "Content-Type: text/xml", "<a><b k=\"evil\">1 union</b><c> select 2</c></a>");
+	CHECK(!T.v.intercepted && tx_is("text", "XML:/*") && tx_is("attr", "1"));
+	run("POST", "/", "Content-Type: application/xml", "<a><b>1</a>");
+	CHECK(T.v.intercepted && T.v.rule_id == 81 && T.v.status == 400);
+	/* an external entity is not read (nor any DTD), the document still parses */
+	run("POST", "/", "Content-Type: application/xml",
+	    "<?xml version=\"1.0\"?><!DOCTYPE a [<!ENTITY e SYSTEM \"file:///etc/passwd\">]><a>&e;</a>");
+	CHECK(!T.v.intercepted && tx_is("xxe", NULL));
+}
+
 static void test_server_path(void)
 {
 	CHECK(load("SecRuleEngine On\n"
@@ -284,6 +302,7 @@ int main(void)
 	test_engine_modes();
 	test_bodies();
 	test_server_path();
+	test_xml();
 	test_multipart();
 	crs_txn_free(&T);
 	crs_program_free(&P);
