@@ -484,6 +484,20 @@ static int ip_in(const struct crs_op *op, const char *v, size_t vl)
 	return cidrset_contains(&op->ips, &a);
 }
 
+typedef int (*string_op_fn)(const char *v, size_t vl, const char *p, size_t pl);
+
+static string_op_fn string_op(int kind)
+{
+	switch (kind) {
+	case SL_OP_STREQ: return secop_streq;
+	case SL_OP_CONTAINS_WORD: return secop_contains_word;
+	case SL_OP_BEGINS_WITH: return secop_begins_with;
+	case SL_OP_ENDS_WITH: return secop_ends_with;
+	case SL_OP_WITHIN: return secop_within;
+	default: return secop_contains;  /* @contains, @strmatch */
+	}
+}
+
 static int pm_found(unsigned id, unsigned long long from, unsigned long long to, unsigned flags, void *ctx)
 {
 	(void)id, (void)from, (void)to, (void)flags;
@@ -515,24 +529,14 @@ static int op_exec(struct crs_txn *t, const struct crs_rule *cr, const char *v, 
 		return 1;
 	}
 	case SL_OP_STREQ:
-		p = op_param(t, op, &pl);
-		return secop_streq(v, vl, p, pl);
 	case SL_OP_CONTAINS:
 	case SL_OP_STRMATCH:
-		p = op_param(t, op, &pl);
-		return secop_contains(v, vl, p, pl);
 	case SL_OP_CONTAINS_WORD:
-		p = op_param(t, op, &pl);
-		return secop_contains_word(v, vl, p, pl);
 	case SL_OP_BEGINS_WITH:
-		p = op_param(t, op, &pl);
-		return secop_begins_with(v, vl, p, pl);
 	case SL_OP_ENDS_WITH:
-		p = op_param(t, op, &pl);
-		return secop_ends_with(v, vl, p, pl);
 	case SL_OP_WITHIN:
 		p = op_param(t, op, &pl);
-		return secop_within(v, vl, p, pl);
+		return string_op(op->kind)(v, vl, p, pl);
 	case SL_OP_EQ:
 	case SL_OP_GE:
 	case SL_OP_GT:
