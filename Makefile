@@ -90,7 +90,7 @@ DEB_TEST_PKGS  = curl wrk haproxy nginx nghttp2-client python3-h2 openssl python
                  logrotate systemd tomcat10 modsecurity-crs apache2 libapache2-mod-security2
 
 .PHONY: all run test unit e2e e2e-tls asan test-asan fuzz fuzz-smoke soak valgrind deps test-deps bench bench-smoke bench-offload bench-inspection bench-churn \
-        bench-throughput bench-memory bench-reuse bench-core bench-persist bench-tls bench-h2 bench-identity bench-stats \
+        bench-throughput bench-memory bench-reuse bench-core bench-persist bench-tls bench-h2 bench-identity bench-stats bench-crs \
         install deb clean
 all: $(BUILD)/sluice $(BUILD)/demo_backend $(BUILD)/crs_replay
 
@@ -276,6 +276,11 @@ bench-identity: bench-reuse
 # sluice's own inspect_seconds histogram).
 bench-inspection: all
 	BUILD=$(BUILD) sh bench/inspection.sh
+
+# The OWASP CRS through sluice's engine (lua/crs.lua) vs Apache + ModSecurity
+# 2.9 with the same CRS files: CPU per request at a fixed rate, PL 1 and 2.
+bench-crs: all
+	BUILD=$(BUILD) sh bench/crs.sh
 
 # Stats on vs the same code built with STATS=0 (stats calls compiled out).
 bench-stats: all

@@ -7,26 +7,25 @@
 #include "crseval.h"
 #include "httpmsg.h"
 #include "inspect_api.h"
+#include "objcache.h"
 #include "util.h"
 
 #define CRS_MT "sluice.crs"
 #define CRS_MAX_SKIP 256
 #define CRS_MAX_HEADERS 256
 
-struct crs_cached {
-	char *key;                 /* config NUL skip ids: the source */
-	size_t keylen;
-	struct crs_program prog;
-	unsigned refs;             /* live sluice.crs objects using it */
-	unsigned mark;             /* last check pass that used it */
-};
-
-static struct crs_cached **cache;  /* entries never move: objects point at them */
-static unsigned ncache, cmark;
-static int checking;
+/* Compiled programs by their source (the config text and the skip list):
+ * objcache.h says why and when. */
+static void free_program(void *obj)
+{
+	crs_program_free(obj);
+	free(obj);
+}
+static struct objcache cache = { .free_obj = free_program };
 
 struct lcrs {
-	struct crs_cached *c;
+	struct crs_program *prog;
+	struct objcache_entry *cached;  /* NULL: the object owns prog */
 };
 
 /* One evaluation at a time per process (a worker runs one Lua call at a
@@ -35,26 +34,15 @@ static struct crs_txn txn;
 static int txn_ready;
 static struct sc_header headers[CRS_MAX_HEADERS];
 
-static void cached_free(struct crs_cached *c)
-{
-	crs_program_free(&c->prog);
-	free(c->key);
-	free(c);
-}
-
 static int crs_gc(lua_State *L)
 {
 	struct lcrs *o = luaL_checkudata(L, 1, CRS_MT);
-	if (o->c && --o->c->refs == 0 && !checking && o->c->mark != cmark) {
-		/* not cached for later workers: nobody else can reach it */
-		for (unsigned k = 0; k < ncache; k++)
-			if (cache[k] == o->c) {
-				cache[k] = cache[--ncache];
-				break;
-			}
-		cached_free(o->c);
-	}
-	o->c = NULL;
+	if (o->cached)
+		objcache_release(o->cached);
+	else if (o->prog)
+		free_program(o->prog);
+	o->prog = NULL;
+	o->cached = NULL;
 	return 0;
 }
 
@@ -69,8 +57,7 @@ static void config_name(lua_State *L, char *out, size_t cap)
 		snprintf(out, cap, "sluice.crs config");
 }
 
-static struct crs_cached *compile(lua_State *L, const char *key, size_t keylen, const char *config, size_t clen,
-				  const uint32_t *skip, size_t nskip)
+static struct crs_program *compile(lua_State *L, const char *config, size_t clen, const uint32_t *skip, size_t nskip)
 {
 	struct seclang sl;
 	char name[1024];
@@ -81,21 +68,14 @@ static struct crs_cached *compile(lua_State *L, const char *key, size_t keylen, 
 		seclang_free(&sl);
 		lua_error(L);
 	}
-	struct crs_cached *c = calloc(1, sizeof(*c));
-	AN(c);
-	if (crs_compile(&c->prog, &sl, skip, nskip) < 0) {
-		lua_pushfstring(L, "sluice.crs: %s", c->prog.error);
-		cached_free(c);
+	struct crs_program *p = calloc(1, sizeof(*p));
+	AN(p);
+	if (crs_compile(p, &sl, skip, nskip) < 0) {
+		lua_pushfstring(L, "sluice.crs: %s", p->error);
+		free_program(p);
 		lua_error(L);
 	}
-	c->key = malloc(keylen);
-	AN(c->key);
-	memcpy(c->key, key, keylen);
-	c->keylen = keylen;
-	cache = realloc(cache, (ncache + 1) * sizeof(*cache));
-	AN(cache);
-	cache[ncache++] = c;
-	return c;
+	return p;
 }
 
 /* sluice.crs{config = "SecLang text", skip = {ids}} */
@@ -135,17 +115,11 @@ static int crs_new(lua_State *L)
 	luaL_pushresult(&b);
 	size_t keylen;
 	const char *key = lua_tolstring(L, -1, &keylen);
-	struct crs_cached *c = NULL;
-	for (unsigned k = 0; k < ncache && !c; k++)
-		if (cache[k]->keylen == keylen && memcmp(cache[k]->key, key, keylen) == 0)
-			c = cache[k];
-	if (!c)
-		c = compile(L, key, keylen, config, clen, skip, nskip);
-	if (checking)
-		c->mark = cmark;
+	struct objcache_entry *hit = objcache_get(&cache, key, keylen);
+	struct crs_program *p = hit ? hit->obj : compile(L, config, clen, skip, nskip);
 	struct lcrs *o = lua_newuserdatauv(L, sizeof(*o), 0);
-	o->c = c;
-	c->refs++;
+	o->prog = p;
+	o->cached = hit ? hit : objcache_put(&cache, key, keylen, p);
 	luaL_setmetatable(L, CRS_MT);
 	return 1;
 }
@@ -203,7 +177,7 @@ static void push_tags_msgs(lua_State *L, const struct crs_verdict *v)
 static int crs_eval(lua_State *L)
 {
 	struct lcrs *o = luaL_checkudata(L, 1, CRS_MT);
-	if (!o->c)
+	if (!o->prog)
 		return luaL_error(L, "sluice.crs: object already released");
 	struct inspect_req_view rv;
 	inspect_api_req_view(L, 2, &rv);
@@ -225,7 +199,7 @@ static int crs_eval(lua_State *L)
 		crs_txn_init(&txn);
 		txn_ready = 1;
 	}
-	crs_eval_request(&txn, &o->c->prog, &rq);
+	crs_eval_request(&txn, o->prog, &rq);
 	const struct crs_verdict *v = &txn.v;
 	lua_createtable(L, 0, 9);
 	lua_pushboolean(L, v->intercepted);
@@ -275,9 +249,9 @@ static int crs_rules(lua_State *L)
 {
 	struct lcrs *o = luaL_checkudata(L, 1, CRS_MT);
 	lua_Integer n = 0;
-	for (int ph = 1; o->c && ph <= 5; ph++)
-		for (size_t i = 0; i < o->c->prog.nphase[ph]; i++)
-			n += o->c->prog.phase[ph][i].src->kind != SL_MARKER;
+	for (int ph = 1; o->prog && ph <= 5; ph++)
+		for (size_t i = 0; i < o->prog->nphase[ph]; i++)
+			n += o->prog->phase[ph][i].src->kind != SL_MARKER;
 	lua_pushinteger(L, n);
 	return 1;
 }
@@ -300,21 +274,12 @@ void crs_lua_open(lua_State *L)
 
 void crs_lua_cache_begin(void)
 {
-	cmark++;
-	checking = 1;
+	objcache_begin(&cache);
 }
 
 void crs_lua_cache_end(void)
 {
-	unsigned w = 0;
-	checking = 0;
-	for (unsigned k = 0; k < ncache; k++) {
-		if (cache[k]->refs == 0 && cache[k]->mark != cmark)
-			cached_free(cache[k]);
-		else
-			cache[w++] = cache[k];
-	}
-	ncache = w;
+	objcache_end(&cache);
 }
 
 void crs_lua_close(void)

@@ -10,6 +10,7 @@
 #include "buf.h"
 #include "cidrset.h"
 #include "luaprim.h"
+#include "objcache.h"
 #include "netaddr.h"
 #include "transform.h"
 
@@ -152,30 +153,17 @@ static int regex_match(lua_State *L)
 
 /* ---- sluice.multi ---- */
 
-/* Compiled databases, by their exact source (patterns, flags, ids). The
- * master compiles every script's databases when it checks the config; the
- * workers it forks then find them here instead of compiling again (a
- * ruleset of a few hundred regexes takes seconds to compile, and would
- * otherwise delay every worker start and reload). */
-struct hs_cached {
-	char *src;             /* the serialised source, the key */
-	size_t srclen;
-	hs_database_t *db;
-	unsigned refs;         /* live sluice.multi objects using it */
-	unsigned mark;         /* last check pass that used it */
-};
-static struct hs_cached **hcache;  /* entries never move: objects point at them */
-static unsigned nhcache, hmark;
-/* Only a config check adds to the cache: what a worker compiles while it
- * serves (a script calling sluice.multi per request) belongs to its object
- * and is freed with it; cached, it would stay until the next check, which
- * a worker never runs, so the worker would grow without bound outside the
- * Lua memory cap. */
-static int checking;
+/* Compiled databases, by their exact source (patterns, flags, ids):
+ * objcache.h says why and when. */
+static void free_db(void *db)
+{
+	hs_free_database(db);
+}
+static struct objcache hcache = { .free_obj = free_db };
 
 struct lmulti {
 	hs_database_t *db;
-	struct hs_cached *cached;
+	struct objcache_entry *cached;  /* NULL: the object owns db */
 	unsigned n;            /* patterns */
 	unsigned *hits;        /* scan(): ids found, at most N (SINGLEMATCH) */
 	unsigned nhits;
@@ -186,7 +174,7 @@ static int multi_gc(lua_State *L)
 {
 	struct lmulti *m = luaL_checkudata(L, 1, MULTI_MT);
 	if (m->cached)
-		m->cached->refs--;
+		objcache_release(m->cached);
 	else
 		hs_free_database(m->db);
 	m->cached = NULL;
@@ -298,19 +286,15 @@ static int multi_new(lua_State *L)
 		}
 		lua_pop(L, 1);
 	}
-	struct hs_cached *hit = NULL;
+	struct objcache_entry *hit = NULL;
 	if (!bad) {
 		/* The cache key: every pattern with its flags and id. */
 		for (lua_Integer i = 0; i < n; i++)
 			buf_appendf(&text, "%u:%u;", flags[i], ids[i]);
-		for (unsigned k = 0; k < nhcache && !hit; k++)
-			if (hcache[k]->srclen == text.len && memcmp(hcache[k]->src, text.data, text.len) == 0)
-				hit = hcache[k];
+		hit = objcache_get(&hcache, text.data, text.len);
 	}
 	if (hit) {
-		hit->refs++;
-		hit->mark = hmark;
-		m->db = hit->db;
+		m->db = hit->obj;
 		m->cached = hit;
 		if (hs_alloc_scratch(m->db, &hs_scratch) != HS_SUCCESS) {
 			snprintf(why, sizeof(why), "cannot allocate scan scratch");
@@ -331,21 +315,8 @@ static int multi_new(lua_State *L)
 		} else if (hs_alloc_scratch(m->db, &hs_scratch) != HS_SUCCESS) {
 			snprintf(why, sizeof(why), "cannot allocate scan scratch");
 			bad = why;
-		} else if (checking) {
-			struct hs_cached **grown = realloc(hcache, (nhcache + 1) * sizeof(*hcache));
-			struct hs_cached *e = malloc(sizeof(*e));
-			char *src = malloc(text.len);
-			if (grown)
-				hcache = grown;
-			if (grown && e && src) {
-				memcpy(src, text.data, text.len);
-				*e = (struct hs_cached){ src, text.len, m->db, 1, hmark };
-				hcache[nhcache++] = e;
-				m->cached = e;
-			} else {
-				free(e);
-				free(src);  /* not cached: this object owns its database */
-			}
+		} else {
+			m->cached = objcache_put(&hcache, text.data, text.len, m->db);
 		}
 	}
 	free(offs), free(exprs), free(flags), free(ids), buf_free(&text);
@@ -599,24 +570,12 @@ void luaprim_open(lua_State *L)
 
 void luaprim_cache_begin(void)
 {
-	hmark++;
-	checking = 1;
+	objcache_begin(&hcache);
 }
 
 void luaprim_cache_end(void)
 {
-	unsigned w = 0;
-	checking = 0;
-	for (unsigned k = 0; k < nhcache; k++) {
-		if (hcache[k]->refs == 0 && hcache[k]->mark != hmark) {
-			hs_free_database(hcache[k]->db);
-			free(hcache[k]->src);
-			free(hcache[k]);
-		} else {
-			hcache[w++] = hcache[k];
-		}
-	}
-	nhcache = w;
+	objcache_end(&hcache);
 }
 
 void luaprim_close(void)
