@@ -33,7 +33,7 @@ Before the load every workload goes once to every target: each must be answered 
 (CRS passes it); a block is reported and that workload is not measured.
 
 Load: this file's own client (`crs.py --client`, pinned with the load side): ONE
-keep-alive connection, requests paced at a FIXED rate (RATES), each sent when due
+keep-alive connection, requests paced at a FIXED rate (RATES_*), each sent when due
 and read to the end of its response before the next; a request due while the
 previous one is still out is sent as soon as it returns, and the run says when the
 achieved rate falls more than 5 % short of the offered one (saturation). CPU: the
@@ -46,8 +46,12 @@ the same includes as crs.lua at paranoia N, pinned to the proxy's CPU: the mean 
 of one evaluation, without any proxying (median of 3 runs).
 
 Usage: sh bench/crs.sh (or `make bench-crs`). Environment knobs:
-  QUICK=1          1 round, RATES=300, 1.5 s runs, REPLAY_ROUNDS=20 (under a minute)
-  RATES=a,b        offered request rates per second (300,1000)
+  QUICK=1          1 round, 1.5 s runs, REPLAY_ROUNDS=20 (under a minute)
+  RATES_GET=a,b    offered request rates per second for get (300), form (RATES_FORM,
+  RATES_FORM=..    100) and json (RATES_JSON, 3): the same for every target, and under
+  RATES_JSON=..    the slowest one's saturation (one request at a time, so 1 / its CPU
+                   time per request: ModSecurity PL2 takes ~2 ms for get, ~10 ms for
+                   form, ~220 ms for json on the 2-core VM these were set on)
   DURATION=S       seconds per run (6; QUICK 1.5)
   ROUNDS=N         rounds; each runs every target once per case, rotating the order (3)
   PLS=a,b          paranoia levels (1,2)
@@ -92,7 +96,11 @@ else:
     env_float = functools.partial(benchlib.env_float, prog=PROG)
     env_list = functools.partial(benchlib.env_list, prog=PROG)
 
-    RATES = env_list("RATES", "300" if QUICK else "300,1000", int)
+    # offered rates per workload: under the slowest target's saturation (one request at a
+    # time: 1 / its CPU time per request), so every target runs at the same load
+    RATES_DEFAULT = {"get": "300", "form": "100", "json": "3"}
+    RATES = {w: [int(x) for x in os.environ.get(f"RATES_{w.upper()}", RATES_DEFAULT[w]).split(",") if x.strip()]
+             for w in RATES_DEFAULT}
     DURATION = env_float("DURATION", 1.5 if QUICK else 6.0, 0.2)
     ROUNDS = env_int("ROUNDS", 1 if QUICK else 3, 1)
     PLS = env_list("PLS", "1,2", int)
@@ -179,7 +187,7 @@ def client_main(argv):
     n = 0
     while True:
         now = time.monotonic()
-        if due >= end:
+        if due >= end or now >= end:
             break
         if now < due:
             time.sleep(due - now)
@@ -586,9 +594,9 @@ def run_client(setup, target, wl, rate, rnd, reqfile, d, seconds=None, raw=True)
     except (ValueError, IndexError):
         j = {}
         r["problems"].append(f"client printed no summary: {cp.stderr.strip()[-300:]}")
-    r.update({k: j.get(k) for k in ("completed", "statuses", "rate", "late", "connections", "n_errors",
+    r.update({k: j.get(k) for k in ("completed", "statuses", "late", "connections", "n_errors",
                                     "p50_ms", "p99_ms", "mean_ms", "wall_s")})
-    r["achieved_rate"] = r.pop("rate")
+    r["achieved_rate"] = j.get("rate")
     r.update(cpu_figures(s0, s1, r.get("completed") or 0))
     st = r.get("statuses") or {}
     bad = {k: v for k, v in st.items() if k != "200"}
@@ -713,9 +721,11 @@ def chart(path, rows):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    rate = min(r["rate"] for r in rows)
-    rs = [r for r in rows if r["rate"] == rate]
-    labels = [f"{r['workload']}\nPL{r['pl']}" for r in rs]
+    lowest = {}
+    for r in rows:
+        lowest[r["workload"]] = min(lowest.get(r["workload"], r["rate"]), r["rate"])
+    rs = [r for r in rows if r["rate"] == lowest[r["workload"]]]
+    labels = [f"{r['workload']} ({r['rate']}/s)\nPL{r['pl']}" for r in rs]
     x = list(range(len(rs)))
     w = 0.27
     fig, ax = plt.subplots(figsize=(max(7, 1.5 * len(rs) + 2), 4.6))
@@ -732,8 +742,10 @@ def chart(path, rows):
     ax.set_ylabel("CPU µs per request attributable to CRS")
     ax.grid(axis="y", alpha=0.3)
     ax.legend(fontsize=8)
-    ax.set_title(f"OWASP CRS 3.3.4: CPU per request, {rate} req/s on one keep-alive connection; "
-                 f"medians of {ROUNDS} round(s)", fontsize=9)
+    ax.set_title(f"OWASP CRS 3.3.4, CPU per request attributable to CRS, at a fixed rate on one keep-alive "
+                 f"connection; medians of {ROUNDS} round(s)", fontsize=9)
+    if max((r["sluice_crs_cost"] or 0) for r in rs) > 20 * max(1, min((r["modsec_crs_cost"] or 1) for r in rs)):
+        ax.set_yscale("log")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -747,7 +759,7 @@ def main():
             sys.exit(f"{PROG}: {BUILD}/{f} missing; run bench/crs.sh (or make BUILD=...)")
     if not shutil.which("nginx"):
         sys.exit(f"{PROG}: nginx not found; run bench/crs.sh")
-    n_runs = ROUNDS * len(WORKLOADS) * len(RATES) * len(TARGETS)
+    n_runs = ROUNDS * sum(len(RATES[w]) for w in WORKLOADS) * len(TARGETS)
     log(f"results in {outdir}; {n_runs} client runs of {DURATION:g} s; {PIN_TEXT}")
 
     ua = make_ua(0)
@@ -791,12 +803,12 @@ def main():
         # one unmeasured warm-up run per target and workload
         for wl in measured:
             for t in TARGETS:
-                run_client(setup, t, wl, min(RATES), 0, reqfiles[wl], d, seconds=0.3, raw=False)
+                run_client(setup, t, wl, min(RATES[wl]), 0, reqfiles[wl], d, seconds=0.5, raw=False)
         for rnd in range(ROUNDS):
             k = rnd % len(TARGETS)
             order = TARGETS[k:] + TARGETS[:k]
             for wl in measured:
-                for rate in RATES:
+                for rate in RATES[wl]:
                     line = []
                     for t in order:
                         r = run_client(setup, t, wl, rate, rnd, reqfiles[wl], d)
@@ -835,7 +847,8 @@ def main():
     elapsed = time.monotonic() - t0
     L = ["# CRS: sluice's engine vs ModSecurity", "",
          f"Run {started.strftime('%Y-%m-%d %H:%M:%S')} UTC, {elapsed:.0f} s; {PIN_TEXT}. "
-         f"{ROUNDS} round(s), {DURATION:g} s per run, offered rates {', '.join(map(str, RATES))} req/s on one "
+         f"{ROUNDS} round(s), {DURATION:g} s per run, offered rates "
+         + ", ".join(f"{w} {'/'.join(map(str, RATES[w]))}" for w in WORKLOADS) + " req/s on one "
          "keep-alive connection (bench/crs.py's paced client). CPU µs per request of the server's process "
          "tree (sluice master + worker; the `apache2 -X` process), medians over the rounds. "
          "**CRS cost** = sluice+crs − sluice+allow_all and ModSecurity On − Off (same config, "

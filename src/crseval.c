@@ -1058,6 +1058,7 @@ void crs_txn_free(struct crs_txn *t)
 	buf_free(&t->val[1]);
 	free(t->tc);
 	buf_free(&t->tc_data);
+	free(t->hdr);
 	buf_free(&t->scratch);
 	buf_free(&t->scratch2);
 	buf_free(&t->mv_name);
@@ -1074,8 +1075,13 @@ void crs_txn_free(struct crs_txn *t)
  * The joined values live in scratch, sized first so it never moves. */
 static void merge_headers(struct crs_txn *t, const struct crs_request *rq, struct sc_header **out, size_t *nout)
 {
-	struct sc_header *h = calloc(rq->nheaders ? rq->nheaders : 1, sizeof(*h));
-	AN(h);
+	if (rq->nheaders > t->hdr_cap) {  /* kept across requests: no allocation once warm */
+		t->hdr_cap = rq->nheaders;
+		free(t->hdr);
+		t->hdr = malloc(t->hdr_cap * sizeof(*t->hdr));
+		AN(t->hdr);
+	}
+	struct sc_header *h = t->hdr;
 	size_t n = 0, need = 1;
 	for (size_t i = 0; i < rq->nheaders; i++)
 		need += rq->headers[i].vlen + 2;
@@ -1201,7 +1207,6 @@ int crs_eval_request(struct crs_txn *t, const struct crs_program *p, const struc
 		process_body(t, h, nh);
 		(void)run_phase(t, 2);
 	}
-	free(h);
 	return 0;
 }
 

@@ -73,6 +73,8 @@ struct crs_txn {
 	uint32_t tc_epoch;
 	struct buf tc_data;
 	struct buf scratch;            /* macro expansions */
+	struct sc_header *hdr;         /* the request's headers as Apache merges them */
+	size_t hdr_cap;
 	struct buf scratch2;
 	void *hs_scratch;              /* hs_scratch_t *, cloned from the program's */
 	uint64_t hs_serial;            /* the program it was cloned for */
