@@ -724,13 +724,15 @@ int master_run(struct cfg *cfg)
 		return 1;
 	}
 	write_pid_file(cfg->pid_file);
+	/* Before the first worker exists: once the port answers, the log
+	 * already says what serves it. */
+	log_summary(cfg);
 	for (unsigned i = 0; i < cfg->workers; i++)
 		if (spawn((int)i) < 0) {
 			if (cfg->pid_file[0])
 				unlink(cfg->pid_file);
 			return 1;
 		}
-	log_summary(cfg);
 	announce = ANNOUNCE_START;
 	int stopping = 0;
 	struct timespec deadline = { 0, 0 };
