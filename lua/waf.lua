@@ -1,8 +1,9 @@
 -- waf.lua: a CRS-inspired web application firewall with anomaly scoring.
 --
--- What it does. Over 340 rules, numbered like the OWASP Core Rule Set (913 scanners,
--- 920/921 protocol, 930 LFI, 931 RFI, 932 command injection, 933 PHP, 934 generic/SSTI/SSRF,
--- 941 XSS, 942 SQLi, 944 Java), look at the request. Each rule that matches adds its
+-- What it does. Over 360 rules, numbered like the OWASP Core Rule Set (913 scanners,
+-- 920/921 protocol, 930 LFI, 931 RFI, 932 command injection and server-side includes,
+-- 933 PHP, 934 generic/SSTI/SSRF, 941 XSS, 942 SQLi and NoSQL, 943 session fixation,
+-- 944 Java), look at the request. Each rule that matches adds its
 -- severity (critical 5, error 4, warning 3, notice 2) to the request's anomaly score and
 -- tags the request "<tag>-<id>" (sluice keeps 8 tags; the most severe go first). At
 -- THRESHOLD the request is denied with 403. The patterns are written for this file, after
@@ -30,8 +31,9 @@
 --
 -- Decoding. Arguments (query, form bodies, cookies) are URL-decoded twice (urldecode_uni,
 -- then urldecode, which keeps "+"), so double-encoded payloads are seen decoded, then
--- HTML-entity decoded and lowercased. Every pattern is written in lower case and compiled
--- without the caseless flag. Header values are decoded once. Whitespace is not compressed:
+-- HTML-entity decoded and lowercased. JSON bodies have their string escapes (\u0073,
+-- \n, ...) decoded first, as the backend's JSON parser will. Every pattern is written in
+-- lower case and compiled without the caseless flag. Header values are decoded once. Whitespace is not compressed:
 -- the header-injection rules need to see CR and LF; patterns use \s+ instead.
 
 ---------------------------------------------------------------------------------------------
@@ -123,7 +125,9 @@ local JSON_TYPES = set_of("application/json application/x-ndjson application/csp
 -- The transform chains. ARGS_T decodes twice; see "Decoding" above.
 local ARGS_T = "urldecode_uni,urldecode,htmldecode,lower"
 local PATH_T = "urldecode_uni,urldecode,htmldecode,lower"
-local BODY_T = "urldecode,htmldecode,lower"     -- JSON, XML, multipart: "+" is literal
+local BODY_T = "urldecode,htmldecode,lower"     -- XML, multipart: "+" is literal
+-- JSON: string escapes first (\u0073ystem is "system" to the backend's parser)
+local JSON_T = "jsondecode,urldecode,htmldecode,lower"
 local HDR_T = "urldecode_uni,htmldecode,lower"
 
 ---------------------------------------------------------------------------------------------
@@ -186,6 +190,77 @@ local function spaced(word)
   local out = {}
   for i = 1, #word do out[i] = sub(word, i, i) end
   return table.concat(out, [=[\s*]=])
+end
+
+---------------------------------------------------------------------------------------------
+-- Helpers of the session fixation and upload checks
+
+-- Argument names that carry a server's session id (Java, PHP, ASP, ColdFusion, WebLogic).
+-- Generic names (sid, session, session_id) are left out: ad and analytics links use them.
+local SESSION_ARGS = { "jsessionid", "phpsessid", "aspsessionid", "asp.net_sessionid",
+  "phpsession", "weblogicsession", "jservsession", "jwsession", "cfid", "cftoken", "cfsid" }
+
+-- Does this decoded, lowercased text name a session id argument (name=, or ;name= in a path)?
+local function names_session(t)
+  if t == nil or t == "" then return false end
+  for i = 1, #SESSION_ARGS do
+    local name = SESSION_ARGS[i]
+    local init = 1
+    while true do
+      local a, e = find(t, name, init, true)
+      if a == nil then break end
+      local before = a == 1 and "" or sub(t, a - 1, a - 1)
+      -- aspsessionid has a per-server suffix: ASPSESSIONIDQCRBSDAT=
+      local after = match(t, "^[%w]*%s*=", e + 1)
+      if (before == "" or find(before, "[&;?%s]")) and after then return true end
+      init = e + 1
+    end
+  end
+  return false
+end
+
+local function session_id_sent(c)
+  return names_session(c.args_text) or names_session(c.form_text)
+    or (find(c.path, ";", 1, true) ~= nil and names_session(lower(c.path)))
+end
+
+-- The host of a Referer ("https://user@Shop.example:8443/x" -> "shop.example"), or nil.
+local function url_host(u)
+  local h = match(u, "^%a[%w+.-]*://([^/?#]+)")
+  if h == nil then return nil end
+  h = gsub(h, "^.*@", "")
+  h = gsub(h, ":%d*$", "")
+  return lower(h)
+end
+
+-- A Referer from another site than Host (a subdomain of either counts as the same site).
+local function offsite(referer, host)
+  local r = url_host(referer)
+  if r == nil then return false end
+  local h = host and lower(gsub(host, ":%d*$", "")) or ""
+  if r == h then return false end
+  local function under(a, b) return #a > #b and sub(a, -#b - 1) == "." .. b end
+  return not (under(r, h) or under(h, r))
+end
+
+-- Extensions a server may run: scripts, executables, server-side includes, archives
+-- deployed as applications.
+local EXEC_EXT = set_of("jsp jspx jspf asp aspx asa asmx ashx axd cer cgi pl pm py pyc rb " ..
+  "sh bash exe com scr bat cmd ps1 psm1 vbs vbe wsf hta msi dll war jar shtml stm htaccess")
+local PHP_EXT = set_of("php php2 php3 php4 php5 php7 php8 phtml phar pht phps pgif inc")
+
+-- Does a file name end in an extension of SET (after quotes and blanks), or carry a PHP
+-- one inside (shell.php.jpg runs under a handler that matches any ".php")?
+local function upload_ext(name, set)
+  local n = lower(name)
+  local ext = match(n, "%.([%w]+)[%s\"';]*$")
+  if ext and set[ext] then return true end
+  if set == PHP_EXT then
+    for e in n:gmatch("%.(%w+)%.") do
+      if PHP_EXT[e] then return true end
+    end
+  end
+  return false
 end
 
 ---------------------------------------------------------------------------------------------
@@ -273,6 +348,34 @@ section { tag = "scanner", severity = CRITICAL, targets = "path",
 section { tag = "scanner", severity = CRITICAL,
   -- Scanner-specific header names are spotted by the header pass (HEADER_CLASS "scanner").
   { 913150, on = "flagged", check = function(req, c) return c.scanner_header end },
+}
+
+-- 943: session fixation ------------------------------------------------------------------
+-- A fixation plants a session id the attacker knows: a cookie written from a parameter
+-- (document.cookie=..., a Set-Cookie meta tag or header text), or a link from another site
+-- that carries the id in the URL (?PHPSESSID=x, /cart;jsessionid=x).
+section { tag = "fixation", severity = CRITICAL, targets = "args",
+  { 943100, [=[\.cookie\s*=\s*['"`]?[\w.-]+\s*=[^;&]*;\s*(?:path|domain|expires|max-age)\s*=|\bhttp-equiv\s*=\s*['"]?\s*set-cookie\b|\bset-cookie\s*:\s*[\w.-]*(?:sess|sid|token|auth)[\w.-]*\s*=]=] },
+  { 943101, [=[\.cookie\s*=\s*['"`]?\s*(?:jsessionid|phpsessid|aspsessionid\w*|asp\.net_sessionid|cfid|cftoken|sid|sessionid|session_id|connect\.sid)\s*=]=] },
+}
+
+section { tag = "fixation", severity = CRITICAL,
+  -- a session id name among the arguments or path parameters, linked from another site
+  { 943110, on = "request", check = function(req, c)
+      return c.referer ~= nil and session_id_sent(c) and offsite(c.referer, c.host) end },
+  -- the same without any Referer (a bookmarked or typed URL may carry one too: paranoia 2)
+  { 943120, severity = WARNING, paranoia = 2, on = "request", check = function(req, c)
+      return c.referer == nil and session_id_sent(c) end },
+}
+
+-- 932180/933111: file names announced in upload headers (X-Filename, X_Filename, X-File-Name)
+section { tag = "rce", severity = CRITICAL,
+  { 932180, on = "flagged", check = function(req, c)
+      return c.upload_name ~= nil and upload_ext(c.upload_name, EXEC_EXT) end },
+}
+section { tag = "php", severity = CRITICAL,
+  { 933111, on = "flagged", check = function(req, c)
+      return c.upload_name ~= nil and upload_ext(c.upload_name, PHP_EXT) end },
 }
 
 -- 920/911/921: protocol enforcement and protocol attacks ------------------------------------
@@ -396,6 +499,9 @@ section { tag = "protocol", severity = CRITICAL, targets = "args cookies",
   { 921130, [=[[\n\r]\s*http/\d(?:\.\d)?\s+\d{3}\b]=] },
   -- request header injection through an argument
   { 921160, [=[[\n\r]\s*(?:x-forwarded-(?:for|host|proto|server)|x-real-ip|x-originating-ip|remote-addr|true-client-ip)\s*:\s*[^\s]|[\n\r]\s*(?:set-)?cookie\s*:\s*[^\s=;]+=]=] },
+  -- a multipart or Content-Disposition file name with a script or executable extension
+  -- (X-Filename style headers are checked by 932180)
+  { 932181, [=[filename\*?\s*=\s*(?:utf-8'')?['"]?[^'";\n\r]*\.(?:jspx?|jspf|aspx?|asa|asmx|ashx|axd|cer|cgi|pl|pm|py|pyc|rb|sh|bash|exe|com|scr|bat|cmd|ps1|psm1|vbs|vbe|wsf|hta|msi|dll|war|jar|shtml|stm|htaccess|php\d?|phtml|phar|pht)['"]?\s*(?:;|$|\r|\n)]=], tag = "rce" },
   -- multipart file name with a traversal or shell characters
   { 920121, [=[filename\s*=\s*"[^"\n]*(?:\.\.[/\\]|[<>|;`$])]=] },
 }
@@ -505,6 +611,28 @@ section { tag = "rce", severity = CRITICAL, targets = "args cookies headers",
   { 932320, [=[[\r\n]\s*(?:user\s+\w+[\r\n]+\s*pass\s|retr\s+\d+|dele\s+\d+|top\s+\d+\s+\d+)]=] },
 }
 
+-- Command substitution and expansion tricks beyond 932245/932246
+section { tag = "rce", severity = CRITICAL, targets = "args cookies headers",
+  -- $(</etc/passwd), $(/bin/x ...), `/usr/bin/x`: a substitution that reads a file or runs a path
+  -- (in backticks only the read: Markdown writes `./configure` and `/usr/bin/env`)
+  { 932260, [=[\$\(\s*(?:<\s*[/~.$]|(?:/usr)?(?:/local)?/s?bin/[a-z]|/tmp/|\./[\w.-]+)|(?:^|[^`])`\s*<\s*[/~.$]]=] },
+  -- empty expansions splitting a word: c$@at, w$()hoami, who${}ami, l$*s
+  { 932261, [=[[a-z]\$(?:@|\(\)|\{\}|\*)[a-z]]=] },
+  -- characters cut out of well-known variables: ${PATH:0:1}, ${HOME%%h*}, ${SHELL#*/}, ${PS4/x/}
+  { 932262, [=[\$\{\s*(?:path|home|shell|pwd|oldpwd|user|ps[124]|lang|hostname|bash|ifs)\s*(?::\s*-?\d|%|#|/|\^|,|:[-+=?])|\$\{!?[a-z_]+\[[@*]\][^}]*\}]=] },
+  -- a substitution of a command that fetches, resolves or prints: $(nslookup x.evil), `dig ..`
+  -- (backticks only for names that are not also words of Markdown prose: `host`, `set`)
+  { 932263, [=[\$\(\s*(?:nslookup|dig|host|getent|telnet|socat|ncat|busybox|ifconfig|ip\s+a|who|tac|od|xxd|printenv|set|node|lua|expr|seq|timeout|xargs|python3?|perl|ruby)\b[^)]*\)|(?:^|[^`])`\s*(?:nslookup|getent|telnet|socat|ncat|busybox|ifconfig|printenv|xxd)\b[^`]*`]=] },
+  -- ${cmd} used as a command in a shell position: ;${whoami}  |${SHELL} -c
+  { 932264, [=[{{SEPA}}\$\{\s*(?:shell|bash|sh|whoami|id|uname|ifs)\s*\}]=] },
+}
+
+-- Server-side includes: <!--#exec cmd="..."-->, <!--#include virtual="..."-->, <!--#echo var=...-->
+section { tag = "ssi", severity = CRITICAL, targets = "path args cookies headers",
+  { 932270, [=[<!--\s*#\s*(?:exec|include|echo|config|set|fsize|flastmod|if|elif)\s+(?:cmd|cgi|virtual|file|var|value|errmsg|timefmt|sizefmt|echomsg|encoding|expr)\s*=]=] },
+  { 932271, [=[<!--\s*#\s*(?:printenv|exec|include)\s*-->|<!--\s*#\s*exec\b]=] },
+}
+
 -- Windows commands
 section { tag = "rce", severity = CRITICAL, targets = "args cookies headers",
   { 932110, [=[{{WSEP}}(?:cmd(?:\.exe)?|command(?:\.com)?)\s*/[ckr]\b]=] },
@@ -519,6 +647,12 @@ section { tag = "rce", severity = CRITICAL, targets = "args cookies headers",
   { 932119, [=[\b(?:start|call)\s+/b\s|%comspec%|\bcmd(?:\.exe)?\s*/[ck]\s*(?:start|echo|type|dir|del|copy|net|powershell)]=] },
   -- FOR /F and IF batch constructs
   { 932140, [=[\bfor\s+/[dflr]\b[^\n]*\bin\s*\([^)]*\)\s*do\b|\bif\s+(?:not\s+)?(?:exist|errorlevel|defined|cmdextversion)\s+[^\n]+\s(?:call|start|cmd|echo|del|goto)\b]=] },
+  -- FOR over a set without a switch: for %v in (...) do, for %%i in (*.txt) do
+  { 932141, [=[\bfor\s+(?:/[dflr]\s+(?:["'][^"']*["']\s+)?)?%{1,2}[a-z]\s+in\s*\([^)]*\)\s*do\b]=] },
+  -- cmd.exe named with its extension anywhere, with a switch: cmd.exe /k, "cmd.exe" /c
+  { 932142, [=[\bcmd\.exe["']?\s*/[ckr]\b]=] },
+  -- Windows recon commands chained without blanks: &whoami, |ipconfig /all, ;net user
+  { 932143, [=[(?:[;|]|&&?)\s*(?:whoami|ipconfig|systeminfo|tasklist|net1?\s+(?:user|localgroup|view|share|session|use)|quser|qwinsta|nltest|wmic)(?:\.exe)?(?:\s|$|[&|;/"'`])]=] },
   -- caret and quote noise inside command names: p^o^w^e^r^s^h^e^l^l, w^h^o^a^m^i
   { 932120, "(?:" .. evasive_strict("powershell") .. "|" .. evasive_strict("whoami") .. "|" .. evasive_strict("cmd.exe") .. "|" .. evasive_strict("certutil") .. ")" },
 }
@@ -554,6 +688,19 @@ section { tag = "php", severity = CRITICAL, targets = "args cookies",
   { 933211, [=[\bchr\s*\(\s*\d+\s*\)\s*\.\s*chr\s*\(]=] },
   { 933212, [=[`[^`]*\$_(?:get|post|request|cookie)]=] },
   { 933220, [=[\b(?:ini_set|ini_get_all|ini_alter|ini_restore|set_include_path|get_cfg_var|php_uname|posix_getpwuid|posix_uname|getmypid|getmyuid|dl)\s*\(\s*['"]?\w]=], severity = WARNING },
+  -- decoders and dangerous functions called with code-like arguments
+  { 933161, [=[\b(?:base64_decode|gzinflate|gzuncompress|gzdecode|str_rot13|convert_uudecode|hex2bin|assert|create_function|call_user_func(?:_array)?|passthru|shell_exec|system|popen|proc_open|pcntl_exec)\s*\(\s*(?:['"$]|chr\s*\(|base64_decode|str_rot13|gzinflate)]=] },
+  -- chr() glued to code: chr(115).'ystem', $c.chr(47) (a sentence ending in "chr(10)." is not)
+  { 933162, [=[\bchr\s*\(\s*\d+\s*\)\s*\.\s*(?:['"$]|[a-z_]+\s*\()|(?:['"]|\$[a-z_]\w*)\s*\.\s*chr\s*\(\s*\d+\s*\)]=] },
+  -- variable functions: $f($_GET[x]), ${"_GET"}(, ${x}(, $a = "system"; and then $a(...)
+  { 933181, [=[\$\{[^}]{1,64}\}\s*\(|\$[a-z_]\w*\s*\(\s*\$[a-z_]\w*\s*\[|\$[a-z_]\w*\s*=\s*['"]?(?:system|exec|passthru|shell_exec|assert|eval|base64_decode|create_function|call_user_func|popen|proc_open|str_rot13)['"]?\s*;|(?:^|[;{}]|<\?php)\s*\$[a-z_]\w*\s*\(\s*['"][^'"]*['"]\s*\)\s*;]=] },
+  -- stream wrappers that read the request or local archives
+  { 933200, [=[\bphp://(?:input|filter|fd|memory|temp|stdin|stdout|output)\b|\bphar://|\bexpect://|\bglob://|\bcompress\.zlib://]=] },
+  -- a php.ini directive set through a parameter (also as -d on a CGI command line)
+  -- (933120 knows the names; this is the CGI form, ?-d+name=value, of CVE-2012-1823, and the
+  -- .htaccess spelling, php_value auto_prepend_file x; curl -d name=value in a forum post is
+  -- not one: only directives count)
+  { 933121, [=[(?:^|[\s&?])-d\s*(?:allow_url_include|allow_url_fopen|auto_prepend_file|auto_append_file|disable_functions|open_basedir|safe_mode|cgi\.force_redirect|register_globals|enable_dl|display_errors|short_open_tag|include_path|extension|error_log)\s*=|\bphp_(?:value|flag|admin_value|admin_flag)\s+(?:auto_prepend_file|auto_append_file|allow_url_include|disable_functions|open_basedir|include_path)\b|\b(?:sendmail_path|extension_dir|upload_tmp_dir|error_log|include_path)\s*=\s*['"]?(?:/|php://|data:|\\\\)]=] },
   -- well-known webshells and admin tools probed by scanners
   { 933230, [=[/(?:c99|r57|wso\d*|b374k|indoxploit|alfa(?:shell|team)?|webshell|phpspy|shell\d*|cmd|up(?:load(?:er)?)?)[\w-]*\.php\d?\b]=], targets = "path", severity = WARNING },
 }
@@ -717,6 +864,10 @@ section { tag = "sqli", severity = CRITICAL, targets = "args cookies headers",
   -- JavaScript injected into a MongoDB $where: ';return true;var a='  ' && this.x.match(
   { 942293, [=[['"]\s*(?:;|&&|\|\|)\s*(?:return\s+(?:true|false|1)\b|this\.[a-z_]+|sleep\s*\(|while\s*\(\s*(?:true|1)\s*\))]=] },
   { 942292, [=[\$where\b[^&]*(?:sleep|this\.|function|return)]=] },
+  -- operators as a query parameter's name or key, with or without brackets: user.$ne=, filter[name][$regex]=
+  { 942294, [=[(?:^|[&?\[.])\$(?:ne|eq|gt|gte|lt|lte|in|nin|regex|where|exists|or|and|nor|not|expr|elemmatch|type|mod|size|all|function|accumulator|lookup|jsonschema)\]?=]=] },
+  -- aggregation stages and server-side JavaScript operators in JSON
+  { 942295, [=[[{,\[]\s*['"]?\$(?:lookup|unionwith|out|merge|function|accumulator|graphlookup|where)\b['"\s]*:]=] },
   { 942300, [=[['"]\s*\)+\s*(?:--(?:\s|$|&)|#\s*(?:$|&|\n)|/\*|;\s*(?:--|#|$|&|select\b|insert\b|update\b|delete\b|drop\b|exec\b|declare\b|shutdown\b))]=] },
   { 942310, [=[\(\s*select\s+(?:\*|[\w.]+(?:\s*,\s*[\w.]+)*|(?:count|concat|group_concat|char|ascii|substr(?:ing)?|min|max|top\s+\d+)\s*\()[^)]*?\s+from\s+[\w.`"\[\]]+\s*(?:\)|where|limit|order|group)]=] },
   { 942320, [=[\bcreate\s+(?:or\s+replace\s+)?(?:function|procedure|trigger)\s+[\w.`"\[\]]+\s*(?:\(|returns\b|as\b|before\b|after\b)]=] },
@@ -797,6 +948,15 @@ section { tag = "java", severity = CRITICAL, targets = "path args cookies header
   { 944154, [=[\b(?:rmi|iiop|corbaname)://]=] },
   -- java.beans.XMLDecoder gadgets
   { 944155, [=[<java\s[^>]*class\s*=\s*['"]java\.beans\.xmldecoder|<object\s+class\s*=\s*['"]java\.lang\.(?:runtime|processbuilder)|<void\s+method\s*=\s*['"](?:exec|start)['"]]=] },
+  -- class names used by gadget chains and expression-language RCE
+  -- (stack traces name java.lang.Class.forName(Class.java:375), URLClassLoader, InitialContext
+  -- and sun.misc.Unsafe too: these need a call with a literal, or a constructor)
+  { 944160, [=[\bjava\.lang\.class\s*\.\s*(?:forname|getmethod|getdeclared\w+|getconstructor|newinstance)\s*\(\s*['"$#@]|['"]java\.lang\.class['"]|\bclass\s*\.\s*forname\s*\(\s*['"](?:java\.lang\.|javax\.script\.|javax\.naming\.|sun\.|com\.sun\.|org\.apache\.(?:commons|xalan))|\bjavax\.script\.(?:scriptenginemanager|scriptengine)\b|\bscriptenginemanager\s*\(|\bnew\s+java\.net\.urlclassloader\b|\bnew\s+javax\.naming\.initialcontext\b|['"]theunsafe['"]]=] },
+  -- OGNL: static access to Java classes and the xwork2 internals
+  -- (@java.lang.Override, an annotation, has no second '@')
+  { 944161, [=[@java\.(?:lang|io|util|net|nio)\.[\w.]+@|\bcom\.opensymphony\.xwork2\b|#_memberaccess|#context\s*\[|@ognl\.|#application\s*\[|#request\s*\[\s*['"]struts]=] },
+  -- Java serialization magic in base64 (rO0AB) and hex (aced0005), anywhere in a value
+  { 944131, [=[(?:^|[^a-z0-9+/])ro0ab[a-z0-9+/]{4}|aced0005(?:7[0-9a-e]|73|77)]=] },
   -- Groovy "cmd".execute()
   { 944156, [=[['"][\w ./-]+['"]\s*\.\s*execute\s*\(\s*\)]=] },
 }
@@ -872,9 +1032,11 @@ do
   add("acunetix-product acunetix-scanning-agreement acunetix-user-agreement x-scanner " ..
       "x-wipp x-request-memo x-request-manager-memo x-scan-memo x-wvs-id", "scanner")
   -- common names that are scanned: listed so that no lower() is needed to classify them
-  add("referer origin x-forwarded-for x-forwarded-host x-forwarded-proto x-real-ip " ..
+  add("origin x-forwarded-for x-forwarded-host x-forwarded-proto x-real-ip " ..
       "x-requested-with via forwarded x-csrf-token x-xsrf-token", "scan")
   add("host", "host")
+  add("referer", "referer")   -- scanned, and kept for the session fixation checks
+  add("x-filename x_filename x-file-name", "upname")
   add("user-agent", "ua")
   add("cookie", "cookie")
   add("content-type", "ctype")
@@ -935,13 +1097,19 @@ local function run_checks(list, req)
 end
 
 -- JSON wraps every string in quotes, which the SQL rules would read as quotes closing a
--- literal. A quote an attacker sends inside a value is always escaped (\"), so blank the
--- bare quotes and unescape the escaped ones: the text then reads like the values.
+-- literal. A quote an attacker sends inside a value is always escaped (\" or \u0022), so
+-- blank the bare quotes and unescape the escaped ones: the text then reads like the values.
+-- An escaped backslash (\\) is set aside first, so that in "C:\\" the quote stays a bare
+-- one; the jsondecode step (JSON_T) then decodes what is left, \u0022 included.
 local function json_values(b)
   if not find(b, '"', 1, true) then return b end
+  local bs = find(b, "\\\\", 1, true)
+  if bs then b = gsub(b, "\\\\", "\30") end
   b = gsub(b, '\\"', "\31")
   b = gsub(b, '"', " ")
-  return (gsub(b, "\31", '"'))
+  b = gsub(b, "\31", '"')
+  if bs then b = gsub(b, "\30", "\\\\") end
+  return b
 end
 
 -- A multipart body's part headers (with the file names) and its non-file field values,
@@ -1013,7 +1181,8 @@ function inspect(req)
   c.restricted_header, c.scanner_header, c.flagged = false, false, false
   c.nctype = 0
   c.arg_name_long, c.arg_long, c.arg_many, c.args_total = false, false, false, 0
-  c.args_text, c.form = nil, nil
+  c.args_text, c.form, c.form_text = nil, nil, nil
+  c.referer, c.upload_name = nil, nil
 
   -- One pass over the headers: collect values to scan and what the checks need.
   local nh, nc = 0, 0
@@ -1033,6 +1202,12 @@ function inspect(req)
         c.ua = c.ua or value
       elseif class == "cookie" then
         nc = nc + 1; cbuf[nc] = value
+      elseif class == "referer" then
+        c.referer = c.referer or value
+        nh = nh + 1; hbuf[nh] = value
+      elseif class == "upname" then
+        c.upload_name, c.flagged = value, true
+        nh = nh + 1; hbuf[nh] = value
       elseif class == "host" then
         c.host = c.host or value
         nh = nh + 1; hbuf[nh] = value
@@ -1088,12 +1263,14 @@ function inspect(req)
         if mt == "application/x-www-form-urlencoded" or mt == nil then
           c.form = body
           check_args_shape(body)
-          scan_args("args", transform(body, ARGS_T))
+          local f = transform(body, ARGS_T)
+          c.form_text = f
+          scan_args("args", f)
           if c.arg_name_long or c.arg_long or c.arg_many or c.args_total > MAX_ARGS_TOTAL then
             run_checks(CHECKS.query, req)
           end
         elseif JSON_TYPES[mt] or find(mt, "+json", 1, true) then
-          scan_args("args", transform(json_values(body), BODY_T))
+          scan_args("args", transform(json_values(body), JSON_T))
         elseif mt == "multipart/form-data" or mt == "multipart/related" then
           scan_args("args", transform(multipart_fields(body, c.ctype), BODY_T))
         else

@@ -242,6 +242,63 @@ static size_t trim(char *p, size_t n)
 	return n - a;
 }
 
+/* Four hex digits at P[R..R+3] (the caller checked they are there): their
+ * value, or -1. */
+static long hex4(const char *p, size_t r)
+{
+	long v = 0;
+	for (size_t k = 0; k < 4; k++) {
+		int h = hex_value((unsigned char)p[r + k]);
+		if (h < 0)
+			return -1;
+		v = v * 16 + h;
+	}
+	return v;
+}
+
+/* JSON string escapes, as a JSON parser reads them. A surrogate pair
+ * (\uD83D\uDE00) becomes one code point; a lone surrogate becomes U+FFFD.
+ * Anything else after a backslash (\x, \u12, a trailing \) stays as it is.
+ * "\uXXXX" is 6 bytes for at most 3 of UTF-8, a pair 12 for 4: W stays <= R. */
+static size_t jsondecode(char *p, size_t n)
+{
+	static const char simple[] = "\"\"\\\\//b\bf\fn\nr\rt\t";
+	size_t r = 0, w = 0;
+	while (r < n) {
+		if (p[r] != '\\' || r + 1 == n) {
+			p[w++] = p[r++];
+			continue;
+		}
+		char e = p[r + 1];
+		const char *m = NULL;
+		for (size_t k = 0; simple[k]; k += 2)
+			if (simple[k] == e) {
+				m = simple + k;
+				break;
+			}
+		if (m) {
+			p[w++] = m[1];
+			r += 2;
+			continue;
+		}
+		long cp = e == 'u' && n - r >= 6 ? hex4(p, r + 2) : -1;
+		if (cp < 0) {
+			p[w++] = p[r++];  /* not an escape: the backslash stays */
+			continue;
+		}
+		r += 6;
+		if (cp >= 0xD800 && cp <= 0xDBFF && n - r >= 6 && p[r] == '\\' && p[r + 1] == 'u') {
+			long lo = hex4(p, r + 2);
+			if (lo >= 0xDC00 && lo <= 0xDFFF) {
+				cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+				r += 6;
+			}
+		}
+		w += utf8_encode(p + w, (unsigned long)cp);  /* a lone surrogate: U+FFFD */
+	}
+	return w;
+}
+
 size_t xform_step(enum xform_step s, char *p, size_t n)
 {
 	switch (s) {
@@ -259,6 +316,7 @@ size_t xform_step(enum xform_step s, char *p, size_t n)
 	case XF_B64DECODE:      return b64decode(p, n);
 	case XF_NORMALIZE_PATH: return normalize_path(p, n);
 	case XF_TRIM:           return trim(p, n);
+	case XF_JSONDECODE:     return jsondecode(p, n);
 	case XF__COUNT:         break;
 	}
 	return n;

@@ -18,7 +18,8 @@
 	X(REMOVE_NULLS,   "remove_nulls") \
 	X(B64DECODE,      "b64decode")      /* standard or URL-safe alphabet; stops at the first invalid byte */ \
 	X(NORMALIZE_PATH, "normalize_path") /* collapse double slashes, drop dot segments, resolve dot-dot (never above the start) */ \
-	X(TRIM,           "trim")
+	X(TRIM,           "trim") \
+	X(JSONDECODE,     "jsondecode")     /* JSON string escapes; uXXXX and surrogate pairs as UTF-8 */
 
 enum xform_step {
 #define XFORM_ENUM(id, name) XF_##id,

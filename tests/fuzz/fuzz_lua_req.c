@@ -138,7 +138,7 @@ static const struct { const char *s; size_t n; } strs[] = {
 
 static const char *const specs[] = {
 	"urldecode", "urldecode_uni", "htmldecode", "lower", "compress_ws", "remove_ws", "remove_nulls",
-	"b64decode", "normalize_path", "trim", "nope", "",
+	"b64decode", "normalize_path", "trim", "jsondecode", "nope", "",
 };
 
 static void emit_str(struct rd *r)

@@ -97,6 +97,24 @@ static void test_simple(void)
 	CHECK(XF("b64decode", "", ""));
 }
 
+static void test_jsondecode(void)
+{
+	CHECK(XF("jsondecode", "a\\\"b\\\\c\\/d", "a\"b\\c/d"));
+	CHECK(XF("jsondecode", "\\b\\f\\n\\r\\t", "\b\f\n\r\t"));
+	CHECK(XF("jsondecode", "\\u0073\\u0059stem", "sYstem"));
+	CHECK(XF("jsondecode", "\\u00E9\\u20ac", "\xc3\xa9\xe2\x82\xac"));
+	CHECK(XF("jsondecode", "\\ud83d\\ude00!", "\xf0\x9f\x98\x80!"));       /* surrogate pair */
+	CHECK(XF("jsondecode", "\\uD800x", "\xef\xbf\xbdx"));                  /* lone high surrogate */
+	CHECK(XF("jsondecode", "\\uD800\\u0041", "\xef\xbf\xbd" "A"));         /* high, then not a low one */
+	CHECK(XF("jsondecode", "\\uDC00", "\xef\xbf\xbd"));                    /* lone low surrogate */
+	CHECK(xf("jsondecode", "\\u0000", 6, "\0", 1));
+	/* invalid escapes stay as they are */
+	CHECK(XF("jsondecode", "\\x41\\u12\\u12zz\\q\\", "\\x41\\u12\\u12zz\\q\\"));
+	CHECK(XF("jsondecode", "\\\\u0041", "\\u0041"));                      /* an escaped backslash */
+	CHECK(XF("jsondecode,lower", "\\u003CSCRIPT\\u003e", "<script>"));
+	CHECK(XF("jsondecode", "", ""));
+}
+
 static void test_normalize_path(void)
 {
 	CHECK(XF("normalize_path", "/a//b/./c", "/a/b/c"));
@@ -114,7 +132,7 @@ static void test_normalize_path(void)
  * alphabet: output never longer than input (the in-place contract). */
 static void test_never_grows(void)
 {
-	static const char alpha[] = "%&#;xu0a+/. \xff";
+	static const char alpha[] = "%&#;xu0a+/. \\\xff";
 	size_t na = sizeof(alpha) - 1;
 	int ok = 1;
 	char in[8], buf[8];
@@ -139,6 +157,9 @@ static void test_never_grows(void)
 	size_t n = strlen(big);
 	CHECK(xform_step(XF_HTMLDECODE, big, n) <= n);
 	CHECK(xform_step(XF_URLDECODE_UNI, big, n) <= n);
+	strcpy(big, "\\u20AC\\uD83D\\uDE00\\uFFFF\\uD800");
+	n = strlen(big);
+	CHECK(xform_step(XF_JSONDECODE, big, n) <= n);
 }
 
 static struct netaddr ip(const char *text)
@@ -225,6 +246,7 @@ int main(void)
 	test_urldecode();
 	test_htmldecode();
 	test_simple();
+	test_jsondecode();
 	test_normalize_path();
 	test_never_grows();
 	test_cidrset();
