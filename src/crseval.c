@@ -25,8 +25,12 @@ struct crs_tcache {
 	const char *src;           /* the value's place (stable for the phase) */
 	uint32_t slen, epoch;
 	uint16_t chain;
+	uint8_t same;              /* no steps: the result is the value itself */
 	uint32_t off, len;         /* the result, in tc_data */
+	uint32_t pf;               /* its prefilter bits in pf_bits, PF_NONE before the scan */
 };
+
+#define PF_NONE UINT32_MAX
 
 struct crs_rmtarget {
 	uint8_t by_tag;
@@ -430,6 +434,8 @@ static const char *op_param(struct crs_txn *t, const struct crs_op *op, size_t *
 
 static int op_rx(struct crs_txn *t, const struct crs_rule *cr, const char *v, size_t vl)
 {
+	if (t->rx_cannot)
+		return 0;
 	const pcre2_code *re = cr->op.re;
 	pcre2_code *dyn = NULL;
 	if (!re) {
@@ -845,7 +851,7 @@ static struct crs_tcache *tc_find(struct crs_txn *t, const char *src, uint32_t s
 	}
 }
 
-static void tc_put(struct crs_txn *t, const char *src, uint32_t slen, uint16_t chain, const char *v, size_t vl)
+static void tc_put(struct crs_txn *t, const char *src, uint32_t slen, uint16_t chain, const char *v, size_t vl, int same)
 {
 	if ((t->tc_n + 1) * 2 > t->tc_cap) {
 		size_t ncap = t->tc_cap ? t->tc_cap * 2 : 256;
@@ -868,11 +874,42 @@ static void tc_put(struct crs_txn *t, const char *src, uint32_t slen, uint16_t c
 	size_t i = tc_hash(src, slen, chain) & (t->tc_cap - 1);
 	while (t->tc[i].epoch == t->tc_epoch)
 		i = (i + 1) & (t->tc_cap - 1);
-	t->tc[i] = (struct crs_tcache){ .src = src, .slen = slen, .epoch = t->tc_epoch, .chain = chain,
-					.off = (uint32_t)t->tc_data.len, .len = (uint32_t)vl };
-	buf_append(&t->tc_data, v, vl);
-	buf_append(&t->tc_data, "", 1);  /* never an empty buffer, and a NUL after each */
+	t->tc[i] = (struct crs_tcache){ .src = src, .slen = slen, .epoch = t->tc_epoch, .chain = chain, .same = (uint8_t)same,
+					.off = (uint32_t)t->tc_data.len, .len = (uint32_t)vl, .pf = PF_NONE };
+	if (!same) {
+		buf_append(&t->tc_data, v, vl);
+		buf_append(&t->tc_data, "", 1);  /* never an empty buffer, and a NUL after each */
+	}
 	t->tc_n++;
+}
+
+static int pf_hit(unsigned id, unsigned long long from, unsigned long long to, unsigned flags, void *ctx)
+{
+	(void)from, (void)to, (void)flags;
+	uint64_t *bits = ctx;
+	bits[id >> 6] |= 1ull << (id & 63);
+	return 0;
+}
+
+/* Whether LINK's regex can match the cached value E at all: its chain's
+ * literals scanned once per value (the bits kept with the entry). */
+static int pf_may_match(struct crs_txn *t, const struct crs_rule *link, struct crs_tcache *e, const char *v)
+{
+	const struct crs_prefilter *pf = &t->prog->pf[link->chain];
+	if (e->pf == PF_NONE) {
+		size_t words = (pf->nbits + 63) / 64;
+		if (t->pf_n + words > t->pf_cap) {
+			t->pf_cap = (t->pf_n + words) * 2;
+			t->pf_bits = realloc(t->pf_bits, t->pf_cap * sizeof(*t->pf_bits));
+			AN(t->pf_bits);
+		}
+		e->pf = (uint32_t)t->pf_n;
+		memset(t->pf_bits + t->pf_n, 0, words * sizeof(*t->pf_bits));
+		t->pf_n += words;
+		(void)hs_scan(pf->hs, e->len ? v : "", e->len, 0, t->hs_scratch, pf_hit, t->pf_bits + e->pf);
+	}
+	unsigned bit = link->prefilter - 1u;
+	return (t->pf_bits[e->pf + (bit >> 6)] >> (bit & 63)) & 1;
 }
 
 /* A new phase: values may have moved (the body processor appends). An
@@ -887,6 +924,7 @@ static void tc_clear(struct crs_txn *t)
 	}
 	t->tc_n = 0;
 	t->tc_data.len = 0;
+	t->pf_n = 0;
 }
 
 /* One rule of a chain on all its targets: MATCH if any value matched. */
@@ -908,8 +946,8 @@ static int run_rule(struct crs_txn *t, const struct crs_rule *link, const struct
 		size_t vl = tg->vlen;
 		int tfn_changed = 0, rc;
 		int cur = 0;
-		if (!link->multi_match && link->ntfn && tg->stable) {
-			const struct crs_tcache *e = tc_find(t, tg->value, tg->vlen, link->chain);
+		if (!link->multi_match && (link->ntfn || link->prefilter) && tg->stable) {
+			struct crs_tcache *e = tc_find(t, tg->value, tg->vlen, link->chain);
 			if (!e) {
 				for (int k = 0; k < link->ntfn; k++) {
 					struct buf *out = &t->val[cur];
@@ -918,10 +956,14 @@ static int run_rule(struct crs_txn *t, const struct crs_rule *link, const struct
 					vl = out->len;
 					cur ^= 1;
 				}
-				tc_put(t, tg->value, tg->vlen, link->chain, v, vl);
+				tc_put(t, tg->value, tg->vlen, link->chain, v, vl, link->ntfn == 0);
 				e = tc_find(t, tg->value, tg->vlen, link->chain);
 			}
-			rc = try_value(t, link, starter, name, tg->nlen, t->tc_data.data + e->off, e->len);
+			v = e->same ? e->src : t->tc_data.data + e->off;
+			/* no literal of its regex in the value: the regex cannot match (no PCRE2 run) */
+			t->rx_cannot = link->prefilter && !pf_may_match(t, link, e, v);
+			rc = try_value(t, link, starter, name, tg->nlen, v, e->len);
+			t->rx_cannot = 0;
 			if (rc == STOP)
 				return STOP;
 			matched |= rc == MATCH;
@@ -1058,6 +1100,7 @@ void crs_txn_free(struct crs_txn *t)
 	buf_free(&t->val[1]);
 	free(t->tc);
 	buf_free(&t->tc_data);
+	free(t->pf_bits);
 	free(t->hdr);
 	buf_free(&t->scratch);
 	buf_free(&t->scratch2);

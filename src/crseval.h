@@ -72,6 +72,9 @@ struct crs_txn {
 	size_t tc_cap, tc_n;
 	uint32_t tc_epoch;
 	struct buf tc_data;
+	uint64_t *pf_bits;             /* prefilter results of cached values (crs_tcache.pf) */
+	size_t pf_n, pf_cap;
+	uint8_t rx_cannot;             /* the value being tried holds none of the regex's literals */
 	struct buf scratch;            /* macro expansions */
 	struct sc_header *hdr;         /* the request's headers as Apache merges them */
 	size_t hdr_cap;

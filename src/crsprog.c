@@ -12,6 +12,7 @@
 #include <strings.h>
 #include "crsprog.h"
 #include "netaddr.h"
+#include "rxlit.h"
 #include "sectfn.h"
 #include "util.h"
 
@@ -528,6 +529,91 @@ static void read_settings(struct crs_program *p)
 	}
 }
 
+struct litlist {
+	const char **s;
+	size_t *len;
+	unsigned *ids, *flags;
+	size_t n, cap;
+};
+
+static void litlist_add(struct litlist *l, const struct rxlit *x, unsigned id)
+{
+	if (l->n + x->n > l->cap) {
+		l->cap = (l->n + x->n) * 2;
+		l->s = realloc(l->s, l->cap * sizeof(*l->s));
+		l->len = realloc(l->len, l->cap * sizeof(*l->len));
+		l->ids = realloc(l->ids, l->cap * sizeof(*l->ids));
+		l->flags = realloc(l->flags, l->cap * sizeof(*l->flags));
+		AN(l->s && l->len && l->ids && l->flags);
+	}
+	for (size_t i = 0; i < x->n; i++, l->n++) {
+		l->s[l->n] = x->s[i];
+		l->len[l->n] = x->len[i];
+		l->ids[l->n] = id;
+		l->flags[l->n] = HS_FLAG_CASELESS | HS_FLAG_SINGLEMATCH;
+	}
+}
+
+/* One literal database per transformation chain over the required
+ * literals of its @rx rules (those a transaction caches: not multiMatch). */
+static int prefilter_build(struct crs_program *p)
+{
+	p->pf = calloc(p->nchains ? p->nchains : 1, sizeof(*p->pf));
+	struct litlist *ll = calloc(p->nchains ? p->nchains : 1, sizeof(*ll));
+	struct rxlit *keep = NULL;
+	size_t nkeep = 0;
+	AN(p->pf && ll);
+	int rc = 0;
+	for (int ph = 1; ph <= 5; ph++)
+		for (size_t i = 0; i < p->nphase[ph]; i++)
+			for (struct crs_rule *cr = &p->phase[ph][i]; cr; cr = cr->chained) {
+				if (cr->src->kind == SL_MARKER || cr->op.kind != SL_OP_RX || !cr->op.re)
+					continue;
+				p->rx_rules++;
+				struct crs_prefilter *pf = &p->pf[cr->chain];
+				struct rxlit x;
+				if (cr->multi_match || pf->nbits == UINT16_MAX - 1 ||
+				    !rxlit_required(cr->op.arg, strlen(cr->op.arg), &x))
+					continue;
+				keep = realloc(keep, (nkeep + 1) * sizeof(*keep));
+				AN(keep);
+				keep[nkeep++] = x;
+				cr->prefilter = (uint16_t)(1 + pf->nbits++);
+				litlist_add(&ll[cr->chain], &x, cr->prefilter - 1u);
+				p->pf_rules++;
+			}
+	for (unsigned c = 0; c < p->nchains && rc == 0; c++) {
+		if (!ll[c].n)
+			continue;
+		hs_compile_error_t *err = NULL;
+		hs_database_t *db = NULL;
+		if (hs_compile_lit_multi(ll[c].s, ll[c].flags, ll[c].ids, ll[c].len, (unsigned)ll[c].n, HS_MODE_BLOCK, NULL, &db,
+					 &err) != HS_SUCCESS) {
+			snprintf(p->error, sizeof(p->error), "@rx prefilter: Hyperscan cannot compile the literals: %s",
+				 err ? err->message : "?");
+			hs_free_compile_error(err);
+			rc = -1;
+			break;
+		}
+		p->pf[c].hs = db;
+		if (hs_alloc_scratch(db, (hs_scratch_t **)&p->hs_scratch) != HS_SUCCESS) {
+			snprintf(p->error, sizeof(p->error), "@rx prefilter: Hyperscan scratch: out of memory");
+			rc = -1;
+		}
+	}
+	for (unsigned c = 0; c < p->nchains; c++) {
+		free(ll[c].s);
+		free(ll[c].len);
+		free(ll[c].ids);
+		free(ll[c].flags);
+	}
+	free(ll);
+	for (size_t i = 0; i < nkeep; i++)
+		rxlit_free(&keep[i]);
+	free(keep);
+	return rc;
+}
+
 int crs_compile(struct crs_program *p, struct seclang *sl, const uint32_t *skip, size_t nskip)
 {
 	static uint64_t serials;
@@ -574,7 +660,7 @@ int crs_compile(struct crs_program *p, struct seclang *sl, const uint32_t *skip,
 			cr->skip_after = (int32_t)j;
 		}
 	}
-	return 0;
+	return prefilter_build(p);
 }
 
 void crs_program_free(struct crs_program *p)
@@ -588,6 +674,9 @@ void crs_program_free(struct crs_program *p)
 		free(p->phase[ph]);
 	}
 	seclang_free(&p->sl);
+	for (unsigned c = 0; p->pf && c < p->nchains; c++)
+		hs_free_database(p->pf[c].hs);
+	free(p->pf);
 	hs_free_scratch(p->hs_scratch);
 	free(p->chains);
 	free(p->xpaths);

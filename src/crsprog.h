@@ -53,9 +53,18 @@ struct crs_rule {
 	uint8_t multi_match;       /* the operator runs after every changing transformation */
 	uint8_t log;               /* its alerts are logged (log, the default) or not (nolog) */
 	uint16_t status;           /* status:N, 0 none */
+	uint16_t prefilter;        /* @rx: 1 + its bit in its chain's prefilter; 0 none (always run) */
 	void **sel_re;             /* per target: pcre2_code * for a /regex/ selector, else NULL */
 	int32_t skip_after;        /* index in its phase's list to continue after, -1 none */
 	struct crs_rule *chained;
+};
+
+/* Per transformation chain: the required literals (rxlit.h) of its @rx
+ * rules, each literal's id the rule's bit. A value no literal of a rule
+ * occurs in cannot match that rule's regex. */
+struct crs_prefilter {
+	void *hs;                  /* hs_database_t *, NULL when the chain has none */
+	unsigned nbits;
 };
 
 enum crs_engine { CRS_ENGINE_OFF, CRS_ENGINE_DETECTION_ONLY, CRS_ENGINE_ON };
@@ -73,6 +82,9 @@ struct crs_program {
 	void *hs_scratch;          /* hs_scratch_t *: fits every database, cloned per transaction */
 	uint8_t (*chains)[CRS_MAX_TFN + 1];  /* distinct tfn sequences: length, then the steps */
 	unsigned nchains;
+	struct crs_prefilter *pf;  /* [nchains] */
+	unsigned pf_rules;         /* @rx rules with a prefilter (and all @rx rules: rx_rules) */
+	unsigned rx_rules;
 	uint64_t serial;           /* unique per compiled program: a transaction's scratch is for one */
 	char error[512];
 };

@@ -14,7 +14,7 @@
 # libc allocator (no jemalloc).
 
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS ?= fuzz_request fuzz_response fuzz_proxy_proto fuzz_cfg fuzz_lua_req fuzz_route fuzz_h2 fuzz_seclang fuzz_crs_body
+FUZZ_TARGETS ?= fuzz_request fuzz_response fuzz_proxy_proto fuzz_cfg fuzz_lua_req fuzz_route fuzz_h2 fuzz_seclang fuzz_crs_body fuzz_rxlit
 # Start from the seeds only (otherwise the corpus found by earlier runs in
 # build-fuzz/corpus/ is kept and grows).
 FUZZ_FRESH ?= 0
@@ -101,7 +101,7 @@ $(FBUILD)/rig.o: tests/fuzz/rig.c tests/fuzz/rig.h $(wildcard src/*.h) $(FBUILD)
 $(FBUILD)/fuzz_request $(FBUILD)/fuzz_response $(FBUILD)/fuzz_lua_req $(FBUILD)/fuzz_h2: $(FBUILD)/%: tests/fuzz/%.c $(RIG_OBJ) $(OBJ)
 	$(FCC) $(FCFLAGS) -Itests/fuzz -fsanitize=fuzzer -o $@ $< $(RIG_OBJ) $(OBJ) $(FLIBS)
 
-$(FBUILD)/fuzz_proxy_proto $(FBUILD)/fuzz_cfg $(FBUILD)/fuzz_route $(FBUILD)/fuzz_seclang $(FBUILD)/fuzz_crs_body: $(FBUILD)/%: tests/fuzz/%.c $(OBJ)
+$(FBUILD)/fuzz_proxy_proto $(FBUILD)/fuzz_cfg $(FBUILD)/fuzz_route $(FBUILD)/fuzz_seclang $(FBUILD)/fuzz_crs_body $(FBUILD)/fuzz_rxlit: $(FBUILD)/%: tests/fuzz/%.c $(OBJ)
 	$(FCC) $(FCFLAGS) -fsanitize=fuzzer -o $@ $< $(OBJ) $(FLIBS)
 
 # Sanitizers: stop at the first report (a report is a failure), leaks
@@ -120,6 +120,7 @@ MAXLEN_fuzz_route       = 1024
 MAXLEN_fuzz_h2          = 4096
 MAXLEN_fuzz_seclang     = 4096
 MAXLEN_fuzz_crs_body    = 8192
+MAXLEN_fuzz_rxlit       = 512
 
 replay: $(BINS)
 	@set -e; for t in $(FUZZ_TARGETS); do \
