@@ -25,7 +25,7 @@ struct crs_tcache {
 	const char *src;           /* the value's place (stable for the phase) */
 	uint32_t slen, epoch;
 	uint16_t chain;
-	uint8_t same;              /* no steps: the result is the value itself */
+	uint8_t same;              /* no step changed it: the result is the value itself */
 	uint32_t off, len;         /* the result, in tc_data */
 	uint32_t pf;               /* its prefilter bits in pf_bits, PF_NONE before the scan */
 };
@@ -261,8 +261,20 @@ static int gen(struct crs_txn *t, int var, const struct selector *sel, emit_fn e
 
 /* ---- the target list of one rule -------------------------------------- */
 
+/* A rule's target list: the values, and their names ("ARGS:id") and
+ * copied values in BUF. Lists of rules reading only request data are kept
+ * for the phase by the rules' target signature (crs_rule.tsig): most CRS
+ * rules share a handful of lists. */
+struct crs_tlist {
+	struct crs_target *tg;
+	size_t ntg, cap;
+	struct buf buf;
+	uint32_t sig, epoch;       /* whose list, in which phase (tc_epoch) */
+};
+
 struct build {
 	struct crs_txn *t;
+	struct crs_tlist *L;
 	const char *vname;
 	size_t vlen;
 	int exclude;
@@ -298,46 +310,60 @@ static uint32_t put_name(struct buf *b, const char *vname, size_t vl, const char
 static int build_emit(void *ctx, const char *key, size_t klen, const char *val, size_t vlen, int volatile_)
 {
 	struct build *bd = ctx;
-	struct crs_txn *t = bd->t;
+	struct crs_tlist *L = bd->L;
 	bd->count++;
 	if (bd->count > 0 && bd->exclude < 0)
 		return 0;  /* counting only */
 	uint32_t nlen;
-	uint32_t name = put_name(&t->tbuf, bd->vname, bd->vlen, key, klen, &nlen);
+	uint32_t name = put_name(&L->buf, bd->vname, bd->vlen, key, klen, &nlen);
 	if (bd->exclude) {
-		const char *n = t->tbuf.data + name;
+		const char *n = L->buf.data + name;
 		size_t j = 0;
-		for (size_t i = 0; i < t->ntg; i++)
-			if (!name_eq(t->tbuf.data + t->tg[i].name, t->tg[i].nlen, n, nlen))
-				t->tg[j++] = t->tg[i];
-		t->ntg = j;
-		t->tbuf.len = name;
+		for (size_t i = 0; i < L->ntg; i++)
+			if (!name_eq(L->buf.data + L->tg[i].name, L->tg[i].nlen, n, nlen))
+				L->tg[j++] = L->tg[i];
+		L->ntg = j;
+		L->buf.len = name;
 		return 0;
 	}
-	if (t->ntg == t->tg_cap) {
-		t->tg_cap = t->tg_cap ? t->tg_cap * 2 : 64;
-		t->tg = realloc(t->tg, t->tg_cap * sizeof(*t->tg));
-		AN(t->tg);
+	if (L->ntg == L->cap) {
+		L->cap = L->cap ? L->cap * 2 : 64;
+		L->tg = realloc(L->tg, L->cap * sizeof(*L->tg));
+		AN(L->tg);
 	}
-	struct crs_target *tg = &t->tg[t->ntg++];
+	struct crs_target *tg = &L->tg[L->ntg++];
 	tg->name = name;
 	tg->nlen = nlen;
 	tg->vlen = (uint32_t)vlen;
 	tg->value = volatile_ ? NULL : val;
 	tg->stable = !volatile_;
 	if (volatile_)
-		tbuf_put(&t->tbuf, val, vlen, &tg->voff);
+		tbuf_put(&L->buf, val, vlen, &tg->voff);
 	return 0;
 }
 
+/* The list of CR's targets in t->cur: a kept one when CR's signature was
+ * built before in this phase. */
 static void build_targets(struct crs_txn *t, const struct crs_rule *cr)
 {
 	const struct sl_rule *r = cr->src;
-	t->ntg = 0;
-	t->tbuf.len = 0;
+	struct crs_tlist *L = &t->tl[CRS_TL_SLOTS];  /* the scratch list */
+	if (cr->tsig) {
+		for (unsigned k = 0; k < CRS_TL_SLOTS; k++)
+			if (t->tl[k].sig == cr->tsig && t->tl[k].epoch == t->tc_epoch) {
+				t->cur = &t->tl[k];
+				return;
+			}
+		L = &t->tl[t->tl_next++ % CRS_TL_SLOTS];
+	}
+	L->sig = cr->tsig;
+	L->epoch = t->tc_epoch;
+	L->ntg = 0;
+	L->buf.len = 0;
+	t->cur = L;
 	for (size_t i = 0; i < r->ntargets; i++) {
 		const struct sl_target *tg = &r->targets[i];
-		struct build bd = { .t = t, .vname = seclang_var_name((enum sl_var)tg->var), .exclude = tg->exclude };
+		struct build bd = { .t = t, .L = L, .vname = seclang_var_name((enum sl_var)tg->var), .exclude = tg->exclude };
 		bd.vlen = strlen(bd.vname);
 		struct selector sel = { .kind = tg->sel_kind, .name = tg->sel, .nlen = tg->sel ? strlen(tg->sel) : 0,
 					.re = cr->sel_re[i], .md = t->match_data };
@@ -353,9 +379,9 @@ static void build_targets(struct crs_txn *t, const struct crs_rule *cr)
 		}
 		(void)gen(t, tg->var, &sel, build_emit, &bd);
 	}
-	for (size_t i = 0; i < t->ntg; i++)
-		if (!t->tg[i].value)
-			t->tg[i].value = t->tbuf.data + t->tg[i].voff;
+	for (size_t i = 0; i < L->ntg; i++)
+		if (!L->tg[i].value)
+			L->tg[i].value = L->buf.data + L->tg[i].voff;
 }
 
 /* ---- macros ----------------------------------------------------------- */
@@ -891,23 +917,29 @@ static int pf_hit(unsigned id, unsigned long long from, unsigned long long to, u
 	return 0;
 }
 
-/* Whether LINK's regex can match the cached value E at all: its chain's
- * literals scanned once per value (the bits kept with the entry). */
+/* The prefilter bits of DB's literals in V (NBITS of them), into pf_bits. */
+static uint32_t pf_scan(struct crs_txn *t, const void *db, unsigned nbits, const char *v, size_t vl)
+{
+	size_t words = (nbits + 63) / 64;
+	if (t->pf_n + words > t->pf_cap) {
+		t->pf_cap = (t->pf_n + words) * 2;
+		t->pf_bits = realloc(t->pf_bits, t->pf_cap * sizeof(*t->pf_bits));
+		AN(t->pf_bits);
+	}
+	uint32_t off = (uint32_t)t->pf_n;
+	memset(t->pf_bits + off, 0, words * sizeof(*t->pf_bits));
+	t->pf_n += words;
+	(void)hs_scan(db, vl ? v : "", (unsigned)vl, 0, t->hs_scratch, pf_hit, t->pf_bits + off);
+	return off;
+}
+
+/* Whether LINK's regex can match the cached value E (V) at all: its
+ * chain's literals, scanned once per value (the bits kept with E). */
 static int pf_may_match(struct crs_txn *t, const struct crs_rule *link, struct crs_tcache *e, const char *v)
 {
 	const struct crs_prefilter *pf = &t->prog->pf[link->chain];
-	if (e->pf == PF_NONE) {
-		size_t words = (pf->nbits + 63) / 64;
-		if (t->pf_n + words > t->pf_cap) {
-			t->pf_cap = (t->pf_n + words) * 2;
-			t->pf_bits = realloc(t->pf_bits, t->pf_cap * sizeof(*t->pf_bits));
-			AN(t->pf_bits);
-		}
-		e->pf = (uint32_t)t->pf_n;
-		memset(t->pf_bits + t->pf_n, 0, words * sizeof(*t->pf_bits));
-		t->pf_n += words;
-		(void)hs_scan(pf->hs, e->len ? v : "", e->len, 0, t->hs_scratch, pf_hit, t->pf_bits + e->pf);
-	}
+	if (e->pf == PF_NONE)
+		e->pf = pf_scan(t, pf->hs, pf->nbits, v, e->len);
 	unsigned bit = link->prefilter - 1u;
 	return (t->pf_bits[e->pf + (bit >> 6)] >> (bit & 63)) & 1;
 }
@@ -920,6 +952,8 @@ static void tc_clear(struct crs_txn *t)
 	if (++t->tc_epoch == 0) {  /* wrapped: the stale entries could look current */
 		if (t->tc)
 			memset(t->tc, 0, t->tc_cap * sizeof(*t->tc));
+		for (unsigned k = 0; k <= CRS_TL_SLOTS; k++)
+			t->tl[k].epoch = 0;
 		t->tc_epoch = 1;
 	}
 	t->tc_n = 0;
@@ -939,9 +973,10 @@ static int run_rule(struct crs_txn *t, const struct crs_rule *link, const struct
 	}
 	build_targets(t, link);
 	int matched = 0;
-	for (size_t i = 0; i < t->ntg; i++) {
-		const struct crs_target *tg = &t->tg[i];
-		const char *name = t->tbuf.data + tg->name;
+	const struct crs_tlist *L = t->cur;
+	for (size_t i = 0; i < L->ntg; i++) {
+		const struct crs_target *tg = &L->tg[i];
+		const char *name = L->buf.data + tg->name;
 		const char *v = tg->value;
 		size_t vl = tg->vlen;
 		int tfn_changed = 0, rc;
@@ -949,14 +984,19 @@ static int run_rule(struct crs_txn *t, const struct crs_rule *link, const struct
 		if (!link->multi_match && (link->ntfn || link->prefilter) && tg->stable) {
 			struct crs_tcache *e = tc_find(t, tg->value, tg->vlen, link->chain);
 			if (!e) {
+				int same = 1;
 				for (int k = 0; k < link->ntfn; k++) {
+					enum sl_tfn step = (enum sl_tfn)link->tfn[k];
+					if (sectfn_unchanged(step, v, vl))
+						continue;  /* most values of ordinary traffic: no copy */
 					struct buf *out = &t->val[cur];
-					(void)sectfn_apply((enum sl_tfn)link->tfn[k], v, vl, out);
+					(void)sectfn_apply(step, v, vl, out);
 					v = out->data ? out->data : "";
 					vl = out->len;
 					cur ^= 1;
+					same = 0;
 				}
-				tc_put(t, tg->value, tg->vlen, link->chain, v, vl, link->ntfn == 0);
+				tc_put(t, tg->value, tg->vlen, link->chain, v, vl, same);
 				e = tc_find(t, tg->value, tg->vlen, link->chain);
 			}
 			v = e->same ? e->src : t->tc_data.data + e->off;
@@ -1069,6 +1109,8 @@ void crs_txn_init(struct crs_txn *t)
 	AN(t->match_data);
 	t->match_ctx = pcre2_match_context_create(NULL);
 	AN(t->match_ctx);
+	t->tl = calloc(CRS_TL_SLOTS + 1, sizeof(*t->tl));
+	AN(t->tl);
 }
 
 static void rm_clear(struct crs_txn *t)
@@ -1094,8 +1136,11 @@ void crs_txn_free(struct crs_txn *t)
 	seccoll_free(&t->coll);
 	sectx_free(&t->tx);
 	free(t->v.alerts);
-	free(t->tg);
-	buf_free(&t->tbuf);
+	for (unsigned k = 0; t->tl && k <= CRS_TL_SLOTS; k++) {
+		free(t->tl[k].tg);
+		buf_free(&t->tl[k].buf);
+	}
+	free(t->tl);
 	buf_free(&t->val[0]);
 	buf_free(&t->val[1]);
 	free(t->tc);

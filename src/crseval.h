@@ -52,6 +52,8 @@ struct crs_verdict {
 };
 
 struct crs_target;
+struct crs_tlist;
+#define CRS_TL_SLOTS 8
 struct crs_rmtarget;
 struct crs_tcache;
 
@@ -62,10 +64,10 @@ struct crs_txn {
 	struct sectx tx;
 	struct crs_verdict v;
 
-	/* the targets of the rule being run */
-	struct crs_target *tg;
-	size_t ntg, tg_cap;
-	struct buf tbuf;               /* their names, and values copied from changing places */
+	/* target lists: kept ones by signature, then a scratch one */
+	struct crs_tlist *tl;          /* [CRS_TL_SLOTS + 1] */
+	struct crs_tlist *cur;         /* the rule being run's */
+	unsigned tl_next;
 	struct buf val[2];             /* transformation steps */
 	/* values already transformed in this phase, by (where the value is, chain) */
 	struct crs_tcache *tc;

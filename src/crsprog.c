@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include "buf.h"
 #include "crsprog.h"
 #include "netaddr.h"
 #include "rxlit.h"
@@ -529,6 +530,65 @@ static void read_settings(struct crs_program *p)
 	}
 }
 
+/* Variables whose values stay the same through a phase (the request's). */
+static int var_fixed_in_phase(enum sl_var v)
+{
+	switch (v) {
+	case SL_VAR_ARGS: case SL_VAR_ARGS_NAMES: case SL_VAR_ARGS_GET: case SL_VAR_ARGS_GET_NAMES:
+	case SL_VAR_ARGS_POST: case SL_VAR_ARGS_POST_NAMES: case SL_VAR_REQUEST_COOKIES:
+	case SL_VAR_REQUEST_COOKIES_NAMES: case SL_VAR_REQUEST_HEADERS: case SL_VAR_REQUEST_HEADERS_NAMES:
+	case SL_VAR_REQUEST_URI: case SL_VAR_REQUEST_URI_RAW: case SL_VAR_REQUEST_FILENAME:
+	case SL_VAR_REQUEST_BASENAME: case SL_VAR_QUERY_STRING: case SL_VAR_REQUEST_LINE:
+	case SL_VAR_REQUEST_METHOD: case SL_VAR_REQUEST_PROTOCOL: case SL_VAR_FILES: case SL_VAR_FILES_NAMES:
+	case SL_VAR_XML:
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+/* Number each rule's target list when it reads only request data: a
+ * transaction builds such a list once per phase and signature. */
+static void target_signatures(struct crs_program *p)
+{
+	char **sigs = NULL;
+	uint32_t nsigs = 0;
+	struct buf b = { 0 };
+	for (int ph = 1; ph <= 5; ph++)
+		for (size_t i = 0; i < p->nphase[ph]; i++)
+			for (struct crs_rule *cr = &p->phase[ph][i]; cr; cr = cr->chained) {
+				const struct sl_rule *r = cr->src;
+				if (r->kind != SL_RULE || !r->ntargets)
+					continue;
+				b.len = 0;
+				size_t k;
+				for (k = 0; k < r->ntargets; k++) {
+					const struct sl_target *tg = &r->targets[k];
+					if (!var_fixed_in_phase((enum sl_var)tg->var))
+						break;
+					buf_appendf(&b, "%d/%d/%d/%d/%s|", tg->var, tg->sel_kind, tg->exclude, tg->count,
+						    tg->sel ? tg->sel : "");
+				}
+				if (k < r->ntargets)
+					continue;
+				buf_append(&b, "", 1);
+				uint32_t n;
+				for (n = 0; n < nsigs && strcmp(sigs[n], b.data) != 0; n++)
+					;
+				if (n == nsigs) {
+					sigs = realloc(sigs, (nsigs + 1) * sizeof(*sigs));
+					AN(sigs);
+					sigs[nsigs++] = strdup(b.data);
+					AN(sigs[n]);
+				}
+				cr->tsig = n + 1;
+			}
+	for (uint32_t n = 0; n < nsigs; n++)
+		free(sigs[n]);
+	free(sigs);
+	buf_free(&b);
+}
+
 struct litlist {
 	const char **s;
 	size_t *len;
@@ -552,6 +612,24 @@ static void litlist_add(struct litlist *l, const struct rxlit *x, unsigned id)
 		l->ids[l->n] = id;
 		l->flags[l->n] = HS_FLAG_CASELESS | HS_FLAG_SINGLEMATCH;
 	}
+}
+
+static int lit_compile(struct crs_program *p, const struct litlist *l, void **out)
+{
+	hs_compile_error_t *err = NULL;
+	hs_database_t *db = NULL;
+	if (hs_compile_lit_multi(l->s, l->flags, l->ids, l->len, (unsigned)l->n, HS_MODE_BLOCK, NULL, &db, &err) != HS_SUCCESS) {
+		snprintf(p->error, sizeof(p->error), "@rx prefilter: Hyperscan cannot compile the literals: %s",
+			 err ? err->message : "?");
+		hs_free_compile_error(err);
+		return -1;
+	}
+	*out = db;
+	if (hs_alloc_scratch(db, (hs_scratch_t **)&p->hs_scratch) != HS_SUCCESS) {
+		snprintf(p->error, sizeof(p->error), "@rx prefilter: Hyperscan scratch: out of memory");
+		return -1;
+	}
+	return 0;
 }
 
 /* One literal database per transformation chain over the required
@@ -582,30 +660,15 @@ static int prefilter_build(struct crs_program *p)
 				litlist_add(&ll[cr->chain], &x, cr->prefilter - 1u);
 				p->pf_rules++;
 			}
-	for (unsigned c = 0; c < p->nchains && rc == 0; c++) {
-		if (!ll[c].n)
-			continue;
-		hs_compile_error_t *err = NULL;
-		hs_database_t *db = NULL;
-		if (hs_compile_lit_multi(ll[c].s, ll[c].flags, ll[c].ids, ll[c].len, (unsigned)ll[c].n, HS_MODE_BLOCK, NULL, &db,
-					 &err) != HS_SUCCESS) {
-			snprintf(p->error, sizeof(p->error), "@rx prefilter: Hyperscan cannot compile the literals: %s",
-				 err ? err->message : "?");
-			hs_free_compile_error(err);
-			rc = -1;
-			break;
-		}
-		p->pf[c].hs = db;
-		if (hs_alloc_scratch(db, (hs_scratch_t **)&p->hs_scratch) != HS_SUCCESS) {
-			snprintf(p->error, sizeof(p->error), "@rx prefilter: Hyperscan scratch: out of memory");
-			rc = -1;
-		}
-	}
+	for (unsigned c = 0; c < p->nchains && rc == 0; c++)
+		if (ll[c].n)
+			rc = lit_compile(p, &ll[c], &p->pf[c].hs);
 	for (unsigned c = 0; c < p->nchains; c++) {
-		free(ll[c].s);
-		free(ll[c].len);
-		free(ll[c].ids);
-		free(ll[c].flags);
+		struct litlist *l = &ll[c];
+		free(l->s);
+		free(l->len);
+		free(l->ids);
+		free(l->flags);
 	}
 	free(ll);
 	for (size_t i = 0; i < nkeep; i++)
@@ -660,6 +723,7 @@ int crs_compile(struct crs_program *p, struct seclang *sl, const uint32_t *skip,
 			cr->skip_after = (int32_t)j;
 		}
 	}
+	target_signatures(p);
 	return prefilter_build(p);
 }
 

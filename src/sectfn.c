@@ -612,6 +612,59 @@ static int parity_bit(unsigned char c)
 	return (0x6996 >> c) & 1;
 }
 
+static int is_ws(unsigned char c)
+{
+	return c_isspace(c) || c == NBSP;
+}
+
+int sectfn_unchanged(enum sl_tfn t, const char *in, size_t n)
+{
+	const unsigned char *s = (const unsigned char *)in;
+	switch (t) {
+	case SL_TFN_LOWERCASE:
+		for (size_t i = 0; i < n; i++)
+			if (s[i] >= 'A' && s[i] <= 'Z')
+				return 0;
+		return 1;
+	case SL_TFN_URL_DECODE:
+	case SL_TFN_URL_DECODE_UNI:
+		return !memchr(s, '%', n) && !memchr(s, '+', n);
+	case SL_TFN_HTML_ENTITY_DECODE:
+		return !memchr(s, '&', n);
+	case SL_TFN_JS_DECODE:
+	case SL_TFN_CSS_DECODE:
+		return !memchr(s, '\\', n);
+	case SL_TFN_REMOVE_NULLS:
+	case SL_TFN_REPLACE_NULLS:
+		return !memchr(s, 0, n);
+	case SL_TFN_REPLACE_COMMENTS:
+		return !memmem(s, n, "/*", 2);
+	case SL_TFN_UTF8_TO_UNICODE:
+		for (size_t i = 0; i < n; i++)
+			if (s[i] >= 0x80)
+				return 0;
+		return 1;
+	case SL_TFN_REMOVE_WHITESPACE:
+		for (size_t i = 0; i < n; i++)
+			if (is_ws(s[i]))
+				return 0;
+		return 1;
+	case SL_TFN_COMPRESS_WHITESPACE:  /* unchanged when every run of whitespace is one ' ' */
+		for (size_t i = 0; i < n; i++)
+			if (s[i] == ' ' ? i + 1 < n && is_ws(s[i + 1]) : is_ws(s[i]))
+				return 0;
+		return 1;
+	case SL_TFN_TRIM:
+		return n == 0 || (!c_isspace(s[0]) && !c_isspace(s[n - 1]));
+	case SL_TFN_TRIM_LEFT:
+		return n == 0 || !c_isspace(s[0]);
+	case SL_TFN_TRIM_RIGHT:
+		return n == 0 || !c_isspace(s[n - 1]);
+	default:
+		return 0;
+	}
+}
+
 int sectfn_apply(enum sl_tfn t, const char *in, size_t n, struct buf *out)
 {
 	const unsigned char *s = (const unsigned char *)in;

@@ -20,4 +20,9 @@ int sectfn_supported(enum sl_tfn t);
  * it (its multiMatch action runs operators after every changing step). */
 int sectfn_apply(enum sl_tfn t, const char *in, size_t n, struct buf *out);
 
+/* 1 when T certainly leaves IN as it is, found by a cheap look (no copy):
+ * a value without '%' or '+' has nothing to URL-decode. 0 when T may
+ * change it (or is not one of the steps looked at this way). */
+int sectfn_unchanged(enum sl_tfn t, const char *in, size_t n);
+
 #endif

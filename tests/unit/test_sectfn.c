@@ -120,6 +120,52 @@ int main(void)
 	}
 	if (sectfn_supported(SL_TFN_MD5))
 		failed++;
+
+	/* sectfn_unchanged: whenever it says a step leaves a value as it is,
+	 * the step does (over every step and many small values); and it does
+	 * say so for ordinary ones */
+	static const char alpha[] = "aZ %+&\\/*\t\xa0\xc3\0#;x1";
+	size_t na = sizeof(alpha) - 1, wrong = 0, said = 0;
+	for (int t = 0; t < SL_TFN__COUNT; t++) {
+		if (!sectfn_supported((enum sl_tfn)t))
+			continue;
+		for (size_t code = 0; code < na * na * na * na; code++) {
+			char in[4];
+			size_t n = 0;
+			for (size_t c = code; n < 4 && (n == 0 || c); c /= na)
+				in[n++] = alpha[c % na];
+			if (!sectfn_unchanged((enum sl_tfn)t, in, n))
+				continue;
+			said++;
+			struct buf out = { 0 };
+			sectfn_apply((enum sl_tfn)t, in, n, &out);
+			if (out.len != n || memcmp(out.data, in, n) != 0) {
+				if (!wrong++)
+					fprintf(stderr, "t:%s(\"%.*s\"): sectfn_unchanged says unchanged; it is not\n",
+						seclang_tfn_name((enum sl_tfn)t), (int)n, in);
+			}
+			buf_free(&out);
+		}
+	}
+	if (wrong)
+		failed++;
+	else
+		passed++;
+	if (said > 1000)
+		passed++;
+	else
+		failed++;
+	static const char plain[] = "ordinary value 42";
+	for (int t = 0; t < SL_TFN__COUNT; t++) {
+		enum sl_tfn tt = (enum sl_tfn)t;
+		int expect = tt == SL_TFN_URL_DECODE_UNI || tt == SL_TFN_HTML_ENTITY_DECODE || tt == SL_TFN_JS_DECODE ||
+			     tt == SL_TFN_CSS_DECODE || tt == SL_TFN_REMOVE_NULLS || tt == SL_TFN_LOWERCASE ||
+			     tt == SL_TFN_UTF8_TO_UNICODE || tt == SL_TFN_COMPRESS_WHITESPACE || tt == SL_TFN_REPLACE_COMMENTS;
+		if (expect && !sectfn_unchanged(tt, plain, sizeof(plain) - 1)) {
+			failed++;
+			fprintf(stderr, "t:%s: an ordinary value not seen as unchanged\n", seclang_tfn_name(tt));
+		}
+	}
 	printf("test_sectfn: %d passed, %d failed\n", passed, failed);
 	return failed ? 1 : 0;
 }
