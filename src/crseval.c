@@ -370,11 +370,14 @@ static void build_targets(struct crs_txn *t, const struct crs_rule *cr)
 		if (tg->count) {
 			bd.exclude = -1;
 			(void)gen(t, tg->var, &sel, build_emit, &bd);
-			char num[24];
-			int k = snprintf(num, sizeof(num), "%zu", bd.count);
+			char num[24], *end = num + sizeof(num), *d = end;
+			size_t c = bd.count;
+			do
+				*--d = (char)('0' + c % 10);
+			while (c /= 10);
 			bd.exclude = 0;
 			bd.count = 0;
-			(void)build_emit(&bd, NULL, 0, num, (size_t)k, 1);
+			(void)build_emit(&bd, NULL, 0, d, (size_t)(end - d), 1);
 			continue;
 		}
 		(void)gen(t, tg->var, &sel, build_emit, &bd);
@@ -1002,6 +1005,10 @@ static int run_rule(struct crs_txn *t, const struct crs_rule *link, const struct
 			v = e->same ? e->src : t->tc_data.data + e->off;
 			/* no literal of its regex in the value: the regex cannot match (no PCRE2 run) */
 			t->rx_cannot = link->prefilter && !pf_may_match(t, link, e, v);
+			if (t->rx_cannot && !link->op.negated) {
+				t->rx_cannot = 0;
+				continue;  /* what try_value would conclude */
+			}
 			rc = try_value(t, link, starter, name, tg->nlen, v, e->len);
 			t->rx_cannot = 0;
 			if (rc == STOP)

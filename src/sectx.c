@@ -48,11 +48,20 @@ static uint32_t put(struct sectx *t, const char *s, size_t n)
 	return off;
 }
 
+static uint32_t name_hash(int coll, const char *name, size_t nlen)
+{
+	uint32_t h = 2166136261u ^ (uint32_t)coll;
+	for (size_t i = 0; i < nlen; i++)
+		h = (h ^ (unsigned char)(name[i] | ((name[i] >= 'A' && name[i] <= 'Z') ? 0x20 : 0))) * 16777619u;
+	return h;
+}
+
 static struct sectx_var *find(const struct sectx *t, int coll, const char *name, size_t nlen)
 {
+	uint32_t h = name_hash(coll, name, nlen);
 	for (uint32_t i = 0; i < t->n; i++) {
 		struct sectx_var *v = &t->v[i];
-		if (v->coll == coll && v->nlen == nlen && strncasecmp(t->arena.data + v->name, name, nlen) == 0)
+		if (v->hash == h && v->coll == coll && v->nlen == nlen && strncasecmp(t->arena.data + v->name, name, nlen) == 0)
 			return v;
 	}
 	return NULL;
@@ -72,9 +81,10 @@ void sectx_set(struct sectx *t, int coll, const char *name, size_t nlen, const c
 			t->v = realloc(t->v, t->cap * sizeof(*t->v));
 			AN(t->v);
 		}
+		uint32_t h = name_hash(coll, name, nlen);  /* before put: NAME may be in the arena */
 		uint32_t off = put(t, name, nlen);
 		v = &t->v[t->n++];
-		*v = (struct sectx_var){ .coll = (uint8_t)coll, .name = off, .nlen = (uint32_t)nlen };
+		*v = (struct sectx_var){ .coll = (uint8_t)coll, .hash = h, .name = off, .nlen = (uint32_t)nlen };
 	}
 	uint32_t i = (uint32_t)(v - t->v);
 	uint32_t voff = put(t, value, vlen);

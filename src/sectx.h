@@ -13,6 +13,7 @@ enum sectx_coll { SX_TX, SX_IP, SX_GLOBAL, SX_SESSION, SX_USER, SX_RESOURCE, SX_
 
 struct sectx_var {
 	uint8_t coll;              /* enum sectx_coll */
+	uint32_t hash;             /* of the name, caseless: most lookups compare only this */
 	uint32_t name, nlen;       /* offsets into the store's arena */
 	uint32_t value, vlen;
 };
