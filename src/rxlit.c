@@ -130,13 +130,28 @@ static struct info to_req(struct info x)
 	return x;
 }
 
-/* Higher is more selective: longer shortest string, then fewer strings. */
+/* How rarely a literal occurs in ordinary text: letters, digits and
+ * spaces are everywhere, punctuation less so; longer is rarer. */
+static unsigned strength(const struct lit *l)
+{
+	unsigned w = 0;
+	for (size_t i = 0; i < l->len && w < 12; i++) {
+		unsigned char c = (unsigned char)l->s[i];
+		w += (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == ' ' ? 1 : 3;
+	}
+	return w < 12 ? w : 12;
+}
+
+/* Higher is more selective: the weakest literal's strength, then fewer
+ * literals. */
 static long score(const struct sset *s)
 {
-	size_t m = SIZE_MAX;
-	for (size_t i = 0; i < s->n; i++)
-		m = s->v[i].len < m ? s->v[i].len : m;
-	return (long)(m > 8 ? 8 : m) * 100000 - (long)s->n;
+	unsigned m = UINT_MAX;
+	for (size_t i = 0; i < s->n; i++) {
+		unsigned w = strength(&s->v[i]);
+		m = w < m ? w : m;
+	}
+	return (long)m * 100000 - (long)s->n;
 }
 
 /* Keep the better of BEST and CAND (both consumed into BEST). */
