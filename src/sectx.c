@@ -21,6 +21,8 @@ void sectx_reset(struct sectx *t)
 {
 	t->arena.len = 0;
 	t->n = 0;
+	if (t->idx)
+		memset(t->idx, 0, t->idx_cap * sizeof(*t->idx));
 	memset(t->open, 0, sizeof(t->open));
 	t->open[SX_TX] = 1;
 }
@@ -31,6 +33,7 @@ void sectx_free(struct sectx *t)
 	buf_free(&t->scratch[0]);
 	buf_free(&t->scratch[1]);
 	free(t->v);
+	free(t->idx);
 	memset(t, 0, sizeof(*t));
 }
 
@@ -58,13 +61,33 @@ static uint32_t name_hash(int coll, const char *name, size_t nlen)
 
 static struct sectx_var *find(const struct sectx *t, int coll, const char *name, size_t nlen)
 {
-	uint32_t h = name_hash(coll, name, nlen);
-	for (uint32_t i = 0; i < t->n; i++) {
-		struct sectx_var *v = &t->v[i];
+	if (!t->idx_cap)
+		return NULL;
+	uint32_t h = name_hash(coll, name, nlen), mask = t->idx_cap - 1;
+	for (uint32_t i = h & mask; t->idx[i]; i = (i + 1) & mask) {
+		struct sectx_var *v = &t->v[t->idx[i] - 1];
 		if (v->hash == h && v->coll == coll && v->nlen == nlen && strncasecmp(t->arena.data + v->name, name, nlen) == 0)
 			return v;
 	}
 	return NULL;
+}
+
+/* The index of every variable, anew (after growing, or a removal moved one). */
+static void reindex(struct sectx *t, uint32_t cap)
+{
+	if (cap != t->idx_cap) {
+		free(t->idx);
+		t->idx = malloc(cap * sizeof(*t->idx));
+		AN(t->idx);
+		t->idx_cap = cap;
+	}
+	memset(t->idx, 0, cap * sizeof(*t->idx));
+	for (uint32_t k = 0; k < t->n; k++) {
+		uint32_t i = t->v[k].hash & (cap - 1);
+		while (t->idx[i])
+			i = (i + 1) & (cap - 1);
+		t->idx[i] = k + 1;
+	}
 }
 
 const struct sectx_var *sectx_get(const struct sectx *t, int coll, const char *name, size_t nlen)
@@ -85,6 +108,14 @@ void sectx_set(struct sectx *t, int coll, const char *name, size_t nlen, const c
 		uint32_t off = put(t, name, nlen);
 		v = &t->v[t->n++];
 		*v = (struct sectx_var){ .coll = (uint8_t)coll, .hash = h, .name = off, .nlen = (uint32_t)nlen };
+		if (t->n * 2 > t->idx_cap) {
+			reindex(t, t->idx_cap ? t->idx_cap * 2 : 128);
+		} else {
+			uint32_t i = h & (t->idx_cap - 1);
+			while (t->idx[i])
+				i = (i + 1) & (t->idx_cap - 1);
+			t->idx[i] = t->n;
+		}
 	}
 	uint32_t i = (uint32_t)(v - t->v);
 	uint32_t voff = put(t, value, vlen);
@@ -95,8 +126,10 @@ void sectx_set(struct sectx *t, int coll, const char *name, size_t nlen, const c
 void sectx_unset(struct sectx *t, int coll, const char *name, size_t nlen)
 {
 	struct sectx_var *v = find(t, coll, name, nlen);
-	if (v)
+	if (v) {
 		*v = t->v[--t->n];
+		reindex(t, t->idx_cap);
+	}
 }
 
 void sectx_expand(const char *tpl, size_t len, sectx_resolve_fn fn, void *ctx, struct buf *out)

@@ -22,6 +22,8 @@ struct sectx {
 	struct buf arena;          /* names and values; a changed value is appended anew */
 	struct sectx_var *v;
 	uint32_t n, cap;
+	uint32_t *idx;             /* open addressing by hash: 1 + index into v, 0 empty */
+	uint32_t idx_cap;          /* a power of two, at least twice n */
 	uint8_t open[SX__COLLS];   /* TX is always open; others once initcol opened them */
 	struct buf scratch[2];     /* setvar's expanded name and value, kept for the next */
 };
