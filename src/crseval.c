@@ -463,7 +463,7 @@ static const char *op_param(struct crs_txn *t, const struct crs_op *op, size_t *
 
 static int op_rx(struct crs_txn *t, const struct crs_rule *cr, const char *v, size_t vl)
 {
-	if (t->rx_cannot)
+	if (t->pf_seen == PF_SEEN_NO)
 		return 0;
 	const pcre2_code *re = cr->op.re;
 	pcre2_code *dyn = NULL;
@@ -552,8 +552,9 @@ static int op_exec(struct crs_txn *t, const struct crs_rule *cr, const char *v, 
 	case SL_OP_PM:
 	case SL_OP_PMF:
 	case SL_OP_PM_FROM_FILE: {
-		int found = 0;
-		if (hs_scan(op->pm.hs, vl ? v : "", (unsigned)vl, 0, t->hs_scratch, pm_found, &found) == HS_SCAN_TERMINATED)
+		int found = t->pf_seen == PF_SEEN_YES;  /* the prefilter holds the phrases: its answer is exact */
+		if (t->pf_seen == PF_SEEN_UNKNOWN &&
+		    hs_scan(op->pm.hs, vl ? v : "", (unsigned)vl, 0, t->hs_scratch, pm_found, &found) == HS_SCAN_TERMINATED)
 			found = 1;
 		if (!found)
 			return 0;
@@ -1003,14 +1004,17 @@ static int run_rule(struct crs_txn *t, const struct crs_rule *link, const struct
 				e = tc_find(t, tg->value, tg->vlen, link->chain);
 			}
 			v = e->same ? e->src : t->tc_data.data + e->off;
-			/* no literal of its regex in the value: the regex cannot match (no PCRE2 run) */
-			t->rx_cannot = link->prefilter && !pf_may_match(t, link, e, v);
-			if (t->rx_cannot && !link->op.negated) {
-				t->rx_cannot = 0;
-				continue;  /* what try_value would conclude */
+			/* @rx: no literal of its regex in the value, the regex cannot
+			 * match (no PCRE2 run); @pm: whether a phrase is in it */
+			if (link->prefilter) {
+				t->pf_seen = pf_may_match(t, link, e, v) ? PF_SEEN_YES : PF_SEEN_NO;
+				if (t->pf_seen == PF_SEEN_NO && !link->op.negated) {
+					t->pf_seen = PF_SEEN_UNKNOWN;
+					continue;  /* what try_value would conclude */
+				}
 			}
 			rc = try_value(t, link, starter, name, tg->nlen, v, e->len);
-			t->rx_cannot = 0;
+			t->pf_seen = PF_SEEN_UNKNOWN;
 			if (rc == STOP)
 				return STOP;
 			matched |= rc == MATCH;

@@ -76,7 +76,7 @@ struct crs_txn {
 	struct buf tc_data;
 	uint64_t *pf_bits;             /* prefilter results of cached values (crs_tcache.pf) */
 	size_t pf_n, pf_cap;
-	uint8_t rx_cannot;             /* the value being tried holds none of the regex's literals */
+	uint8_t pf_seen;               /* enum crs_pf_seen: the prefilter's word on the value being tried */
 	struct buf scratch;            /* macro expansions */
 	struct sc_header *hdr;         /* the request's headers as Apache merges them */
 	size_t hdr_cap;
@@ -111,6 +111,8 @@ struct crs_txn {
 	struct crs_rmtarget *rm_targets;
 	size_t nrm_targets, rm_targets_cap;
 };
+
+enum crs_pf_seen { PF_SEEN_UNKNOWN, PF_SEEN_NO, PF_SEEN_YES };
 
 enum crs_body_processor { CRS_BODY_NONE, CRS_BODY_URLENCODED, CRS_BODY_JSON, CRS_BODY_MULTIPART, CRS_BODY_XML };
 

@@ -596,19 +596,19 @@ struct litlist {
 	size_t n, cap;
 };
 
-static void litlist_add(struct litlist *l, const struct rxlit *x, unsigned id)
+static void litlist_add(struct litlist *l, char *const *lits, const size_t *lens, size_t n, unsigned id)
 {
-	if (l->n + x->n > l->cap) {
-		l->cap = (l->n + x->n) * 2;
+	if (l->n + n > l->cap) {
+		l->cap = (l->n + n) * 2;
 		l->s = realloc(l->s, l->cap * sizeof(*l->s));
 		l->len = realloc(l->len, l->cap * sizeof(*l->len));
 		l->ids = realloc(l->ids, l->cap * sizeof(*l->ids));
 		l->flags = realloc(l->flags, l->cap * sizeof(*l->flags));
 		AN(l->s && l->len && l->ids && l->flags);
 	}
-	for (size_t i = 0; i < x->n; i++, l->n++) {
-		l->s[l->n] = x->s[i];
-		l->len[l->n] = x->len[i];
+	for (size_t i = 0; i < n; i++, l->n++) {
+		l->s[l->n] = lits[i];
+		l->len[l->n] = lens[i];
 		l->ids[l->n] = id;
 		l->flags[l->n] = HS_FLAG_CASELESS | HS_FLAG_SINGLEMATCH;
 	}
@@ -632,8 +632,20 @@ static int lit_compile(struct crs_program *p, const struct litlist *l, void **ou
 	return 0;
 }
 
+static int pm_prefilterable(const struct crs_rule *cr)
+{
+	if ((cr->op.kind != SL_OP_PM && cr->op.kind != SL_OP_PMF && cr->op.kind != SL_OP_PM_FROM_FILE) || !cr->op.pm.hs ||
+	    !cr->op.pm.n)
+		return 0;
+	for (size_t i = 0; i < cr->op.pm.n; i++)
+		if (!cr->op.pm.len[i])
+			return 0;
+	return 1;
+}
+
 /* One literal database per transformation chain over the required
- * literals of its @rx rules (those a transaction caches: not multiMatch). */
+ * literals of its @rx rules and the phrases of its @pm rules (those a
+ * transaction caches: not multiMatch). For @pm the bit is the answer. */
 static int prefilter_build(struct crs_program *p)
 {
 	p->pf = calloc(p->nchains ? p->nchains : 1, sizeof(*p->pf));
@@ -645,10 +657,17 @@ static int prefilter_build(struct crs_program *p)
 	for (int ph = 1; ph <= 5; ph++)
 		for (size_t i = 0; i < p->nphase[ph]; i++)
 			for (struct crs_rule *cr = &p->phase[ph][i]; cr; cr = cr->chained) {
-				if (cr->src->kind == SL_MARKER || cr->op.kind != SL_OP_RX || !cr->op.re)
+				if (cr->src->kind == SL_MARKER)
+					continue;
+				struct crs_prefilter *pf = &p->pf[cr->chain];
+				if (!cr->multi_match && pf->nbits < UINT16_MAX - 1 && pm_prefilterable(cr)) {
+					cr->prefilter = (uint16_t)(1 + pf->nbits++);
+					litlist_add(&ll[cr->chain], cr->op.pm.v, cr->op.pm.len, cr->op.pm.n, cr->prefilter - 1u);
+					continue;
+				}
+				if (cr->op.kind != SL_OP_RX || !cr->op.re)
 					continue;
 				p->rx_rules++;
-				struct crs_prefilter *pf = &p->pf[cr->chain];
 				struct rxlit x;
 				if (cr->multi_match || pf->nbits == UINT16_MAX - 1 ||
 				    !rxlit_required(cr->op.arg, strlen(cr->op.arg), &x))
@@ -657,7 +676,7 @@ static int prefilter_build(struct crs_program *p)
 				AN(keep);
 				keep[nkeep++] = x;
 				cr->prefilter = (uint16_t)(1 + pf->nbits++);
-				litlist_add(&ll[cr->chain], &x, cr->prefilter - 1u);
+				litlist_add(&ll[cr->chain], x.s, x.len, x.n, cr->prefilter - 1u);
 				p->pf_rules++;
 			}
 	for (unsigned c = 0; c < p->nchains && rc == 0; c++)

@@ -55,7 +55,7 @@ struct crs_rule {
 	uint16_t status;           /* status:N, 0 none */
 	uint32_t tsig;             /* its targets read only request data (fixed for a phase): equal
 				    * target lists, equal numbers; 0 otherwise */
-	uint16_t prefilter;        /* @rx: 1 + its bit in its chain's prefilter; 0 none (always run) */
+	uint16_t prefilter;        /* @rx, @pm: 1 + its bit in its chain's prefilter; 0 none (the operator runs alone) */
 	void **sel_re;             /* per target: pcre2_code * for a /regex/ selector, else NULL */
 	int32_t skip_after;        /* index in its phase's list to continue after, -1 none */
 	struct crs_rule *chained;
