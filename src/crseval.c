@@ -21,10 +21,17 @@ struct crs_target {
 	uint8_t stable;            /* the value stays where it is for the phase (cacheable) */
 };
 
+/* Keys of the transformation cache, per value: a chain's result (with its
+ * prefilter bits), or the result of a sequence of steps that changed the
+ * value (up to SEQ_MAX of them, 6 bits each: exact, no collision), which
+ * chains that differ only by steps without effect share. */
+#define TC_CHAIN(c) (1ull << 63 | (c))
+#define SEQ_MAX 10
+
 struct crs_tcache {
 	const char *src;           /* the value's place (stable for the phase) */
 	uint32_t slen, epoch;
-	uint16_t chain;
+	uint64_t key;              /* TC_CHAIN(chain), or a step sequence */
 	uint8_t same;              /* no step changed it: the result is the value itself */
 	uint32_t off, len;         /* the result, in tc_data */
 	uint32_t pf;               /* its prefilter bits in pf_bits, PF_NONE before the scan */
@@ -862,26 +869,29 @@ static int try_value(struct crs_txn *t, const struct crs_rule *link, const struc
 
 /* ---- the transformation cache ---- */
 
-static size_t tc_hash(const char *src, uint32_t slen, uint16_t chain)
+static size_t tc_hash(const char *src, uint32_t slen, uint64_t key)
 {
-	uint64_t h = (uint64_t)(uintptr_t)src * 0x9E3779B97F4A7C15ull ^ ((uint64_t)slen << 16 | chain) * 0xC2B2AE3D27D4EB4Full;
+	uint64_t h = (uint64_t)(uintptr_t)src * 0x9E3779B97F4A7C15ull ^ ((uint64_t)slen << 32 ^ key) * 0xC2B2AE3D27D4EB4Full;
 	return (size_t)(h ^ h >> 29);
 }
 
-static struct crs_tcache *tc_find(struct crs_txn *t, const char *src, uint32_t slen, uint16_t chain)
+static struct crs_tcache *tc_find(struct crs_txn *t, const char *src, uint32_t slen, uint64_t key)
 {
 	if (!t->tc_cap)
 		return NULL;
-	for (size_t i = tc_hash(src, slen, chain) & (t->tc_cap - 1);; i = (i + 1) & (t->tc_cap - 1)) {
+	for (size_t i = tc_hash(src, slen, key) & (t->tc_cap - 1);; i = (i + 1) & (t->tc_cap - 1)) {
 		struct crs_tcache *e = &t->tc[i];
 		if (e->epoch != t->tc_epoch)
 			return NULL;
-		if (e->src == src && e->slen == slen && e->chain == chain)
+		if (e->src == src && e->slen == slen && e->key == key)
 			return e;
 	}
 }
 
-static void tc_put(struct crs_txn *t, const char *src, uint32_t slen, uint16_t chain, const char *v, size_t vl, int same)
+/* An entry whose result is the value itself (SAME), or LEN bytes at OFF in
+ * tc_data. Returns it (valid until the next put). */
+static struct crs_tcache *tc_put(struct crs_txn *t, const char *src, uint32_t slen, uint64_t key, uint32_t off, size_t len,
+				 int same)
 {
 	if ((t->tc_n + 1) * 2 > t->tc_cap) {
 		size_t ncap = t->tc_cap ? t->tc_cap * 2 : 256;
@@ -894,23 +904,75 @@ static void tc_put(struct crs_txn *t, const char *src, uint32_t slen, uint16_t c
 		for (size_t k = 0; k < ocap; k++) {
 			if (old[k].epoch != epoch)
 				continue;
-			size_t i = tc_hash(old[k].src, old[k].slen, old[k].chain) & (ncap - 1);
+			size_t i = tc_hash(old[k].src, old[k].slen, old[k].key) & (ncap - 1);
 			while (t->tc[i].epoch == epoch)
 				i = (i + 1) & (ncap - 1);
 			t->tc[i] = old[k];
 		}
 		free(old);
 	}
-	size_t i = tc_hash(src, slen, chain) & (t->tc_cap - 1);
+	size_t i = tc_hash(src, slen, key) & (t->tc_cap - 1);
 	while (t->tc[i].epoch == t->tc_epoch)
 		i = (i + 1) & (t->tc_cap - 1);
-	t->tc[i] = (struct crs_tcache){ .src = src, .slen = slen, .epoch = t->tc_epoch, .chain = chain, .same = (uint8_t)same,
-					.off = (uint32_t)t->tc_data.len, .len = (uint32_t)vl, .pf = PF_NONE };
-	if (!same) {
-		buf_append(&t->tc_data, v, vl);
-		buf_append(&t->tc_data, "", 1);  /* never an empty buffer, and a NUL after each */
-	}
+	t->tc[i] = (struct crs_tcache){ .src = src, .slen = slen, .epoch = t->tc_epoch, .key = key, .same = (uint8_t)same,
+					.off = off, .len = (uint32_t)len, .pf = PF_NONE };
 	t->tc_n++;
+	return &t->tc[i];
+}
+
+/* V's bytes into tc_data: their offset. */
+static uint32_t tc_keep(struct crs_txn *t, const char *v, size_t vl)
+{
+	uint32_t off = (uint32_t)t->tc_data.len;
+	buf_append(&t->tc_data, v, vl);
+	buf_append(&t->tc_data, "", 1);  /* never an empty buffer, and a NUL after each */
+	return off;
+}
+
+/* TG's value through LINK's chain, into the cache: steps that cannot
+ * change it skipped, the others' results shared with every chain that
+ * reaches the same sequence of effective steps. */
+static struct crs_tcache *transform_cached(struct crs_txn *t, const struct crs_rule *link, const struct crs_target *tg)
+{
+	const char *v = tg->value;
+	size_t vl = tg->vlen;
+	uint32_t voff = UINT32_MAX;  /* where V is in tc_data, when it is */
+	uint64_t seq = 0;
+	int nseq = 0, cur = 0;
+	for (int k = 0; k < link->ntfn; k++) {
+		enum sl_tfn step = (enum sl_tfn)link->tfn[k];
+		if (sectfn_unchanged(step, v, vl))
+			continue;  /* most values of ordinary traffic: no copy */
+		if (nseq >= 0 && nseq < SEQ_MAX) {
+			seq = seq << 6 | (uint64_t)(step + 1);
+			nseq++;
+			const struct crs_tcache *done = tc_find(t, tg->value, tg->vlen, seq);
+			if (done) {
+				voff = done->off;
+				vl = done->len;
+				v = t->tc_data.data + voff;
+				continue;
+			}
+		} else {
+			nseq = -1;  /* too long to key: this chain's alone */
+		}
+		struct buf *out = &t->val[cur];
+		(void)sectfn_apply(step, v, vl, out);
+		v = out->data ? out->data : "";
+		vl = out->len;
+		cur ^= 1;
+		voff = UINT32_MAX;
+		if (nseq > 0) {
+			voff = tc_keep(t, v, vl);
+			(void)tc_put(t, tg->value, tg->vlen, seq, voff, vl, 0);
+			v = t->tc_data.data + voff;
+		}
+	}
+	if (v == tg->value)
+		return tc_put(t, tg->value, tg->vlen, TC_CHAIN(link->chain), 0, vl, 1);
+	if (voff == UINT32_MAX)
+		voff = tc_keep(t, v, vl);
+	return tc_put(t, tg->value, tg->vlen, TC_CHAIN(link->chain), voff, vl, 0);
 }
 
 static int pf_hit(unsigned id, unsigned long long from, unsigned long long to, unsigned flags, void *ctx)
@@ -986,23 +1048,9 @@ static int run_rule(struct crs_txn *t, const struct crs_rule *link, const struct
 		int tfn_changed = 0, rc;
 		int cur = 0;
 		if (!link->multi_match && (link->ntfn || link->prefilter) && tg->stable) {
-			struct crs_tcache *e = tc_find(t, tg->value, tg->vlen, link->chain);
-			if (!e) {
-				int same = 1;
-				for (int k = 0; k < link->ntfn; k++) {
-					enum sl_tfn step = (enum sl_tfn)link->tfn[k];
-					if (sectfn_unchanged(step, v, vl))
-						continue;  /* most values of ordinary traffic: no copy */
-					struct buf *out = &t->val[cur];
-					(void)sectfn_apply(step, v, vl, out);
-					v = out->data ? out->data : "";
-					vl = out->len;
-					cur ^= 1;
-					same = 0;
-				}
-				tc_put(t, tg->value, tg->vlen, link->chain, v, vl, same);
-				e = tc_find(t, tg->value, tg->vlen, link->chain);
-			}
+			struct crs_tcache *e = tc_find(t, tg->value, tg->vlen, TC_CHAIN(link->chain));
+			if (!e)
+				e = transform_cached(t, link, tg);
 			v = e->same ? e->src : t->tc_data.data + e->off;
 			/* @rx: no literal of its regex in the value, the regex cannot
 			 * match (no PCRE2 run); @pm: whether a phrase is in it */
