@@ -975,17 +975,24 @@ static struct crs_tcache *transform_cached(struct crs_txn *t, const struct crs_r
 	return tc_put(t, tg->value, tg->vlen, TC_CHAIN(link->chain), voff, vl, 0);
 }
 
+struct pf_scan_ctx {
+	uint64_t *bits;
+	const uint16_t *bit;
+};
+
 static int pf_hit(unsigned id, unsigned long long from, unsigned long long to, unsigned flags, void *ctx)
 {
 	(void)from, (void)to, (void)flags;
-	uint64_t *bits = ctx;
-	bits[id >> 6] |= 1ull << (id & 63);
+	const struct pf_scan_ctx *c = ctx;
+	unsigned b = c->bit[id];
+	c->bits[b >> 6] |= 1ull << (b & 63);
 	return 0;
 }
 
-/* The prefilter bits of DB's literals in V (NBITS of them), into pf_bits. */
-static uint32_t pf_scan(struct crs_txn *t, const void *db, unsigned nbits, const char *v, size_t vl)
+/* The prefilter bits of PF's literals in V, into pf_bits. */
+static uint32_t pf_scan(struct crs_txn *t, const struct crs_prefilter *pf, const char *v, size_t vl)
 {
+	unsigned nbits = pf->nbits;
 	size_t words = (nbits + 63) / 64;
 	if (t->pf_n + words > t->pf_cap) {
 		t->pf_cap = (t->pf_n + words) * 2;
@@ -995,7 +1002,8 @@ static uint32_t pf_scan(struct crs_txn *t, const void *db, unsigned nbits, const
 	uint32_t off = (uint32_t)t->pf_n;
 	memset(t->pf_bits + off, 0, words * sizeof(*t->pf_bits));
 	t->pf_n += words;
-	(void)hs_scan(db, vl ? v : "", (unsigned)vl, 0, t->hs_scratch, pf_hit, t->pf_bits + off);
+	struct pf_scan_ctx c = { t->pf_bits + off, pf->bit };
+	(void)hs_scan(pf->hs, vl ? v : "", (unsigned)vl, 0, t->hs_scratch, pf_hit, &c);
 	return off;
 }
 
@@ -1005,7 +1013,7 @@ static int pf_may_match(struct crs_txn *t, const struct crs_rule *link, struct c
 {
 	const struct crs_prefilter *pf = &t->prog->pf[link->chain];
 	if (e->pf == PF_NONE)
-		e->pf = pf_scan(t, pf->hs, pf->nbits, v, e->len);
+		e->pf = pf_scan(t, pf, v, e->len);
 	unsigned bit = link->prefilter - 1u;
 	return (t->pf_bits[e->pf + (bit >> 6)] >> (bit & 63)) & 1;
 }

@@ -596,7 +596,8 @@ struct litlist {
 	size_t n, cap;
 };
 
-static void litlist_add(struct litlist *l, char *const *lits, const size_t *lens, size_t n, unsigned id)
+/* DISTINCT: each literal gets an id of its own (see lit_compile). */
+static void litlist_add(struct litlist *l, char *const *lits, const size_t *lens, size_t n, unsigned id, int distinct)
 {
 	if (l->n + n > l->cap) {
 		l->cap = (l->n + n) * 2;
@@ -610,21 +611,36 @@ static void litlist_add(struct litlist *l, char *const *lits, const size_t *lens
 		l->s[l->n] = lits[i];
 		l->len[l->n] = lens[i];
 		l->ids[l->n] = id;
-		l->flags[l->n] = HS_FLAG_CASELESS | HS_FLAG_SINGLEMATCH;
+		l->flags[l->n] = HS_FLAG_CASELESS | (distinct ? 0 : HS_FLAG_SINGLEMATCH);  /* lit_compile reads and sets it */
 	}
 }
 
-static int lit_compile(struct crs_program *p, const struct litlist *l, void **out)
+/* L's literals as PF's database: each its own id, mapped to its rule's bit. */
+static int lit_compile(struct crs_program *p, struct litlist *l, struct crs_prefilter *pf)
 {
 	hs_compile_error_t *err = NULL;
 	hs_database_t *db = NULL;
-	if (hs_compile_lit_multi(l->s, l->flags, l->ids, l->len, (unsigned)l->n, HS_MODE_BLOCK, NULL, &db, &err) != HS_SUCCESS) {
+	unsigned *ids = malloc(l->n * sizeof(*ids));
+	pf->bit = malloc((pf->nbits + l->n) * sizeof(*pf->bit));
+	AN(ids && pf->bit);
+	for (unsigned b = 0; b < pf->nbits; b++)
+		pf->bit[b] = (uint16_t)b;
+	for (size_t i = 0; i < l->n; i++) {
+		/* a regex's few literals share its bit as id (one report per scan);
+		 * a phrase list's many each get one of their own */
+		ids[i] = l->flags[i] & HS_FLAG_SINGLEMATCH ? l->ids[i] : pf->nbits + (unsigned)i;
+		pf->bit[pf->nbits + i] = (uint16_t)l->ids[i];
+		l->flags[i] |= HS_FLAG_SINGLEMATCH;
+	}
+	hs_error_t rc = hs_compile_lit_multi(l->s, l->flags, ids, l->len, (unsigned)l->n, HS_MODE_BLOCK, NULL, &db, &err);
+	free(ids);
+	if (rc != HS_SUCCESS) {
 		snprintf(p->error, sizeof(p->error), "@rx prefilter: Hyperscan cannot compile the literals: %s",
 			 err ? err->message : "?");
 		hs_free_compile_error(err);
 		return -1;
 	}
-	*out = db;
+	pf->hs = db;
 	if (hs_alloc_scratch(db, (hs_scratch_t **)&p->hs_scratch) != HS_SUCCESS) {
 		snprintf(p->error, sizeof(p->error), "@rx prefilter: Hyperscan scratch: out of memory");
 		return -1;
@@ -662,7 +678,8 @@ static int prefilter_build(struct crs_program *p)
 				struct crs_prefilter *pf = &p->pf[cr->chain];
 				if (!cr->multi_match && pf->nbits < UINT16_MAX - 1 && pm_prefilterable(cr)) {
 					cr->prefilter = (uint16_t)(1 + pf->nbits++);
-					litlist_add(&ll[cr->chain], cr->op.pm.v, cr->op.pm.len, cr->op.pm.n, cr->prefilter - 1u);
+					litlist_add(&ll[cr->chain], cr->op.pm.v, cr->op.pm.len, cr->op.pm.n, cr->prefilter - 1u,
+						    cr->op.pm.n > 16);
 					continue;
 				}
 				if (cr->op.kind != SL_OP_RX || !cr->op.re)
@@ -676,12 +693,12 @@ static int prefilter_build(struct crs_program *p)
 				AN(keep);
 				keep[nkeep++] = x;
 				cr->prefilter = (uint16_t)(1 + pf->nbits++);
-				litlist_add(&ll[cr->chain], x.s, x.len, x.n, cr->prefilter - 1u);
+				litlist_add(&ll[cr->chain], x.s, x.len, x.n, cr->prefilter - 1u, 0);
 				p->pf_rules++;
 			}
 	for (unsigned c = 0; c < p->nchains && rc == 0; c++)
 		if (ll[c].n)
-			rc = lit_compile(p, &ll[c], &p->pf[c].hs);
+			rc = lit_compile(p, &ll[c], &p->pf[c]);
 	for (unsigned c = 0; c < p->nchains; c++) {
 		struct litlist *l = &ll[c];
 		free(l->s);
@@ -757,8 +774,10 @@ void crs_program_free(struct crs_program *p)
 		free(p->phase[ph]);
 	}
 	seclang_free(&p->sl);
-	for (unsigned c = 0; p->pf && c < p->nchains; c++)
+	for (unsigned c = 0; p->pf && c < p->nchains; c++) {
 		hs_free_database(p->pf[c].hs);
+		free(p->pf[c].bit);
+	}
 	free(p->pf);
 	hs_free_scratch(p->hs_scratch);
 	free(p->chains);

@@ -66,6 +66,8 @@ struct crs_rule {
  * occurs in cannot match that rule's regex. */
 struct crs_prefilter {
 	void *hs;                  /* hs_database_t *, NULL when the chain has none */
+	uint16_t *bit;             /* literal id -> its rule's bit (ids are distinct: Hyperscan
+				    * compiles many literals sharing an id far slower) */
 	unsigned nbits;
 };
 
