@@ -1330,6 +1330,9 @@ int crs_eval_request(struct crs_txn *t, const struct crs_program *p, const struc
 		AN(hs_clone_scratch(p->hs_scratch, (hs_scratch_t **)&t->hs_scratch) == HS_SUCCESS);
 		t->hs_serial = p->serial;
 	}
+	/* a regex that gives up flags TX:MSC_PCRE_LIMITS_EXCEEDED (op_rx) */
+	pcre2_set_match_limit(t->match_ctx, p->pcre_match_limit ? p->pcre_match_limit : 10000000);
+	pcre2_set_depth_limit(t->match_ctx, p->pcre_depth_limit ? p->pcre_depth_limit : 10000000);
 	seccoll_reset(&t->coll);
 	sectx_reset(&t->tx);
 	rm_clear(t);

@@ -527,6 +527,10 @@ static void read_settings(struct crs_program *p)
 			p->body_access = strcasecmp(st->value, "On") == 0;
 		else if (strcasecmp(st->name, "SecRequestBodyNoFilesLimit") == 0)
 			p->body_limit = (size_t)strtoull(st->value, NULL, 10);
+		else if (strcasecmp(st->name, "SecPcreMatchLimit") == 0)
+			p->pcre_match_limit = (uint32_t)strtoul(st->value, NULL, 10);
+		else if (strcasecmp(st->name, "SecPcreMatchLimitRecursion") == 0)
+			p->pcre_depth_limit = (uint32_t)strtoul(st->value, NULL, 10);
 	}
 }
 

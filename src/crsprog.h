@@ -78,6 +78,9 @@ struct crs_program {
 	uint8_t engine;            /* SecRuleEngine, enum crs_engine (DetectionOnly if never set) */
 	uint8_t body_access;       /* SecRequestBodyAccess On */
 	size_t body_limit;         /* SecRequestBodyNoFilesLimit (bodies without files) */
+	uint32_t pcre_match_limit; /* SecPcreMatchLimit, SecPcreMatchLimitRecursion (PCRE2's
+				    * match and depth limits); 0: PCRE2's defaults */
+	uint32_t pcre_depth_limit;
 	struct crs_rule *phase[6]; /* [1..5]; markers are rules with kind SL_MARKER */
 	size_t nphase[6];
 	unsigned skipped;          /* rules dropped by the skip list */

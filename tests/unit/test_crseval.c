@@ -161,6 +161,38 @@ static void test_captures_and_macros(void)
 	CHECK(tx_is("ua", NULL) && tx_is("big", NULL));
 }
 
+/* The prefilter (rxlit literals and @pm phrases per chain) decides
+ * nothing a regex or phrase list would not: negation, captures, shared
+ * transformation results across chains. */
+static void test_prefilter(void)
+{
+	CHECK(load("SecRuleEngine On\n"
+		   "SecRule ARGS \"@rx union\\s+select\" \"id:50,phase:1,pass,t:none,t:lowercase,setvar:tx.u=+1\"\n"
+		   "SecRule ARGS \"!@rx union\" \"id:51,phase:1,pass,t:none,t:lowercase,setvar:tx.n=+1\"\n"
+		   "SecRule ARGS \"@pm foo bar\" \"id:52,phase:1,pass,capture,t:none,t:lowercase,setvar:tx.p=%{tx.0}\"\n"
+		   "SecRule ARGS \"@rx (sel)ect\" \"id:53,phase:1,pass,capture,t:none,t:urlDecodeUni,t:lowercase,setvar:tx.c=%{tx.1}\"\n"
+		   "SecRule ARGS \"@rx SELECT\" \"id:54,phase:1,pass,t:none,setvar:tx.s=+1\"\n") == 0);
+	run("GET", "/?q=UNION%20%20SELECT&r=hello&a=xBARx&b=%2553ELECT", NULL, NULL);
+	CHECK(tx_is("u", "1") && tx_is("n", "3") && tx_is("p", "bar") && tx_is("c", "sel") && tx_is("s", "1"));
+	run("GET", "/?r=hello", NULL, NULL);
+	CHECK(tx_is("u", NULL) && tx_is("n", "1") && tx_is("p", NULL) && tx_is("c", NULL) && tx_is("s", NULL));
+}
+
+/* SecPcreMatchLimit: a regex that gives up sets TX:MSC_PCRE_LIMITS_EXCEEDED. */
+static void test_pcre_limits(void)
+{
+	CHECK(load("SecRuleEngine On\nSecPcreMatchLimit 100\n"
+		   "SecRule ARGS \"@rx ^(\\w+\\s?)*$\" \"id:55,phase:1,pass,t:none\"\n"
+		   "SecRule TX:MSC_PCRE_LIMITS_EXCEEDED \"@eq 1\" \"id:56,phase:1,pass,setvar:tx.lim=1\"\n") == 0);
+	run("GET", "/?q=aaaaaaaaaaaaaaaaaa!", NULL, NULL);
+	CHECK(tx_is("lim", "1"));
+	CHECK(load("SecRuleEngine On\n"
+		   "SecRule ARGS \"@rx ^(\\w+\\s?)*$\" \"id:55,phase:1,pass,t:none\"\n"
+		   "SecRule TX:MSC_PCRE_LIMITS_EXCEEDED \"@eq 1\" \"id:56,phase:1,pass,setvar:tx.lim=1\"\n") == 0);
+	run("GET", "/?q=aaaaaaaaaaaaaaaaaa!", NULL, NULL);
+	CHECK(tx_is("lim", NULL));
+}
+
 static void test_engine_modes(void)
 {
 	CHECK(load("SecRuleEngine DetectionOnly\n"
@@ -299,6 +331,8 @@ int main(void)
 	test_skip_after_and_ctl();
 	test_multimatch();
 	test_captures_and_macros();
+	test_prefilter();
+	test_pcre_limits();
 	test_engine_modes();
 	test_bodies();
 	test_server_path();
