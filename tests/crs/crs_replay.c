@@ -5,7 +5,8 @@
  *   crs_replay [-s SKIPID]... [-b ROUNDS] CONF < requests
  *
  * -b: evaluate every request ROUNDS times and print only the mean time per
- * evaluation (bench/ uses it; no output per request).
+ * evaluation, with how many @rx operators the program has and how many of
+ * them the prefilter covers (bench/ uses it; no output per request).
  *
  * CONF is a SecLang file (its Includes are followed). The requests on
  * stdin are records "ID TAB LENGTH LF" followed by LENGTH bytes of a
@@ -196,7 +197,8 @@ int main(int argc, char **argv)
 		replay(&t, &p, line, raw.data, raw.len, &body);
 	}
 	if (bench_rounds)
-		printf("{\"evaluations\":%lu,\"mean_us\":%.2f}\n", bench_n, bench_n ? bench_us / (double)bench_n : 0.0);
+		printf("{\"evaluations\":%lu,\"mean_us\":%.2f,\"rx_rules\":%u,\"prefiltered\":%u}\n", bench_n,
+		       bench_n ? bench_us / (double)bench_n : 0.0, p.rx_rules, p.pf_rules);
 	crs_txn_free(&t);
 	crs_program_free(&p);
 	buf_free(&raw);
