@@ -341,9 +341,9 @@ def test_non_root_master_ignores_user(sluice_bin, public_dir, demo):
         H.wait_for(lambda: len(H.children_of(p.pid)) == 1, 5.0, what="the worker")
         assert ids(H.children_of(p.pid)[0])[0] == [NOBODY.pw_uid] * 4
         assert H.http_request(port).status == 200
-        log = H.read_text(os.path.join(public_dir, "error.log"))
-        assert re.search(r"\[warn\] master: user: daemon ignored: the master is not root \(uid %d\), "
-                         r"and neither are its workers" % NOBODY.pw_uid, log), log
+        H.wait_log(os.path.join(public_dir, "error.log"),
+                   r"\[warn\] master: user: daemon ignored: the master is not root \(uid %d\), "
+                   r"and neither are its workers" % NOBODY.pw_uid)
     finally:
         H.kill_popen(p)
 
