@@ -7,6 +7,7 @@
 #include "crseval.h"
 #include "httpmsg.h"
 #include "inspect_api.h"
+#include "luaprim.h"
 #include "objcache.h"
 #include "util.h"
 
@@ -259,15 +260,7 @@ static int crs_rules(lua_State *L)
 void crs_lua_open(lua_State *L)
 {
 	static const luaL_Reg methods[] = { { "eval", crs_eval }, { "tx", crs_tx }, { "rules", crs_rules }, { NULL, NULL } };
-	luaL_newmetatable(L, CRS_MT);
-	lua_newtable(L);
-	luaL_setfuncs(L, methods, 0);
-	lua_setfield(L, -2, "__index");
-	lua_pushcfunction(L, crs_gc);
-	lua_setfield(L, -2, "__gc");
-	lua_pushstring(L, CRS_MT);
-	lua_setfield(L, -2, "__name");
-	lua_pop(L, 1);
+	luaprim_new_mt(L, CRS_MT, methods, crs_gc);
 	lua_pushcfunction(L, crs_new);
 	lua_setfield(L, -2, "crs");
 }

@@ -528,7 +528,7 @@ static int l_lower(lua_State *L) { return one_step(L, XF_LOWER); }
 static int l_compress_ws(lua_State *L) { return one_step(L, XF_COMPRESS_WS); }
 static int l_b64decode(lua_State *L) { return one_step(L, XF_B64DECODE); }
 
-static void new_mt(lua_State *L, const char *name, const luaL_Reg *methods, lua_CFunction gc)
+void luaprim_new_mt(lua_State *L, const char *name, const luaL_Reg *methods, lua_CFunction gc)
 {
 	luaL_newmetatable(L, name);
 	lua_newtable(L);
@@ -562,9 +562,9 @@ void luaprim_open(lua_State *L)
 			pcre2_set_depth_limit(match_ctx, REGEX_DEPTH_LIMIT);
 		}
 	}
-	new_mt(L, REGEX_MT, regex_m, regex_gc);
-	new_mt(L, MULTI_MT, multi_m, multi_gc);
-	new_mt(L, CIDRS_MT, cidrs_m, cidrs_gc);
+	luaprim_new_mt(L, REGEX_MT, regex_m, regex_gc);
+	luaprim_new_mt(L, MULTI_MT, multi_m, multi_gc);
+	luaprim_new_mt(L, CIDRS_MT, cidrs_m, cidrs_gc);
 	luaL_setfuncs(L, funcs, 0);
 }
 

@@ -6,6 +6,7 @@
 #ifndef SLUICE_LUAPRIM_H
 #define SLUICE_LUAPRIM_H
 
+#include <lauxlib.h>
 #include <lua.h>
 
 /* Register the primitives' metatables and set them as fields of the table
@@ -19,5 +20,8 @@ void luaprim_cache_begin(void);
 void luaprim_cache_end(void);
 /* Release the per-process scratch (Hyperscan scratch, transform buffer). */
 void luaprim_close(void);
+/* A primitive object's metatable NAME: METHODS as __index, GC as __gc, NAME
+ * as __name (left off the stack). */
+void luaprim_new_mt(lua_State *L, const char *name, const luaL_Reg *methods, lua_CFunction gc);
 
 #endif
