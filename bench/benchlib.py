@@ -9,6 +9,7 @@ wrk: output parsing. Reports: the static nginx origin, machine facts, and
 bench/results/latest/ (one <name>.md/.png/.src per scenario + report.md).
 """
 import datetime
+import json
 import os
 import platform
 import re
@@ -142,6 +143,29 @@ def stop(p, grace=10.0):
     if p in STARTED:
         STARTED.remove(p)
     return p.returncode
+
+
+def fortio_result(path, r, out):
+    """fortio's -json output at PATH into the run record R: p50/p90/p99, avg and
+    max (ms), count, ok (200s), errors, actual_qps; a missing or unreadable
+    result, or answers other than 200, as R's problems (OUT: fortio's output,
+    for the message)."""
+    try:
+        with open(path) as f:
+            j = json.load(f)
+        h = j["DurationHistogram"]
+        pct = {p["Percentile"]: p["Value"] * 1e3 for p in h.get("Percentiles") or []}
+        codes = j.get("RetCodes") or {}
+        ok = int(codes.get("200", 0))
+        r.update(p50=pct.get(50), p90=pct.get(90), p99=pct.get(99), avg=h.get("Avg", 0) * 1e3,
+                 max=h.get("Max", 0) * 1e3, count=h.get("Count", 0), ok=ok, errors=h.get("Count", 0) - ok,
+                 actual_qps=j.get("ActualQPS"))
+        if not ok:
+            r["problems"].append("fortio got no 200 answer")
+        elif r["errors"]:
+            r["problems"].append(f"{r['errors']} answers other than 200: {codes}")
+    except (OSError, ValueError, KeyError) as e:
+        r["problems"].append(f"no fortio result ({e!r}): {out.strip()[-200:]}")
 
 
 def run_main(main, prog):

@@ -778,22 +778,7 @@ def run_fortio(setup, target, rnd, c, q, headers, d, seconds=None, raw=True):
     write(base + ".txt", shlex.join(cmd).replace(ua, "<UA: crs/request-get.http>") + "\n" + out)
     r = {"target": target, "round": rnd + 1, "c": c, "qps": q, "raw": os.path.relpath(base + ".json", d),
          "problems": []}
-    try:
-        with open(base + ".json") as f:
-            j = json.load(f)
-        h = j["DurationHistogram"]
-        pct = {p["Percentile"]: p["Value"] * 1e3 for p in h.get("Percentiles") or []}
-        codes = j.get("RetCodes") or {}
-        ok = int(codes.get("200", 0))
-        r.update(p50=pct.get(50), p90=pct.get(90), p99=pct.get(99), avg=h.get("Avg", 0) * 1e3,
-                 max=h.get("Max", 0) * 1e3, count=h.get("Count", 0), ok=ok, errors=h.get("Count", 0) - ok,
-                 actual_qps=j.get("ActualQPS"))
-        if not ok:
-            r["problems"].append("fortio got no 200 answer")
-        elif r["errors"]:
-            r["problems"].append(f"{r['errors']} answers other than 200: {codes}")
-    except (OSError, ValueError, KeyError) as e:
-        r["problems"].append(f"no fortio result ({e!r}): {out.strip()[-200:]}")
+    benchlib.fortio_result(base + ".json", r, out)
     r.update(cpu_figures(s0, s1, r.get("count") or 0))
     # fortio paces each connection at Q/C per second and catches up after a slow answer,
     # so it only falls short when the server cannot serve Q per second
