@@ -280,7 +280,6 @@ struct crs_tlist {
 };
 
 struct build {
-	struct crs_txn *t;
 	struct crs_tlist *L;
 	const char *vname;
 	size_t vlen;
@@ -370,7 +369,7 @@ static void build_targets(struct crs_txn *t, const struct crs_rule *cr)
 	t->cur = L;
 	for (size_t i = 0; i < r->ntargets; i++) {
 		const struct sl_target *tg = &r->targets[i];
-		struct build bd = { .t = t, .L = L, .vname = seclang_var_name((enum sl_var)tg->var), .exclude = tg->exclude };
+		struct build bd = { .L = L, .vname = seclang_var_name((enum sl_var)tg->var), .exclude = tg->exclude };
 		bd.vlen = strlen(bd.vname);
 		struct selector sel = { .kind = tg->sel_kind, .name = tg->sel, .nlen = tg->sel ? strlen(tg->sel) : 0,
 					.re = cr->sel_re[i], .md = t->match_data };
