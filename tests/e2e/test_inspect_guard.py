@@ -89,12 +89,15 @@ def cpu_ns(pid):
 def calibrate(s, port, worker):
     """Loop iterations that cost about CALL_CPU_US of the worker's CPU time,
     read from the worker's own CPU clock (not wall time: the machine may be
-    busy with other things)."""
-    probe, calls = 200000, 10
+    busy with other things). A probe call stays far below the 5 ms budget even
+    in a sanitizer build and on a cold first call: a probe the guard stopped
+    would both skew the figure and count as a guard error."""
+    probe, calls = 40000, 25
     t0 = cpu_ns(worker)
     for k in range(calls):
         assert ev(s, loop_code(probe), path="/calibrate%d" % k, port=port).status == 200
     per_iter_ns = (cpu_ns(worker) - t0) / (calls * probe)
+    assert guard_errors(s) == 0, "a calibration call was stopped by the guard: %s" % H.read_text(s.error_log)
     return max(1000, int(CALL_CPU_US * 1000 / per_iter_ns))
 
 
