@@ -41,7 +41,7 @@ WARN     = -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototyp
 # CRLF) a proxy must not be lenient about. Our code sees the same define.
 LLHTTP_DEFS = -DLLHTTP_STRICT_MODE=1
 CFLAGS_BASE = -std=c11 $(O) -g $(WARN) -D_GNU_SOURCE $(LLHTTP_DEFS) $(STATS_DEF) $(TLS_CFLAGS) -I/usr/share/include/llhttp -I/usr/include/lua5.4 -I/usr/include/libxml2 -Isrc
-LIBS_BASE = -luv -lcyaml -lyaml $(TLS_LIBS) -llua5.4 -lpcre2-8 -lhs -lnghttp2 -lxml2 $(INJ_LIBS) -lpthread -lm
+LIBS_BASE = -luv -lhiredis -lcyaml -lyaml $(TLS_LIBS) -llua5.4 -lpcre2-8 -lhs -lnghttp2 -lxml2 $(INJ_LIBS) -lpthread -lm
 # STATS=0 compiles the statistics calls out (for measuring what they cost:
 # make bench-stats); never for production.
 STATS ?= 1
@@ -85,9 +85,9 @@ UNIT_BIN = $(patsubst tests/unit/%.c,$(BUILD)/unit/%,$(UNIT_SRC))
 
 DEB_BUILD_PKGS = gcc make pkg-config openssl libuv1-dev node-llhttp libssl-dev cmake libclang-dev \
                  liblua5.4-dev libjemalloc-dev libcyaml-dev libyaml-dev libpcre2-dev libhyperscan-dev libnghttp2-dev \
-                 libxml2-dev modsecurity-crs
+                 libxml2-dev modsecurity-crs libhiredis-dev
 DEB_TEST_PKGS  = curl wrk haproxy nginx nghttp2-client python3-h2 openssl python3 python3-pip python3-prometheus-client chromium \
-                 logrotate systemd tomcat10 modsecurity-crs apache2 libapache2-mod-security2
+                 logrotate systemd tomcat10 modsecurity-crs apache2 libapache2-mod-security2 redis-server
 
 .PHONY: all run test unit e2e e2e-tls asan test-asan fuzz fuzz-smoke soak valgrind deps test-deps bench bench-smoke bench-offload bench-inspection bench-churn \
         bench-throughput bench-memory bench-reuse bench-core bench-persist bench-tls bench-h2 bench-identity bench-stats bench-crs \
@@ -262,6 +262,13 @@ bench-tls: all
 bench-h2: all
 	BUILD=$(BUILD) sh bench/h2.sh
 
+# 1 vs 2 sluice instances behind HAProxy in TCP mode with PROXY v2 (issue 23):
+# CPU per request per instance, TLS churn and keepalive, and what a rate limit
+# costs per request with store: local and store: redis (docs/bench/tier.md).
+.PHONY: bench-tier
+bench-tier: all
+	BUILD=$(BUILD) sh bench/tier.sh
+
 # Header-only vs PROXY v2 identity: req/s and backend connection reuse with
 # 1,000 clients from distinct 127.x addresses (bench/srcload.c).
 $(BUILD)/srcload: bench/srcload.c $(BUILD)/.flags
@@ -337,6 +344,8 @@ install: $(INSTALL_BIN)
 	  chmod 0644 $(DESTDIR)/etc/sluice/sluice.yaml && echo "installed $(DESTDIR)/etc/sluice/sluice.yaml"; fi
 	sed -e 's|/usr/sbin/sluice|$(PREFIX)/sbin/sluice|g' -e 's|/usr/share/doc/sluice|$(I_DOC)|g' conf/systemd/sluice.service \
 	  > $(DESTDIR)$(SYSTEMD_UNIT_DIR)/sluice.service && chmod 0644 $(DESTDIR)$(SYSTEMD_UNIT_DIR)/sluice.service
+	sed -e 's|/usr/share/doc/sluice|$(I_DOC)|g' conf/systemd/sluice.socket \
+	  > $(DESTDIR)$(SYSTEMD_UNIT_DIR)/sluice.socket && chmod 0644 $(DESTDIR)$(SYSTEMD_UNIT_DIR)/sluice.socket
 	install -m 0644 conf/logrotate/sluice $(DESTDIR)/etc/logrotate.d/sluice
 
 # make deb: DEB_OUT/sluice_<version>_<arch>.deb with dpkg-deb (conf/deb/).

@@ -12,7 +12,9 @@
 #include "log.h"
 #include "shm.h"
 #include "cfg.h"
+#include "ratelimit.h"
 #include "routestats.h"
+#include "shdict.h"
 #include "stats.h"
 #include "upstream.h"
 #include "worker.h"
@@ -137,6 +139,9 @@ static void metrics_routes(struct buf *out)
 			     "(none: ended without a response)", RS_1XX, RS_NONE, v);
 	metrics_route_family(out, "route_response_bytes_total", "Response bytes sent for the route's requests",
 			     RS_BYTES_OUT, RS_BYTES_OUT, v);
+	metrics_route_family(out, "route_rate_limited_total", "The route's requests its rate_limit answered "
+			     "(429; 503 when the limit's store failed and on_store_error is deny)",
+			     RS_RATE_LIMITED, RS_RATE_LIMITED, v);
 	free(v);
 }
 
@@ -216,12 +221,21 @@ void admin_metrics(struct buf *out)
 				    (unsigned long long)hs->count);
 		}
 	}
+	uint32_t drain = atomic_load(&shm->drain);
+	buf_appendf(out, "# HELP sluice_ready 1 while the instance is ready for traffic (GET /ready answers 200)\n"
+		    "# TYPE sluice_ready gauge\nsluice_ready %d\n"
+		    "# HELP sluice_draining 1 for each cause that makes the instance not ready\n"
+		    "# TYPE sluice_draining gauge\nsluice_draining{cause=\"admin\"} %d\n"
+		    "sluice_draining{cause=\"stop\"} %d\n", drain == 0, !!(drain & SHM_DRAIN_ADMIN),
+		    !!(drain & SHM_DRAIN_STOP));
 	buf_appendf(out, "# HELP sluice_inspect_enabled 1 when the inspection hook is switched on\n"
 		    "# TYPE sluice_inspect_enabled gauge\nsluice_inspect_enabled %d\n", atomic_load(&shm->inspect_on));
 	buf_append_str(out, "# HELP sluice_inspect_tag_total Requests carrying an inspection rule tag, by the request's outcome\n"
 			    "# TYPE sluice_inspect_tag_total counter\n");
 	stats_tags_each(metrics_tag, out);
 	metrics_routes(out);
+	ratelimit_metrics(out);
+	shdict_metrics(out);
 	free(sums);
 }
 
@@ -230,6 +244,15 @@ void admin_metrics(struct buf *out)
 static void json_str(struct buf *out, const char *s)
 {
 	buf_append_json(out, s, strlen(s));
+}
+
+/* ,"ready":B,"draining":[its causes] */
+static void readiness_json(struct buf *out)
+{
+	uint32_t d = atomic_load(&shm->drain);
+	int admin = !!(d & SHM_DRAIN_ADMIN), stop = !!(d & SHM_DRAIN_STOP);
+	buf_appendf(out, ",\"ready\":%s,\"draining\":[%s%s%s]", d ? "false" : "true", admin ? "\"admin\"" : "",
+		    admin && stop ? "," : "", stop ? "\"stop\"" : "");
 }
 
 static void json_figures(struct buf *out, const struct stats_sum *s)
@@ -300,7 +323,9 @@ void admin_status(struct buf *out)
 	buf_appendf(out, "{\"version\":\"%s\",\"master_pid\":%d,\"uptime_s\":%lld,\"config\":", SLUICE_VERSION,
 		    (int)atomic_load(&shm->master_pid), (long long)(time(NULL) - atomic_load(&shm->started)));
 	json_str(out, cfg->path);
-	buf_appendf(out, ",\"inspect\":\"%s\",\"workers\":[", atomic_load(&shm->inspect_on) ? "on" : "off");
+	readiness_json(out);
+	buf_appendf(out, ",\"inspect\":\"%s\",\"instances\":%u,\"workers\":[",
+		    atomic_load(&shm->inspect_on) ? "on" : "off", W->cfg->instances);
 	int first = 1;
 	for (int w = 0; w < SHM_MAX_WORKERS; w++) {
 		pid_t pid = atomic_load(&shm->workers[w].pid);
@@ -384,12 +409,14 @@ void admin_status(struct buf *out)
 			buf_appendf(out, ",\"ejected\":%s,\"queued\":%u", upstream_server_ejected(srv) ? "true" : "false",
 				    shm_get(srv->slot, SHM_WAITING));
 			buf_appendf(out, ",\"health\":\"%s\",\"admin\":\"%s\",\"backup\":%s,\"weight\":%u,"
-				    "\"effective_weight\":%.2f,\"max_connections\":%u,\"connections\":%u,"
+				    "\"effective_weight\":%.2f,\"max_connections\":%u,\"tier_max_connections\":%u,"
+				    "\"connections\":%u,"
 				    "\"busy\":%lld,\"idle\":%lld,\"connection_reuse\":%.4f,",
 				    atomic_load(&sl->up) ? "up" : "down", admin_state_name(atomic_load(&sl->admin)),
 				    srv->cfg->backup ? "true" : "false", upstream_server_weight(srv),
 				    upstream_server_eweight(srv) / (double)LB_SCALE,
-				    upstream_server_max_conns(srv), shm_get(srv->slot, SHM_CONNS),
+				    upstream_server_max_conns(srv), upstream_server_tier_max_conns(srv),
+				    shm_get(srv->slot, SHM_CONNS),
 				    (long long)s->gauge[GAUGE_BCONN_BUSY], (long long)s->gauge[GAUGE_BCONN_IDLE],
 				    reqs ? (double)s->c[STAT_BCONN_REUSED] / (double)reqs : 0.0);
 			json_figures(out, s);
@@ -474,6 +501,29 @@ static int control(const char *path, size_t plen, const struct buf *body, char *
 		snprintf(msg, cap, "inspect %s\n", on ? "on" : "off");
 		return 200;
 	}
+	if (k == 1 && (seg_is(seg[0], len[0], "drain") || seg_is(seg[0], len[0], "ready"))) {
+		/* Instance-wide, in shared memory: every worker's monitor_uri
+		 * and /ready follow, and listeners go on serving, so that the
+		 * balancer in front takes the instance out in its own time.
+		 * Kept across reloads. A stop's own cause is not the admin's
+		 * to clear. */
+		if (seg[0][0] == 'd') {
+			uint32_t was = atomic_fetch_or(&shm->drain, SHM_DRAIN_ADMIN);
+			if (!(was & SHM_DRAIN_ADMIN))
+				log_warn("admin: drain: GET /ready and monitor_uri answer 503 until POST /ready");
+			snprintf(msg, cap, "draining: /ready and monitor_uri answer 503; listeners keep serving\n");
+			return 200;
+		}
+		uint32_t was = atomic_fetch_and(&shm->drain, ~(uint32_t)SHM_DRAIN_ADMIN);
+		if (was & SHM_DRAIN_ADMIN)
+			log_warn("admin: ready: drain undone");
+		if (was & SHM_DRAIN_STOP) {
+			snprintf(msg, cap, "stopping: the instance stays not ready\n");
+			return 409;
+		}
+		snprintf(msg, cap, "ready\n");
+		return 200;
+	}
 	if (k == 1 && seg_is(seg[0], len[0], "reload")) {
 		log_warn("admin: reload requested");
 		/* A worker that gave up root may not signal a root master
@@ -543,7 +593,7 @@ static int control(const char *path, size_t plen, const struct buf *body, char *
 		return 404;
 	}
 	snprintf(msg, cap, "unknown control (POST /servers/<backend>/<server>/{enable,disable,drain,"
-		 "max_connections,weight}, /inspect/{on,off}, /reload)\n");
+		 "max_connections,weight}, /inspect/{on,off}, /reload, /drain, /ready)\n");
 	return 404;
 }
 
@@ -560,7 +610,9 @@ static const char *status_text(int s)
 	case 401: return "Unauthorized";
 	case 404: return "Not Found";
 	case 405: return "Method Not Allowed";
+	case 409: return "Conflict";
 	case 413: return "Content Too Large";
+	case 503: return "Service Unavailable";
 	default:  return "Error";
 	}
 }
@@ -638,14 +690,17 @@ static void handle(struct admin_conn *c)
 		respond_text(c, 413, "control bodies are at most 4096 bytes\n");
 		return;
 	}
+	int is_ready = pl == 6 && memcmp(url, "/ready", 6) == 0;
 	/* The page itself holds no data and a browser cannot attach a token
-	 * to a navigation: it asks for the token and sends it on every fetch. */
-	if (!(is_page && (m == HTTP_GET || m == HTTP_HEAD)) && !authorized(c)) {
+	 * to a navigation: it asks for the token and sends it on every fetch.
+	 * GET /ready says only "ready" or "draining", to balancers' health
+	 * checks, which often cannot send a header. */
+	if (!((is_page || is_ready) && (m == HTTP_GET || m == HTTP_HEAD)) && !authorized(c)) {
 		respond_text(c, 401, "missing or wrong token (Authorization: Bearer <admin.token>)\n");
 		return;
 	}
 	int is_control = (pl >= 9 && memcmp(url, "/servers/", 9) == 0) || (pl >= 9 && memcmp(url, "/inspect/", 9) == 0) ||
-			 (pl == 7 && memcmp(url, "/reload", 7) == 0);
+			 (pl == 7 && memcmp(url, "/reload", 7) == 0) || (pl == 6 && memcmp(url, "/drain", 6) == 0);
 	if ((m == HTTP_GET || m == HTTP_HEAD) && is_control) {
 		respond_text(c, 405, "controls are POST only\n");
 		return;
@@ -658,10 +713,13 @@ static void handle(struct admin_conn *c)
 		} else if (pl == 7 && memcmp(url, "/status", 7) == 0) {
 			admin_status(&body);
 			respond(c, 200, "application/json", body.data, body.len);
+		} else if (is_ready) {
+			int ready = worker_ready(NULL);
+			respond_text(c, ready ? 200 : 503, ready ? "ready\n" : "draining\n");
 		} else if (is_page) {
 			respond(c, 200, "text/html; charset=utf-8", admin_dashboard_html, strlen(admin_dashboard_html));
 		} else {
-			respond_text(c, 404, "not found (GET /metrics, /status, /; POST controls)\n");
+			respond_text(c, 404, "not found (GET /metrics, /status, /ready, /; POST controls)\n");
 		}
 		buf_free(&body);
 		return;

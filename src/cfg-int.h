@@ -119,8 +119,17 @@ struct y_respond {
 	char *status, *body, *body_file, *content_type;
 };
 
+struct y_rate_limit {
+	char *key, *rate, *burst, *store, *on_store_error;
+};
+
+struct y_redis {
+	char *address, *timeout, *connect_timeout, *password, *db;
+};
+
 struct y_route {
 	char *name, *backend, *inspect, *response_timeout, *max_body_size;
+	struct y_rate_limit *rate_limit;
 	struct y_inspect *inspect_override;
 	struct y_match *match;
 	struct y_redirect *redirect;
@@ -141,7 +150,7 @@ struct y_http2 {
 
 struct y_listener {
 	char *name, *address, *backlog, *backend, *headers_with_underscores;
-	char *h2c;
+	char *h2c, *monitor_uri;
 	char **protocols;
 	unsigned protocols_count;
 	struct y_http2 *http2;
@@ -153,15 +162,16 @@ struct y_listener {
 	unsigned accept_proxy_from_count;
 	char **trusted_forwarders;
 	unsigned trusted_forwarders_count;
+	struct y_rate_limit *rate_limit;
 };
 
 struct y_timeouts {
-	char *client_header, *client_keepalive, *client_body, *client_send, *drain;
+	char *client_header, *client_keepalive, *client_body, *client_send, *drain, *drain_notice;
 };
 
 struct y_limits {
 	char *max_request_line, *max_header_size, *max_headers;
-	char *max_body_size, *max_connections;
+	char *max_body_size, *max_connections, *rate_limit_entries;
 };
 
 struct y_admin {
@@ -169,13 +179,14 @@ struct y_admin {
 };
 
 struct y_root {
-	char *workers, *error_log, *access_log, *access_log_format, *pid_file;
+	char *workers, *instances, *error_log, *access_log, *access_log_format, *pid_file;
 	char *syslog_facility;
 	char *user, *group;
-	char *inspection, *lua_memory_max;
+	char *inspection, *lua_memory_max, *lua_shared_memory;
 	struct y_admin *admin;
 	struct y_timeouts *timeouts;
 	struct y_limits *limits;
+	struct y_redis *redis;
 	struct y_listener *listeners;
 	unsigned listeners_count;
 	struct y_backend *backends;
@@ -310,5 +321,11 @@ int cfg_conv_routes(struct cfg_load *ld, const char *pre, const struct y_listene
 		    struct cfg_listener *l);
 void cfg_resolve_routes(struct cfg_load *ld, const char *pre, struct cfg *c, struct cfg_listener *l);
 void cfg_free_routes(struct cfg_listener *l);
+/* cfg_route.c: a rate_limit mapping (a listener's, a route's), the
+ * top-level redis mapping (pass 3), and their cross checks (pass 4). */
+void cfg_conv_rate_limit(struct cfg_load *ld, const char *pre, const struct y_rate_limit *y,
+			 struct cfg_rate_limit *rl, int route);
+void cfg_conv_redis(struct cfg_load *ld, const struct y_redis *y, struct cfg_redis *r);
+void cfg_link_rate_limits(struct cfg_load *ld, const char *pre, const struct cfg *c, struct cfg_listener *l);
 
 #endif

@@ -16,6 +16,8 @@
 
 #define CFG_NAME_MAX 64
 #define CFG_MAX_LISTENERS 32
+#define CFG_MONITOR_URI_MAX 256
+#define CFG_DRAIN_NOTICE_MAX_MS 600000u
 #define CFG_MAX_BACKENDS 64
 #define CFG_MAX_SERVERS 256 /* per backend */
 
@@ -253,6 +255,47 @@ enum cfg_route_action {
 	CFG_ROUTE_RESPOND,
 };
 
+/* A native rate limit (docs/config.md "rate_limit"): GCRA, i.e. a token
+ * bucket of BURST requests refilled at one per INTERVAL_US. */
+enum cfg_rl_key {
+	CFG_RL_CLIENT,          /* the client's address (after PROXY protocol) */
+	CFG_RL_HEADER,          /* a request header's first value */
+	CFG_RL_COOKIE,          /* a cookie's first value */
+};
+
+enum cfg_rl_store {
+	CFG_RL_LOCAL,           /* shared memory: exact across this instance's workers */
+	CFG_RL_REDIS,           /* the top-level redis: one Redis for every instance */
+};
+
+struct cfg_rate_limit {
+	int mode;                       /* CFG_RL_INHERIT (a route without one), _OFF, _ON */
+	enum cfg_rl_key key;
+	char key_name[128];             /* header or cookie name */
+	uint64_t interval_us;           /* 1 / rate */
+	uint32_t burst;                 /* requests at once, >= 1 */
+	enum cfg_rl_store store;
+	int on_store_error_deny;        /* redis unreachable or late: 1 = 503, 0 = allow (default) */
+	char scope[2 * CFG_NAME_MAX];   /* "listener" or "listener/route": whose counters (set at link) */
+	uint64_t scope_hash;            /* of scope: seeds the key hashes, so limits never share state */
+	int line, col;                  /* of the mapping */
+};
+#define CFG_RL_INHERIT 0
+#define CFG_RL_OFF     1
+#define CFG_RL_ON      2
+
+/* The Redis that `store: redis` limits share (top-level `redis:`). */
+struct cfg_redis {
+	int enabled;                    /* 1 when the mapping is present */
+	char address[256];              /* "host:port" as written, or a unix socket path */
+	int unix_socket;                /* address is a path */
+	struct cfg_addr addr;           /* host:port, resolved at load */
+	uint32_t timeout_ms;            /* per decision, default 50 */
+	uint32_t connect_timeout_ms;    /* default 1000 */
+	char password[256];             /* AUTH; "" = none */
+	uint32_t db;                    /* SELECT, default 0 */
+};
+
 struct cfg_route {
 	char name[CFG_NAME_MAX];
 	int line, col;                  /* of the entry, for messages */
@@ -291,6 +334,7 @@ struct cfg_route {
 	struct cfg_inspect *inspect_override; /* another script or mode for this route, or NULL */
 	uint32_t response_timeout_ms;   /* 0 = the backend's */
 	uint64_t max_body_size;         /* UINT64_MAX = limits.max_body_size; 0 = unlimited */
+	struct cfg_rate_limit rate_limit; /* mode CFG_RL_INHERIT: the listener's */
 };
 
 struct cfg_listener {
@@ -317,8 +361,12 @@ struct cfg_listener {
 	uint32_t h2_max_streams;        /* http2.max_concurrent_streams, default 100 */
 	uint32_t h2_window;             /* http2.initial_window_size: per-stream receive window, default 65535 */
 	struct cfg_inspect inspect;
+	/* A request whose path is this is answered by sluice itself, 200 or 503
+	 * by readiness (HAProxy's monitor-uri); "" = none. */
+	char monitor_uri[CFG_MONITOR_URI_MAX];
 	struct cfg_route *routes;       /* in order: the first that matches wins */
 	unsigned nroutes;
+	struct cfg_rate_limit rate_limit; /* mode CFG_RL_INHERIT: none */
 };
 
 struct cfg_timeouts {
@@ -327,6 +375,9 @@ struct cfg_timeouts {
 	uint32_t client_body_ms;        /* between body reads, default 30000 */
 	uint32_t client_send_ms;        /* client must accept response bytes within, default 60000 */
 	uint32_t drain_ms;              /* graceful stop/reload budget, default 10000 */
+	/* Not ready (GET /ready, monitor_uri: 503) but still accepting, before a
+	 * stop or a reload that removes a listener closes sockets; default 0 */
+	uint32_t drain_notice_ms;
 };
 
 struct cfg_limits {
@@ -335,6 +386,7 @@ struct cfg_limits {
 	uint32_t max_headers;           /* count, default 100 -> 431 */
 	uint64_t max_body_size;         /* 0 = unlimited, else 413 */
 	uint32_t max_connections;       /* client conns per worker, default 100000 */
+	uint32_t rate_limit_entries;    /* keys the instance-wide rate limit table holds, default 65536 */
 };
 
 enum cfg_log_format {
@@ -353,12 +405,16 @@ struct cfg_admin {
 struct cfg {
 	char path[512];                 /* file it was read from */
 	unsigned workers;               /* default: number of online CPUs */
+	/* sluice instances in the tier that share these backends: each
+	 * server's max_connections is the tier's total, divided by this */
+	uint32_t instances;
 	char error_log[512];            /* "stderr" or a file path, default stderr */
 	char access_log[512];           /* "stderr", "off" or a file path, default stderr */
 	enum cfg_log_format access_log_format;
 	struct cfg_admin admin;
 	int inspection;                 /* the live inspection switch at start/reload, default on */
 	uint64_t lua_memory_max;        /* bytes per worker Lua state, default 64 MiB */
+	uint64_t lua_shared_memory;     /* bytes of sluice.shared, instance-wide (shdict.h) */
 	char pid_file[512];             /* "" = none */
 	char syslog_facility[16];       /* for logs set to "syslog": daemon (default), user, local0..7 */
 	char user[CFG_NAME_MAX];        /* workers' account; "" = unset (a root master refuses) */
@@ -367,6 +423,7 @@ struct cfg {
 	gid_t gid;
 	struct cfg_timeouts timeouts;
 	struct cfg_limits limits;
+	struct cfg_redis redis;
 	struct cfg_listener *listeners;
 	unsigned nlisteners;
 	struct cfg_backend *backends;

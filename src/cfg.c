@@ -41,6 +41,8 @@
 #include "cfg-int.h"
 #include "inspect.h"
 #include "privs.h"
+#include "shdict.h"
+#include "ratelimit.h"
 
 #define CFG_FILE_MAX (4u << 20) /* refuse larger files: surely not a config */
 #define CFG_DEPTH_MAX 32        /* deepest nesting the scanner accepts */
@@ -470,12 +472,15 @@ static int conv_root(struct cfg_load *ld, const struct y_root *y, struct cfg *c)
 	c->limits.max_headers = 100;
 	c->limits.max_body_size = 0;
 	c->limits.max_connections = 100000;
+	c->limits.rate_limit_entries = 65536;
 
 	{
 		uint32_t w = c->workers;
 		cfg_conv_uint(ld, "workers", y->workers, 1, CFG_WORKERS_MAX, &w);
 		c->workers = w;
 	}
+	c->instances = 1;
+	cfg_conv_uint(ld, "instances", y->instances, 1, 1024, &c->instances);
 	cfg_conv_str(ld, "error_log", y->error_log, 0, c->error_log, sizeof(c->error_log));
 	if (strcmp(c->error_log, "off") == 0)
 		cfg_err_at(ld, "error_log", AT_VALUE, "cannot be off (use stderr or a file path)");
@@ -511,6 +516,9 @@ static int conv_root(struct cfg_load *ld, const struct y_root *y, struct cfg *c)
 	c->lua_memory_max = 64u << 20;
 	cfg_conv_size(ld, "lua_memory_max", y->lua_memory_max, 1u << 20, 1ull << 40, &c->lua_memory_max);
 	ld->lua_memory_max = c->lua_memory_max;
+	c->lua_shared_memory = SHDICT_SIZE_DEFAULT;
+	cfg_conv_size(ld, "lua_shared_memory", y->lua_shared_memory, SHDICT_SIZE_MIN, SHDICT_SIZE_MAX,
+		      &c->lua_shared_memory);
 	if (y->admin != NULL) {
 		c->admin.enabled = 1;
 		if (y->admin->address != NULL)
@@ -531,6 +539,11 @@ static int conv_root(struct cfg_load *ld, const struct y_root *y, struct cfg *c)
 		cfg_conv_duration(ld, "timeouts.client_send", t->client_send, 1,
 				  &c->timeouts.client_send_ms);
 		cfg_conv_duration(ld, "timeouts.drain", t->drain, 0, &c->timeouts.drain_ms);
+		cfg_conv_duration(ld, "timeouts.drain_notice", t->drain_notice, 0, &c->timeouts.drain_notice_ms);
+		/* Minutes where seconds were meant would hold every stop that long. */
+		if (c->timeouts.drain_notice_ms > CFG_DRAIN_NOTICE_MAX_MS)
+			cfg_err_at(ld, "timeouts.drain_notice", AT_VALUE, "%ums is too long (at most 10m): a stop "
+				   "waits this long before it closes the listeners", (unsigned)c->timeouts.drain_notice_ms);
 	}
 	if (y->limits != NULL) {
 		const struct y_limits *m = y->limits;
@@ -544,8 +557,12 @@ static int conv_root(struct cfg_load *ld, const struct y_root *y, struct cfg *c)
 			      &c->limits.max_body_size);
 		cfg_conv_uint(ld, "limits.max_connections", m->max_connections, 1, UINT32_MAX,
 			      &c->limits.max_connections);
+		cfg_conv_uint(ld, "limits.rate_limit_entries", m->rate_limit_entries, RL_ENTRIES_MIN,
+			      RL_ENTRIES_MAX, &c->limits.rate_limit_entries);
 	}
 
+	if (y->redis != NULL)
+		cfg_conv_redis(ld, y->redis, &c->redis);
 	c->backends = calloc(y->backends_count, sizeof(*c->backends));
 	c->listeners = calloc(y->listeners_count, sizeof(*c->listeners));
 	if (c->backends == NULL || c->listeners == NULL)
@@ -556,6 +573,16 @@ static int conv_root(struct cfg_load *ld, const struct y_root *y, struct cfg *c)
 		path_index(k, "backends", i);
 		if (cfg_conv_backend(ld, k, &y->backends[i], &c->backends[i]) < 0)
 			return -1;
+		/* A share of 0 connections could never serve: rounding it up
+		 * instead would let the tier exceed the server's threads. */
+		for (unsigned j = 0; j < c->backends[i].nservers; j++)
+			if (c->backends[i].servers[j].max_connections < c->instances) {
+				char sk[CFG_PATH_MAX];
+				snprintf(sk, sizeof(sk), "%s.servers[%u].max_connections", k, j);
+				cfg_err_at(ld, sk, AT_VALUE, "%u is below instances (%u): each instance "
+					   "needs a share of at least 1", c->backends[i].servers[j].max_connections,
+					   c->instances);
+			}
 	}
 	inspect_check_begin();
 	for (i = 0; i < c->nlisteners; i++) {
@@ -643,6 +670,7 @@ static void link_root(struct cfg_load *ld, const struct y_root *y, struct cfg *c
 		if (c->admin.enabled && c->admin.addr.len != 0 && l->addr.len != 0 && addr_equal(&l->addr, &c->admin.addr))
 			cfg_err_at(ld, "admin.address", AT_VALUE, "same address as %s (line %u)", e1, entry_line(ld, e1));
 		cfg_resolve_routes(ld, e1, c, l);
+		cfg_link_rate_limits(ld, e1, c, l);
 		if (l->backend_name[0] == '\0')
 			continue; /* already reported */
 		for (j = 0; j < c->nbackends; j++) {

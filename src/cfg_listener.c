@@ -267,6 +267,28 @@ static void conv_http2(struct cfg_load *ld, const char *pre, const struct y_list
 	}
 }
 
+/* monitor_uri is compared, byte for byte, with the path of the request
+ * target as received (the query left out): only a path a request line can
+ * carry as it is could ever match. */
+static void conv_monitor_uri(struct cfg_load *ld, const char *path, const char *s,
+			     struct cfg_listener *l)
+{
+	if (s == NULL || cfg_conv_nonempty(ld, path, s) < 0)
+		return;
+	if (s[0] != '/') {
+		cfg_err_at(ld, path, AT_VALUE, "\"%.40s\" is not a path: it must start with / "
+			   "(e.g. /ready)", s);
+		return;
+	}
+	for (const char *p = s; *p; p++)
+		if ((unsigned char)*p <= ' ' || (unsigned char)*p >= 0x7f || *p == '?' || *p == '#') {
+			cfg_err_at(ld, path, AT_VALUE, "bad character in \"%.40s\" (a path without "
+				   "query, fragment, spaces or control characters)", s);
+			return;
+		}
+	cfg_conv_str(ld, path, s, 0, l->monitor_uri, sizeof(l->monitor_uri));
+}
+
 int cfg_conv_listener(struct cfg_load *ld, const char *pre, unsigned idx,
 		      const struct y_listener *y, struct cfg_listener *l)
 {
@@ -298,8 +320,11 @@ int cfg_conv_listener(struct cfg_load *ld, const char *pre, unsigned idx,
 			l->underscores = (enum cfg_underscores)v;
 	}
 	conv_http2(ld, pre, y, l);
+	conv_monitor_uri(ld, kp(k, pre, "monitor_uri"), y->monitor_uri, l);
 	if (y->inspect != NULL)
 		cfg_conv_inspect(ld, kp(k, pre, "inspect"), y->inspect, &l->inspect, ld->lua_memory_max);
+	if (y->rate_limit != NULL)
+		cfg_conv_rate_limit(ld, kp(k, pre, "rate_limit"), y->rate_limit, &l->rate_limit, 0);
 	if (cfg_conv_routes(ld, pre, y, l) < 0)
 		return -1;
 	if (y->tls != NULL)

@@ -14,7 +14,9 @@
 
 #include "cfg.h"
 #include "cfg-int.h"
+#include "hash.h"
 #include "httpmsg.h"
+#include "ratelimit.h"
 
 #define ROUTE_BODY_MAX (1024 * 1024)
 #define ROUTE_VALUE_MAX 8192
@@ -428,6 +430,13 @@ static void conv_route(struct cfg_load *ld, const char *pre, unsigned idx, const
 	}
 	cfg_conv_duration(ld, kp(k, pre, "response_timeout"), y->response_timeout, 1, &r->response_timeout_ms);
 	cfg_conv_size(ld, kp(k, pre, "max_body_size"), y->max_body_size, 0, UINT64_MAX - 1, &r->max_body_size);
+	if (y->rate_limit != NULL) {
+		if (r->action != CFG_ROUTE_BACKEND)
+			cfg_err_at(ld, kp(k, pre, "rate_limit"), AT_KEY,
+				   "a route that answers itself (redirect, respond) is not rate limited");
+		else
+			cfg_conv_rate_limit(ld, kp(k, pre, "rate_limit"), y->rate_limit, &r->rate_limit, 1);
+	}
 	conv_edits(ld, pre, "set_request_headers", y->set_request_headers, y->set_request_headers_count,
 		   "remove_request_headers", y->remove_request_headers, y->remove_request_headers_count, 0,
 		   &r->req_add, &r->req_add_len, &r->req_del, &r->req_del_len);
@@ -515,4 +524,121 @@ void cfg_free_routes(struct cfg_listener *l)
 	free(l->routes);
 	l->routes = NULL;
 	l->nroutes = 0;
+}
+
+/* ---- rate limits (docs/config.md "rate_limit") ---- */
+
+#define RL_TAU_MAX_US (86400ull * 1000000u)  /* a bucket refills within a day */
+
+void cfg_conv_rate_limit(struct cfg_load *ld, const char *pre, const struct y_rate_limit *y,
+			 struct cfg_rate_limit *rl, int route)
+{
+	static const char *const stores[] = { "local", "redis", NULL };
+	static const char *const on_error[] = { "allow", "deny", NULL };
+	char k[CFG_PATH_MAX];
+	unsigned line, col;
+	uint32_t count = 0;
+	int v;
+
+	cfg_pos_lookup(ld, pre, AT_KEY, &line, &col);
+	rl->line = (int)line;
+	rl->col = (int)col;
+	rl->mode = CFG_RL_ON;
+	if (y->rate != NULL && strcmp(y->rate, "off") == 0) {
+		/* A route's way out of its listener's limit. */
+		if (!route)
+			cfg_err_at(ld, kp(k, pre, "rate"), AT_VALUE, "off applies to a route (to lift its "
+				   "listener's limit); on a listener, remove rate_limit");
+		else if (y->key || y->burst || y->store || y->on_store_error)
+			cfg_err_at(ld, pre, AT_KEY, "rate: off takes no other key");
+		rl->mode = CFG_RL_OFF;
+		return;
+	}
+	if (y->rate == NULL) {
+		cfg_err_at(ld, pre, AT_KEY, "needs rate (requests per second or minute: 100/s, 6000/m)");
+	} else {
+		const char *why;
+		if (ratelimit_parse_rate(y->rate, &rl->interval_us, &count, &why) < 0)
+			cfg_err_at(ld, kp(k, pre, "rate"), AT_VALUE, "bad rate \"%.40s\": %s", y->rate, why);
+	}
+	rl->burst = count ? count : 1;
+	cfg_conv_uint(ld, kp(k, pre, "burst"), y->burst, 1, 1000000, &rl->burst);
+	if (rl->interval_us && (uint64_t)rl->burst * rl->interval_us > RL_TAU_MAX_US)
+		cfg_err_at(ld, kp(k, pre, y->burst ? "burst" : "rate"), AT_VALUE,
+			   "a burst of %u at this rate takes more than a day to refill", rl->burst);
+	rl->key = CFG_RL_CLIENT;
+	if (y->key != NULL) {
+		const char *kv = y->key, *name = NULL;
+		kp(k, pre, "key");
+		if (strcmp(kv, "client") == 0) {
+			rl->key = CFG_RL_CLIENT;
+		} else if (strncmp(kv, "header:", 7) == 0) {
+			rl->key = CFG_RL_HEADER;
+			name = kv + 7;
+			if (!token_ok(name))
+				cfg_err_at(ld, k, AT_VALUE, "bad header name \"%.80s\"", name);
+		} else if (strncmp(kv, "cookie:", 7) == 0) {
+			rl->key = CFG_RL_COOKIE;
+			name = kv + 7;
+			if (name[0] == '\0' || strpbrk(name, "=; \t,\"") != NULL)
+				cfg_err_at(ld, k, AT_VALUE, "bad cookie name \"%.80s\"", name);
+		} else {
+			cfg_err_at(ld, k, AT_VALUE, "unknown key \"%.60s\" (expected client, header:<Name> "
+				   "or cookie:<name>)", kv);
+		}
+		if (name && strlen(name) >= sizeof(rl->key_name))
+			cfg_err_at(ld, k, AT_VALUE, "name longer than %zu bytes", sizeof(rl->key_name) - 1);
+		else if (name)
+			snprintf(rl->key_name, sizeof(rl->key_name), "%s", name);
+	}
+	if ((v = cfg_conv_word(ld, kp(k, pre, "store"), y->store, stores)) >= 0)
+		rl->store = (enum cfg_rl_store)v;
+	if ((v = cfg_conv_word(ld, kp(k, pre, "on_store_error"), y->on_store_error, on_error)) >= 0) {
+		rl->on_store_error_deny = v;
+		if (rl->store != CFG_RL_REDIS)
+			cfg_err_at(ld, kp(k, pre, "on_store_error"), AT_KEY,
+				   "applies to store: redis only (the local store cannot fail)");
+	}
+}
+
+void cfg_conv_redis(struct cfg_load *ld, const struct y_redis *y, struct cfg_redis *r)
+{
+	r->enabled = 1;
+	r->timeout_ms = 50;
+	r->connect_timeout_ms = 1000;
+	cfg_conv_str(ld, "redis.address", y->address, 0, r->address, sizeof(r->address));
+	if (r->address[0] == '/') {
+		r->unix_socket = 1;
+	} else if (r->address[0] != '\0') {
+		cfg_conv_addr(ld, "redis.address", y->address, &r->addr);
+	}
+	cfg_conv_duration(ld, "redis.timeout", y->timeout, 1, &r->timeout_ms);
+	if (r->timeout_ms > 10000)
+		cfg_err_at(ld, "redis.timeout", AT_VALUE, "at most 10s: requests wait this long for "
+			   "their verdict when Redis does not answer");
+	cfg_conv_duration(ld, "redis.connect_timeout", y->connect_timeout, 1, &r->connect_timeout_ms);
+	cfg_conv_str(ld, "redis.password", y->password, 0, r->password, sizeof(r->password));
+	cfg_conv_uint(ld, "redis.db", y->db, 0, 1000000, &r->db);
+}
+
+static void link_rate_limit(struct cfg_load *ld, const char *path, const struct cfg *c,
+			    struct cfg_rate_limit *rl, const char *scope_a, const char *scope_b)
+{
+	char k[CFG_PATH_MAX];
+	snprintf(rl->scope, sizeof(rl->scope), "%s%s%s", scope_a, scope_b ? "/" : "", scope_b ? scope_b : "");
+	rl->scope_hash = hash_bytes(0x726c, rl->scope, strlen(rl->scope));
+	if (rl->mode == CFG_RL_ON && rl->store == CFG_RL_REDIS && !c->redis.enabled)
+		cfg_err_at(ld, kp(k, path, "store"), AT_VALUE, "store: redis needs the top-level redis: "
+			   "mapping (its address)");
+}
+
+void cfg_link_rate_limits(struct cfg_load *ld, const char *pre, const struct cfg *c, struct cfg_listener *l)
+{
+	char k[CFG_PATH_MAX], ep[CFG_PATH_MAX];
+	link_rate_limit(ld, kp(k, pre, "rate_limit"), c, &l->rate_limit, l->name, NULL);
+	for (unsigned i = 0; i < l->nroutes; i++) {
+		path_index(ep, kp(k, pre, "routes"), i);
+		link_rate_limit(ld, kp(k, ep, "rate_limit"), c, &l->routes[i].rate_limit, l->name,
+				l->routes[i].name);
+	}
 }

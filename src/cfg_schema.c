@@ -242,6 +242,24 @@ static const cyaml_schema_field_t y_respond_fields[] = {
 	CYAML_FIELD_END
 };
 
+static const cyaml_schema_field_t y_rate_limit_fields[] = {
+	F_STR("key", OPT, struct y_rate_limit, key),
+	F_STR("rate", OPT, struct y_rate_limit, rate),
+	F_STR("burst", OPT, struct y_rate_limit, burst),
+	F_STR("store", OPT, struct y_rate_limit, store),
+	F_STR("on_store_error", OPT, struct y_rate_limit, on_store_error),
+	CYAML_FIELD_END
+};
+
+static const cyaml_schema_field_t y_redis_fields[] = {
+	F_STR("address", REQ, struct y_redis, address),
+	F_STR("timeout", OPT, struct y_redis, timeout),
+	F_STR("connect_timeout", OPT, struct y_redis, connect_timeout),
+	F_STR("password", OPT, struct y_redis, password),
+	F_STR("db", OPT, struct y_redis, db),
+	CYAML_FIELD_END
+};
+
 static const cyaml_schema_field_t y_route_fields[] = {
 	F_STR("name", OPT, struct y_route, name),
 	CYAML_FIELD_MAPPING_PTR("match", OPT, struct y_route, match, y_match_fields),
@@ -258,6 +276,7 @@ static const cyaml_schema_field_t y_route_fields[] = {
 	F_STR("inspect", OPT, struct y_route, inspect),
 	F_STR("response_timeout", OPT, struct y_route, response_timeout),
 	F_STR("max_body_size", OPT, struct y_route, max_body_size),
+	CYAML_FIELD_MAPPING_PTR("rate_limit", OPT, struct y_route, rate_limit, y_rate_limit_fields),
 	CYAML_FIELD_END
 };
 
@@ -283,9 +302,11 @@ static const cyaml_schema_field_t y_listener_fields[] = {
 	F_STR("headers_with_underscores", OPT, struct y_listener, headers_with_underscores),
 	F_STRS("protocols", struct y_listener, protocols),
 	F_STR("h2c", OPT, struct y_listener, h2c),
+	F_STR("monitor_uri", OPT, struct y_listener, monitor_uri),
 	CYAML_FIELD_MAPPING_PTR("http2", OPT, struct y_listener, http2, y_http2_fields),
 	CYAML_FIELD_SEQUENCE("routes", CYAML_FLAG_POINTER | OPT, struct y_listener, routes,
 			     &y_route_schema, 0, CFG_ROUTES_MAX),
+	CYAML_FIELD_MAPPING_PTR("rate_limit", OPT, struct y_listener, rate_limit, y_rate_limit_fields),
 	CYAML_FIELD_END
 };
 
@@ -299,6 +320,7 @@ static const cyaml_schema_field_t y_timeouts_fields[] = {
 	F_STR("client_body", OPT, struct y_timeouts, client_body),
 	F_STR("client_send", OPT, struct y_timeouts, client_send),
 	F_STR("drain", OPT, struct y_timeouts, drain),
+	F_STR("drain_notice", OPT, struct y_timeouts, drain_notice),
 	CYAML_FIELD_END
 };
 
@@ -308,6 +330,7 @@ static const cyaml_schema_field_t y_limits_fields[] = {
 	F_STR("max_headers", OPT, struct y_limits, max_headers),
 	F_STR("max_body_size", OPT, struct y_limits, max_body_size),
 	F_STR("max_connections", OPT, struct y_limits, max_connections),
+	F_STR("rate_limit_entries", OPT, struct y_limits, rate_limit_entries),
 	CYAML_FIELD_END
 };
 
@@ -319,18 +342,21 @@ static const cyaml_schema_field_t y_admin_fields[] = {
 
 static const cyaml_schema_field_t y_root_fields[] = {
 	F_STR("workers", OPT, struct y_root, workers),
+	F_STR("instances", OPT, struct y_root, instances),
 	F_STR("error_log", OPT, struct y_root, error_log),
 	F_STR("access_log", OPT, struct y_root, access_log),
 	F_STR("access_log_format", OPT, struct y_root, access_log_format),
 	CYAML_FIELD_MAPPING_PTR("admin", OPT, struct y_root, admin, y_admin_fields),
 	F_STR("inspection", OPT, struct y_root, inspection),
 	F_STR("lua_memory_max", OPT, struct y_root, lua_memory_max),
+	F_STR("lua_shared_memory", OPT, struct y_root, lua_shared_memory),
 	F_STR("pid_file", OPT, struct y_root, pid_file),
 	F_STR("syslog_facility", OPT, struct y_root, syslog_facility),
 	F_STR("user", OPT, struct y_root, user),
 	F_STR("group", OPT, struct y_root, group),
 	CYAML_FIELD_MAPPING_PTR("timeouts", OPT, struct y_root, timeouts, y_timeouts_fields),
 	CYAML_FIELD_MAPPING_PTR("limits", OPT, struct y_root, limits, y_limits_fields),
+	CYAML_FIELD_MAPPING_PTR("redis", OPT, struct y_root, redis, y_redis_fields),
 	CYAML_FIELD_SEQUENCE("listeners", CYAML_FLAG_POINTER, struct y_root, listeners,
 			     &y_listener_schema, 1, CFG_MAX_LISTENERS),
 	CYAML_FIELD_SEQUENCE("backends", CYAML_FLAG_POINTER, struct y_root, backends,

@@ -81,8 +81,13 @@ void local_answer(const struct stream *s, enum reason r, struct local_answer *a)
 	const struct txn_insp *in = &s->insp;
 	a->ctype = "text/plain";
 	a->redirect = (r == REASON_INSPECT_DENIED && in->decision == INSPECT_REDIRECT) || r == REASON_ROUTE_REDIRECT;
-	a->route = r == REASON_ROUTE_REDIRECT || r == REASON_ROUTE_RESPOND;
-	if (r == REASON_ROUTE_RESPOND) {
+	/* route: the response headers in in->resp_hdrs go out too */
+	a->route = r == REASON_ROUTE_REDIRECT || r == REASON_ROUTE_RESPOND || r == REASON_MONITOR ||
+		   r == REASON_RATE_LIMITED || r == REASON_RATE_LIMIT_STORE;  /* + Retry-After */
+	if (r == REASON_MONITOR) {  /* the listener's monitor_uri: "ready" or "draining" */
+		a->body = in->local.data;
+		a->blen = in->local.len;
+	} else if (r == REASON_ROUTE_RESPOND) {
 		a->body = s->route->body;
 		a->blen = s->route->body_len;
 		a->ctype = s->route->content_type;

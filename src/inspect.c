@@ -27,6 +27,8 @@
 #include "inspect_api.h"
 #include "log.h"
 #include "luaprim.h"
+#include "shdict.h"
+#include "shdict_lua.h"
 #include "shm.h"
 #include "stats.h"
 #include "util.h"
@@ -76,6 +78,13 @@ static struct route_script { const struct cfg_route *route; struct inspect_scrip
 static unsigned nroute_scripts;
 static struct inspect_ref *req_ref, *resp_ref;
 static struct { uint64_t second; unsigned n, dropped; } errlog;
+/* The dictionary behind sluice.shared in the next state made: the
+ * instance's in a worker; a private one for config checks, so that a main
+ * chunk run by `sluice -t` or by the master's reload check writes nothing
+ * the workers see (and works where no instance exists). */
+static struct shdict *state_dict;
+static struct shdict *check_dict;
+#define CHECK_DICT_SIZE (256u * 1024)
 
 /* ---- the guard ---- */
 
@@ -329,8 +338,10 @@ static int sandbox_open(lua_State *L)
 	lua_setfield(L, -2, "time");
 	lua_pushcfunction(L, l_log);
 	lua_setfield(L, -2, "log");
-	lua_newtable(L);
+	shdict_lua_push(L, state_dict);
 	lua_setfield(L, -2, "shared");
+	lua_newtable(L);
+	lua_setfield(L, -2, "worker_state");
 	lua_pushinteger(L, W ? W->index : 0);
 	lua_setfield(L, -2, "worker");
 	lua_setglobal(L, "sluice");
@@ -454,6 +465,9 @@ static int script_load(struct inspect_script *sc, const char *path, char *why, s
 int inspect_script_check(const char *script, uint64_t memory_max, char *why, size_t cap)
 {
 	struct guard saved = G;
+	if (check_dict == NULL)
+		check_dict = shdict_create_private(CHECK_DICT_SIZE);
+	state_dict = check_dict;
 	if (state_new(memory_max, why, cap) == NULL) {
 		G = saved;
 		return -1;
@@ -471,6 +485,8 @@ void inspect_check_begin(void)
 {
 	luaprim_cache_begin();
 	crs_lua_cache_begin();
+	if (check_dict)
+		shdict_flush(check_dict);
 }
 
 void inspect_check_end(void)
@@ -520,6 +536,15 @@ void inspect_init(struct worker *w)
 	if (want + nroutes == 0)
 		return;
 	char why[512], who[2 * CFG_NAME_MAX + 32];
+	/* No instance dictionary without a master (the fuzz rig runs a worker
+	 * in-process): a private one then. */
+	static struct shdict *own;
+	state_dict = shdict_instance();
+	if (state_dict == NULL) {
+		if (own == NULL)
+			own = shdict_create_private(SHDICT_SIZE_DEFAULT);
+		state_dict = own;
+	}
 	if (state_new(w->cfg->lua_memory_max, why, sizeof(why)) == NULL) {
 		log_error("inspection: %s; inspected listeners apply on_error to every request", why);
 	}

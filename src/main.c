@@ -14,6 +14,7 @@
 #include <pcre2.h>
 #include <hs/hs.h>
 #include "cfg.h"
+#include "handover.h"
 #include "log.h"
 #include "master.h"
 #include "notify.h"
@@ -137,6 +138,7 @@ int main(int argc, char **argv)
 		default: usage(stderr); return 1;
 		}
 	}
+	handover_save_argv(argv);
 	if (path == NULL)
 		path = access("conf/sluice.yaml", R_OK) == 0 ? "conf/sluice.yaml" : "/etc/sluice/sluice.yaml";
 	char err[8192];
@@ -167,12 +169,21 @@ int main(int argc, char **argv)
 		cfg_free(cfg);
 		return 1;
 	}
+	/* Before -d forks: LISTEN_PID names this process. */
+	if (handover_collect(err, sizeof(err)) < 0) {
+		fprintf(stderr, "sluice: %s\n", err);
+		cfg_free(cfg);
+		return 1;
+	}
 	log_syslog_facility(cfg->syslog_facility);
 	if (log_open(cfg->error_log, cfg->access_log) < 0) {
 		cfg_free(cfg);
 		return 1;
 	}
-	if (background) {
+	/* An upgrade's new master is already detached: the old one was, or
+	 * it runs in the foreground where the old one did (-d is in the argv
+	 * it inherits). */
+	if (background && !handover_is_upgrade()) {
 		log_errors_to_stderr(1);
 		daemonize(cfg->error_log);
 	}

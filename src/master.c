@@ -5,7 +5,12 @@
  * sockets before the old ones stop accepting, so a connection waiting in an
  * accept queue is never lost. If a reload lowers the worker count, the
  * surplus sockets are shared out (socket i goes to worker i mod N) instead of
- * being closed with connections in them. */
+ * being closed with connections in them.
+ *
+ * Binary upgrade (SIGUSR2) hands the same sockets to a new master, which
+ * adopts them by address; systemd's sockets (LISTEN_FDS) are adopted the
+ * same way (handover.h). A socket someone else also holds is never given a
+ * drop filter (HELD_*). */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -23,11 +28,14 @@
 #include "master.h"
 #include "cfg.h"
 #include "log.h"
+#include "handover.h"
 #include "logpass.h"
 #include "notify.h"
 #include "privs.h"
+#include "ratelimit.h"
 #include "shm.h"
 #include "routestats.h"
+#include "shdict.h"
 #include "stats.h"
 #include "tls.h"
 #include "util.h"
@@ -38,11 +46,21 @@
 #define RESTART_WINDOW_S 10
 #define QUIESCE_MAX_MS 2000  /* how long a closing socket's queue may take to be accepted */
 
+/* Who else holds a listening socket of ours. Closing our copy of such a
+ * socket does not close it, so no drop filter goes on it and nobody waits
+ * for its queue: whoever still holds it serves that queue. */
+#define HELD_SYSTEMD 1  /* systemd (socket activation): queues for our next start */
+#define HELD_PREV    2  /* the master we upgrade from, until we report serving */
+#define HELD_NEXT    4  /* the master we upgraded to, which serves on it */
+
 struct lsock {
 	struct cfg_addr addr;
 	int fds[SHM_MAX_WORKERS];
+	unsigned char held[SHM_MAX_WORKERS];  /* HELD_* */
 	unsigned nfds;
 	int in_use;
+	int fixed;  /* inherited without SO_REUSEPORT (systemd's): we cannot add
+		       sockets beside it, so every worker accepts on it */
 };
 
 struct wproc {
@@ -82,7 +100,34 @@ static struct {
 	struct tls_set *tls;
 	unsigned gen;
 	int failed;                /* a new worker exited with an error before ready */
+	int notice;                /* the drain notice of removed listeners has begun */
+	struct timespec notice_end; /* ... and ends then ({0, 0}: no notice) */
 } prev;
+/* Stopping with timeouts.drain_notice: not ready (GET /ready, monitor_uri:
+ * 503) while still accepting, until stop_notice_end; then the stop proper.
+ * A second SIGTERM/SIGINT cuts the notice short. */
+static int stop_notice;
+static struct timespec stop_notice_end;
+/* Next entry of shm->closing_addrs to use: a ring, the oldest goes. */
+static unsigned closing_next;
+
+static void ts_after_ms(struct timespec *t, uint32_t ms)
+{
+	clock_gettime(CLOCK_MONOTONIC, t);
+	t->tv_sec += ms / 1000;
+	t->tv_nsec += (long)(ms % 1000) * 1000000;
+	if (t->tv_nsec >= 1000000000) {
+		t->tv_sec++;
+		t->tv_nsec -= 1000000000;
+	}
+}
+
+static int ts_passed(const struct timespec *t)
+{
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return now.tv_sec > t->tv_sec || (now.tv_sec == t->tv_sec && now.tv_nsec >= t->tv_nsec);
+}
 
 static int lsock_open_one(const struct cfg_listener *l)
 {
@@ -144,14 +189,16 @@ static int lsocks_prepare(struct cfg *cfg)
 				return -1;
 			}
 			ls->addr = li->addr;
+			ls->fixed = 0;
 		}
 		ls->in_use = 1;
-		while (ls->nfds < cfg->workers) {
+		while (ls->nfds < cfg->workers && !ls->fixed) {
 			int fd = lsock_open_one(li);
 			if (fd < 0) {
 				log_error("cannot listen on %s: %s", li->addr.text, strerror(errno));
 				return -1;
 			}
+			ls->held[ls->nfds] = 0;
 			ls->fds[ls->nfds++] = fd;
 		}
 	}
@@ -186,9 +233,13 @@ static unsigned lsocks_ignore_syns(int all)
 	for (int i = 0; i < MAX_LSOCKS; i++) {
 		if (lsocks[i].in_use && !all)
 			continue;
-		for (unsigned k = 0; k < lsocks[i].nfds; k++, nsocks++)
+		for (unsigned k = 0; k < lsocks[i].nfds; k++) {
+			if (lsocks[i].held[k])
+				continue;
+			nsocks++;
 			if (setsockopt(lsocks[i].fds[k], SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof(prog)) < 0)
 				log_warn("listening socket: cannot stop new connections: %s", strerror(errno));
+		}
 	}
 	return nsocks;
 }
@@ -206,7 +257,8 @@ static void lsocks_wait_accepted(int all)
 			for (unsigned k = 0; k < lsocks[i].nfds; k++) {
 				struct tcp_info ti;
 				socklen_t len = sizeof(ti);
-				if (getsockopt(lsocks[i].fds[k], IPPROTO_TCP, TCP_INFO, &ti, &len) == 0)
+				if (!lsocks[i].held[k]
+				    && getsockopt(lsocks[i].fds[k], IPPROTO_TCP, TCP_INFO, &ti, &len) == 0)
 					queued += ti.tcpi_unacked;
 			}
 		}
@@ -221,6 +273,42 @@ static void lsocks_wait_accepted(int all)
 		}
 		struct timespec nap = { 0, 1000 * 1000 };
 		nanosleep(&nap, NULL);
+	}
+}
+
+/* The listening addresses a reload removed (sockets open, no longer in
+ * use) go into shm->closing_addrs: their monitor_uri answers 503 in the
+ * old workers, through the drain notice and the drain. An address is
+ * taken out again when a configuration uses it again. Returns how many
+ * addresses are closing. */
+static unsigned closing_addrs_mark(void)
+{
+	unsigned n = 0;
+	for (int i = 0; i < MAX_LSOCKS; i++) {
+		if (lsocks[i].in_use || lsocks[i].nfds == 0)
+			continue;
+		uint64_t key = shm_addr_key(&lsocks[i].addr.ss, lsocks[i].addr.len);
+		int known = 0;
+		for (unsigned k = 0; k < SHM_MAX_CLOSING; k++)
+			known |= atomic_load(&shm->closing_addrs[k]) == key;
+		if (!known) {
+			atomic_store(&shm->closing_addrs[closing_next], key);
+			closing_next = (closing_next + 1) % SHM_MAX_CLOSING;
+		}
+		n++;
+	}
+	return n;
+}
+
+static void closing_addrs_unmark_used(void)
+{
+	for (int i = 0; i < MAX_LSOCKS; i++) {
+		if (!lsocks[i].in_use)
+			continue;
+		uint64_t key = shm_addr_key(&lsocks[i].addr.ss, lsocks[i].addr.len);
+		for (unsigned k = 0; k < SHM_MAX_CLOSING; k++)
+			if (atomic_load(&shm->closing_addrs[k]) == key)
+				atomic_store(&shm->closing_addrs[k], 0);
 	}
 }
 
@@ -296,6 +384,14 @@ static int register_slots(struct cfg *cfg)
 	return 0;
 }
 
+/* Binary upgrade (below, with lsocks_adopt). handed_over: the new master
+ * serves; this one drains and exits, and no longer speaks for the service
+ * (no STOPPING=1; the pid file is the new master's). */
+static int handed_over;
+static int report_fd;
+static void upgrade_child_exited(pid_t pid, int status);
+static void upgrade_report(void);
+
 static int spawn(int index)
 {
 	int slot = shm_worker_alloc();
@@ -313,8 +409,11 @@ static int spawn(int index)
 	for (unsigned l = 0; l < cur->nlisteners; l++) {
 		struct lsock *ls = lsock_find(&cur->listeners[l].addr);
 		AN(ls);
-		for (unsigned k = (unsigned)index; k < ls->nfds && nfds < ARRAY_SIZE(fds); k += cur->workers)
-			fds[nfds++] = (struct worker_fd){ l, ls->fds[k] };
+		if (ls->fixed && ls->nfds < cur->workers)
+			fds[nfds++] = (struct worker_fd){ l, ls->fds[(unsigned)index % ls->nfds] };
+		else
+			for (unsigned k = (unsigned)index; k < ls->nfds && nfds < ARRAY_SIZE(fds); k += cur->workers)
+				fds[nfds++] = (struct worker_fd){ l, ls->fds[k] };
 	}
 	int logs[2];
 	if (logpass_pair(logs) < 0) {
@@ -347,6 +446,8 @@ static int spawn(int index)
 		}
 		atomic_store(&shm->workers[slot].pid, getpid());
 		notify_parent_forget();
+		if (report_fd >= 0)
+			close(report_fd);
 		close(ready_pipe[0]);
 		/* worker_run(), with the readiness report in between. */
 		worker_start(cur, index, slot, fds, nfds, cur_tls);
@@ -415,8 +516,10 @@ static void reap(int stopping)
 		int i;
 		for (i = 0; i < SHM_MAX_WORKERS && procs[i].pid != pid; i++)
 			;
-		if (i == SHM_MAX_WORKERS)
+		if (i == SHM_MAX_WORKERS) {
+			upgrade_child_exited(pid, status);
 			continue;
+		}
 		struct wproc pr = procs[i];
 		procs[i].pid = 0;
 		close(pr.logs);
@@ -437,7 +540,7 @@ static void reap(int stopping)
 			start_failed = 1;
 			continue;
 		}
-		if (pr.gen != generation || stopping) {
+		if (pr.gen != generation || stopping || handed_over) {
 			if (crashed)
 				log_warn("worker %d (pid %d) of generation %u ended abnormally", pr.index, pid, pr.gen);
 			continue;
@@ -523,6 +626,7 @@ static int reload(void)
 		cfg_free(next);
 		return -1;
 	}
+	shdict_init(next->lua_shared_memory);  /* keeps the region; warns if the size changed */
 	struct tls_set *next_tls = master_tls_load(next, err, sizeof(err));
 	if (next_tls == NULL) {
 		reload_log_errors(err);
@@ -549,6 +653,10 @@ static int reload(void)
 	prev.tls = cur_tls;
 	prev.gen = generation;
 	prev.failed = 0;
+	prev.notice = 0;
+	prev.notice_end = (struct timespec){ 0, 0 };
+	/* A listener back on an address a reload had removed is ready again. */
+	closing_addrs_unmark_used();
 	cur = next;
 	cur_tls = next_tls;
 	generation++;
@@ -584,6 +692,24 @@ static void reload_commit(void)
 	log_summary(cur);
 }
 
+/* The new generation is ready. A reload that removes listeners gives the
+ * balancers in front timeouts.drain_notice first: the removed listeners'
+ * monitor_uri answers 503 while they go on accepting. Returns 1 while that
+ * notice runs (reload_commit waits). */
+static int reload_notice(void)
+{
+	if (prev.notice)
+		return !ts_passed(&prev.notice_end);
+	prev.notice = 1;
+	unsigned n = closing_addrs_mark();
+	if (n == 0 || cur->timeouts.drain_notice_ms == 0)
+		return 0;
+	ts_after_ms(&prev.notice_end, cur->timeouts.drain_notice_ms);
+	log_info("reload: %u removed listening address%s not ready; closing in %u ms (timeouts.drain_notice)", n,
+		 n == 1 ? "" : "es", cur->timeouts.drain_notice_ms);
+	return 1;
+}
+
 /* A new worker could not set up: back to the previous configuration, whose
  * workers never stopped serving. */
 static void reload_abort(void)
@@ -605,6 +731,7 @@ static void reload_abort(void)
 		}
 	lsocks_rollback();
 	lsocks_prepare(cur);  /* restores in_use marks; opens nothing */
+	closing_addrs_unmark_used();
 	if (failed->inspection != cur->inspection)
 		atomic_store(&shm->inspect_on, cur->inspection);
 	log_syslog_facility(cur->syslog_facility);
@@ -633,7 +760,9 @@ static void ready_poll(void)
 	ready_collect();
 	if (announce == ANNOUNCE_NONE || !generation_ready())
 		return;
-	if (announce == ANNOUNCE_START) {
+	if (announce == ANNOUNCE_START && report_fd >= 0) {
+		upgrade_report();
+	} else if (announce == ANNOUNCE_START) {
 		notify_sendf("READY=1\nMAINPID=%d\nSTATUS=serving: %u listener%s, %u workers",
 			     (int)getpid(), cur->nlisteners, cur->nlisteners == 1 ? "" : "s", cur->workers);
 		notify_parent_ready();
@@ -667,6 +796,383 @@ static void write_pid_file(const char *path)
 	fclose(f);
 }
 
+/* ---- Sockets not opened here: systemd's (LISTEN_FDS) and those of the
+ * master we upgrade from (SIGUSR2, handover.h). */
+
+/* Inherited sockets the configuration no longer uses, closed: named in
+ * the upgrade report so the old master lets their queues drain. */
+static int dropped_fds[HANDOVER_MAX_FDS];
+static unsigned ndropped;
+/* Write end of the pipe the old master waits on; -1: not an upgrade, or
+ * reported already. */
+static int report_fd = -1;
+
+/* Adopt the inherited sockets into lsocks[] by address, before
+ * lsocks_prepare() opens what is still missing. A socket from systemd that
+ * matches no listener is an error (it would queue connections nobody
+ * accepts); one from an upgrade is closed (its listener was removed). */
+static int lsocks_adopt(const struct cfg *cfg)
+{
+	const struct handover_env *he = handover_inherited();
+	if (he == NULL)
+		return 0;
+	int upgrade_mode = handover_is_upgrade();
+	const char *from = upgrade_mode ? "the previous master (binary upgrade)" : "systemd (LISTEN_FDS)";
+	for (unsigned i = 0; i < he->nfds; i++) {
+		int fd = he->fds[i].fd;
+		struct sockaddr_storage ss;
+		socklen_t sl = sizeof(ss);
+		char text[NETADDR_TEXT_MAX + 16];
+		memset(&ss, 0, sizeof(ss));
+		getsockname(fd, (struct sockaddr *)&ss, &sl);
+		handover_addr_text(&ss, text, sizeof(text));
+		const struct cfg_listener *li = NULL;
+		for (unsigned l = 0; l < cfg->nlisteners && !li; l++)
+			if (handover_addr_same(&ss, &cfg->listeners[l].addr.ss))
+				li = &cfg->listeners[l];
+		if (li == NULL && !upgrade_mode) {
+			log_error("LISTEN_FDS: inherited socket (descriptor %d) listens on %s, which is no "
+				  "listener's address in %s; not starting (configure that address, or remove it "
+				  "from the .socket unit)", fd, text, cfg->path);
+			return -1;
+		}
+		if (li == NULL) {
+			log_info("upgrade: inherited socket on %s is no longer configured; closing it", text);
+			close(fd);
+			dropped_fds[ndropped++] = fd;
+			continue;
+		}
+		struct lsock *ls = lsock_find(&li->addr);
+		for (int k = 0; k < MAX_LSOCKS && !ls; k++)
+			if (lsocks[k].nfds == 0) {
+				ls = &lsocks[k];
+				ls->addr = li->addr;
+				ls->fixed = 0;
+			}
+		if (ls == NULL || ls->nfds == SHM_MAX_WORKERS) {
+			log_error("%s: too many inherited sockets on %s", from, text);
+			return -1;
+		}
+		int rp = 0, one = 1;
+		socklen_t rl = sizeof(rp);
+		if (getsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &rp, &rl) < 0 || !rp)
+			ls->fixed = 1;
+		/* What lsock_open_one() sets, for a socket systemd made. The
+		 * backlog is the configuration's, unless systemd owns it. */
+		fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		if (!he->fds[i].systemd)
+			listen(fd, li->backlog);
+		ls->held[ls->nfds] = (unsigned char)((he->fds[i].systemd ? HELD_SYSTEMD : 0)
+						     | (upgrade_mode ? HELD_PREV : 0));
+		ls->fds[ls->nfds++] = fd;
+	}
+	for (int k = 0; k < MAX_LSOCKS; k++)
+		if (lsocks[k].nfds)
+			log_info("listening on %s: %u socket%s inherited from %s%s", lsocks[k].addr.text,
+				 lsocks[k].nfds, lsocks[k].nfds == 1 ? "" : "s", from,
+				 lsocks[k].fixed ? ", shared by every worker" : "");
+	if (upgrade_mode)
+		report_fd = he->report_fd;
+	return 0;
+}
+
+/* New master: every worker serves; tell the old master, which hands
+ * systemd our pid (MAINPID=, sent by the main process it still is, so
+ * NotifyAccess=main will do) and drains. */
+static void upgrade_report(void)
+{
+	char msg[HANDOVER_REPORT_MAX];
+	AZ(handover_report_format(getpid(), dropped_fds, ndropped, msg, sizeof(msg)));
+	size_t len = strlen(msg);
+	if (write(report_fd, msg, len) != (ssize_t)len)
+		log_warn("upgrade: cannot report to the old master (pid %d): %s; serving anyway",
+			 (int)getppid(), strerror(errno));
+	else
+		log_info("upgrade: serving; the old master (pid %d) drains and exits", (int)getppid());
+	close(report_fd);
+	report_fd = -1;
+	for (int i = 0; i < MAX_LSOCKS; i++)
+		for (unsigned k = 0; k < lsocks[i].nfds; k++)
+			lsocks[i].held[k] &= (unsigned char)~HELD_PREV;
+}
+
+#define UPGRADE_TIMEOUT_S 60   /* for the new master to serve */
+#define UPGRADE_KILL_S 10      /* after being told to stop, before SIGKILL */
+
+/* Old master: the upgrade under way. The new master is started through a
+ * short-lived intermediate process (the launcher), so that it is the
+ * service manager's child, not ours, from the start: systemd then watches it
+ * as its own child once MAINPID= names it (a main process that is not its
+ * child is one it cannot wait for, and on a stop it would SIGKILL the whole
+ * service at once). We learn its end from its report pipe (EOF), not from
+ * waitpid. */
+static struct {
+	pid_t launcher;            /* the intermediate; 0: reaped (or none) */
+	int launcher_pid;          /* read end of the pipe it names the new master on */
+	pid_t pid;                 /* the new master; 0: none (-1: not known yet) */
+	int report;                /* read end of its report pipe, -1 once closed */
+	char buf[HANDOVER_REPORT_MAX];
+	size_t len;
+	struct timespec deadline;
+	int told_to_stop;          /* past the deadline (or we stop): SIGTERM sent */
+	char oldbin[sizeof(((struct cfg *)0)->pid_file) + 8];  /* "" when no pid_file */
+} upgrade = { .launcher_pid = -1, .report = -1 };
+/* When handed_over: the end of this master's drain. */
+static struct timespec handover_deadline;
+
+static void upgrade_start(int stopping)
+{
+	const char *exe = handover_exe();
+	if (stopping || stop_notice) {
+		log_warn("upgrade refused (SIGUSR2): stopping");
+		return;
+	}
+	if (upgrade.pid) {
+		log_warn("upgrade refused (SIGUSR2): an upgrade is in progress (new master pid %d)", (int)upgrade.pid);
+		return;
+	}
+	if (prev.cfg) {
+		log_warn("upgrade refused (SIGUSR2): a reload is in progress (generation %u starting)", generation);
+		return;
+	}
+	if (announce == ANNOUNCE_START) {
+		log_warn("upgrade refused (SIGUSR2): still starting");
+		return;
+	}
+	if (exe == NULL || access(exe, X_OK) < 0) {
+		log_error("upgrade refused (SIGUSR2): cannot run %s: %s", exe ? exe : "/proc/self/exe",
+			  exe ? strerror(errno) : "unreadable at start");
+		return;
+	}
+	static struct handover_env he;
+	int p[2], q[2];
+	if (pipe2(p, O_CLOEXEC | O_NONBLOCK) < 0) {
+		log_error("upgrade refused (SIGUSR2): pipe: %s", strerror(errno));
+		return;
+	}
+	if (pipe2(q, O_CLOEXEC) < 0) {
+		log_error("upgrade refused (SIGUSR2): pipe: %s", strerror(errno));
+		close(p[0]);
+		close(p[1]);
+		return;
+	}
+	he.report_fd = p[1];
+	he.nfds = 0;
+	for (int i = 0; i < MAX_LSOCKS; i++)
+		for (unsigned k = 0; k < lsocks[i].nfds && he.nfds < HANDOVER_MAX_FDS; k++)
+			he.fds[he.nfds++] = (struct handover_fd){ lsocks[i].fds[k],
+								  (lsocks[i].held[k] & HELD_SYSTEMD) != 0 };
+	_Static_assert(MAX_LSOCKS * SHM_MAX_WORKERS <= HANDOVER_MAX_FDS, "a socket left out of an upgrade");
+	char env[HANDOVER_ENV_MAX];
+	AZ(handover_env_format(&he, env, sizeof(env)));
+	upgrade.oldbin[0] = '\0';
+	if (cur->pid_file[0]) {
+		snprintf(upgrade.oldbin, sizeof(upgrade.oldbin), "%s.oldbin", cur->pid_file);
+		if (rename(cur->pid_file, upgrade.oldbin) < 0)
+			log_warn("upgrade: cannot rename %s to %s: %s", cur->pid_file, upgrade.oldbin, strerror(errno));
+	}
+	log_info("upgrade: starting %s as the new master, handing over %u listening socket%s", exe, he.nfds,
+		 he.nfds == 1 ? "" : "s");
+	log_flush();
+	pid_t pid = fork();
+	if (pid == 0) {
+		/* The launcher: it names the new master on Q and exits. */
+		pid_t b = fork();
+		if (b == 0) {
+			/* Only this process's descriptors lose FD_CLOEXEC (it
+			 * is per descriptor, not per socket). The signal mask
+			 * stays blocked across exec, so a signal cannot kill the
+			 * new master before it waits for signals itself. */
+			for (unsigned i = 0; i < he.nfds; i++)
+				fcntl(he.fds[i].fd, F_SETFD, 0);
+			fcntl(p[1], F_SETFD, 0);
+			handover_exec(env);
+			dprintf(2, "sluice: upgrade: cannot run %s: %s\n", exe, strerror(errno));
+			_exit(127);
+		}
+		_exit(b > 0 && write(q[1], &b, sizeof(b)) == sizeof(b) ? 0 : 1);
+	}
+	close(p[1]);
+	close(q[1]);
+	if (pid < 0) {
+		log_error("upgrade failed: fork: %s", strerror(errno));
+		close(p[0]);
+		close(q[0]);
+		if (upgrade.oldbin[0])
+			rename(upgrade.oldbin, cur->pid_file);
+		return;
+	}
+	upgrade.launcher = pid;
+	upgrade.launcher_pid = q[0];
+	upgrade.pid = -1;
+	upgrade.report = p[0];
+	upgrade.len = 0;
+	upgrade.told_to_stop = 0;
+	ts_after_ms(&upgrade.deadline, UPGRADE_TIMEOUT_S * 1000);
+}
+
+/* The new master ended, or will, without taking over: ours again. */
+static void upgrade_failed(const char *why)
+{
+	log_error("upgrade failed: the new master (pid %d) %s; this master (pid %d) keeps serving",
+		  (int)upgrade.pid, why, (int)getpid());
+	if (upgrade.oldbin[0] && rename(upgrade.oldbin, cur->pid_file) < 0)
+		log_warn("upgrade: cannot rename %s back to %s: %s", upgrade.oldbin, cur->pid_file, strerror(errno));
+	if (upgrade.report >= 0)
+		close(upgrade.report);
+	upgrade.report = -1;
+	upgrade.pid = 0;
+	notify_sendf("STATUS=upgrade failed (new master %s); still serving", why);
+}
+
+/* The new master serves on our sockets: let the queues of the sockets it
+ * dropped be accepted, then drain like a stop, without stopping new
+ * connections on the sockets it now serves. */
+static void upgrade_commit(pid_t pid, const int *dropped, unsigned n)
+{
+	handed_over = 1;
+	announce = ANNOUNCE_NONE;
+	notify_sendf("MAINPID=%d\nSTATUS=upgraded: master pid %d serves", (int)pid, (int)pid);
+	log_info("upgrade: the new master (pid %d) serves; this master (pid %d) drains and exits",
+		 (int)pid, (int)getpid());
+	for (int i = 0; i < MAX_LSOCKS; i++) {
+		lsocks[i].in_use = 0;
+		for (unsigned k = 0; k < lsocks[i].nfds; k++) {
+			int kept = 1;
+			for (unsigned d = 0; d < n; d++)
+				kept &= dropped[d] != lsocks[i].fds[k];
+			if (kept)
+				lsocks[i].held[k] |= HELD_NEXT;
+		}
+	}
+	if (lsocks_ignore_syns(1))
+		lsocks_wait_accepted(1);
+	lsocks_close_unused();
+	signal_generation(0, SIGTERM, 0);
+	signal_generation(0, SIGTERM, 1);
+	clock_gettime(CLOCK_MONOTONIC, &handover_deadline);
+	handover_deadline.tv_sec += cur->timeouts.drain_ms / 1000 + 2;
+	close(upgrade.report);
+	upgrade.report = -1;
+}
+
+/* Reads the new master's report. Returns 1 when it took over, -1 when it
+ * is gone without a report (the pipe's end: the new master and its
+ * workers closed their copies), 0 while it is starting. */
+static int upgrade_read_report(void)
+{
+	if (upgrade.report < 0)
+		return 0;
+	ssize_t r = read(upgrade.report, upgrade.buf + upgrade.len, sizeof(upgrade.buf) - upgrade.len);
+	if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) {
+		close(upgrade.report);
+		upgrade.report = -1;
+		return -1;
+	}
+	if (r < 0)
+		return 0;
+	upgrade.len += (size_t)r;
+	if (memchr(upgrade.buf, '\n', upgrade.len) == NULL && upgrade.len < sizeof(upgrade.buf))
+		return 0;
+	static int dropped[HANDOVER_MAX_FDS];
+	unsigned n;
+	pid_t pid;
+	if (handover_report_parse(upgrade.buf, upgrade.len, &pid, dropped, HANDOVER_MAX_FDS, &n) < 0
+	    || pid != upgrade.pid) {
+		log_error("upgrade: malformed report from the new master (pid %d); waiting for it to serve or exit",
+			  (int)upgrade.pid);
+		close(upgrade.report);
+		upgrade.report = -1;
+		return 0;
+	}
+	upgrade_commit(pid, dropped, n);
+	return 1;
+}
+
+static int pid_running(pid_t pid)
+{
+	char path[64], st[256];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	FILE *f = fopen(path, "re");
+	if (f == NULL)
+		return 0;
+	size_t n = fread(st, 1, sizeof(st) - 1, f);
+	fclose(f);
+	st[n] = '\0';
+	const char *rp = strrchr(st, ')');
+	return rp && rp[1] == ' ' && rp[2] != 'Z' && rp[2] != 'X';
+}
+
+/* Each turn of the master's loop while an upgrade is under way; sets
+ * handed_over when the new master took over. */
+static void upgrade_poll(void)
+{
+	if (upgrade.pid <= 0 || handed_over)
+		return;
+	int r = upgrade_read_report();
+	if (r < 0) {
+		/* Not our child: no exit status. It may also be alive with
+		 * the pipe closed (not a sluice that reports): stop it. */
+		if (pid_running(upgrade.pid))
+			kill(upgrade.pid, SIGTERM);
+		upgrade_failed("exited before serving (its error is on the standard error it shares with this master)");
+		return;
+	}
+	if (r > 0 || !ts_passed(&upgrade.deadline))
+		return;
+	if (!upgrade.told_to_stop) {
+		log_error("upgrade: the new master (pid %d) did not serve within %d s; stopping it",
+			  (int)upgrade.pid, UPGRADE_TIMEOUT_S);
+		kill(upgrade.pid, SIGTERM);
+		upgrade.told_to_stop = 1;
+		ts_after_ms(&upgrade.deadline, UPGRADE_KILL_S * 1000);
+	} else {
+		kill(upgrade.pid, SIGKILL);
+		ts_after_ms(&upgrade.deadline, UPGRADE_KILL_S * 1000);
+	}
+}
+
+/* This master stops while the new one is still starting: the new one
+ * would serve alone, unasked; stop it (it leaves our sockets alone: they
+ * are HELD_PREV there). */
+static void upgrade_cancel(void)
+{
+	if (upgrade.pid <= 0 || handed_over || upgrade.told_to_stop)
+		return;
+	log_warn("upgrade: cancelled, this master stops; stopping the new master (pid %d)", (int)upgrade.pid);
+	kill(upgrade.pid, SIGTERM);
+	upgrade.told_to_stop = 1;
+	ts_after_ms(&upgrade.deadline, UPGRADE_KILL_S * 1000);
+}
+
+/* reap(): a child that is not a worker: the launcher, which named the
+ * new master before it exited. */
+static void upgrade_child_exited(pid_t pid, int status)
+{
+	if (pid != upgrade.launcher || upgrade.launcher == 0)
+		return;
+	upgrade.launcher = 0;
+	pid_t b = 0;
+	ssize_t n = read(upgrade.launcher_pid, &b, sizeof(b));
+	close(upgrade.launcher_pid);
+	upgrade.launcher_pid = -1;
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || n != sizeof(b) || b <= 0) {
+		log_error("upgrade failed: cannot start the new master (fork in the launcher); this master keeps serving");
+		upgrade.pid = 0;
+		if (upgrade.report >= 0)
+			close(upgrade.report);
+		upgrade.report = -1;
+		if (upgrade.oldbin[0] && rename(upgrade.oldbin, cur->pid_file) < 0)
+			log_warn("upgrade: cannot rename %s back to %s: %s", upgrade.oldbin, cur->pid_file,
+				 strerror(errno));
+		return;
+	}
+	upgrade.pid = b;
+	log_info("upgrade: new master pid %d starting", (int)b);
+	notify_sendf("STATUS=upgrading: new master pid %d starting", (int)b);
+}
+
 /* -d: everything that can fail at start and be told on the terminal has
  * been tried; from here on the error log is the only channel. Done before
  * the workers fork so none of them holds the terminal. */
@@ -690,11 +1196,35 @@ static int detach_stdio(void)
 	return 0;
 }
 
+/* Stop now: new connections are refused instead of queueing where no
+ * worker will look; those already queued are served first. Sets DEADLINE
+ * for the workers' drain. */
+static void stop_begin(struct timespec *deadline)
+{
+	announce = ANNOUNCE_NONE;
+	atomic_fetch_or(&shm->drain, SHM_DRAIN_STOP);
+	for (int i = 0; i < MAX_LSOCKS; i++)
+		lsocks[i].in_use = 0;
+	unsigned closing = lsocks_ignore_syns(1);
+	/* The announcement follows the filter so that whoever reads it can
+	 * rely on new connections not landing. */
+	notify_send("STOPPING=1\nSTATUS=stopping: draining workers");
+	log_info("stopping: draining workers (up to %u ms)", cur->timeouts.drain_ms);
+	if (closing)
+		lsocks_wait_accepted(1);
+	lsocks_close_unused();
+	signal_generation(0, SIGTERM, 0);
+	signal_generation(0, SIGTERM, 1);
+	clock_gettime(CLOCK_MONOTONIC, deadline);
+	deadline->tv_sec += cur->timeouts.drain_ms / 1000 + 2;
+}
+
 int master_run(struct cfg *cfg)
 {
 	cur = cfg;
 	log_set_role("master");
-	if (shm_init() < 0 || stats_init() < 0 || routestats_init() < 0) {
+	if (shm_init() < 0 || stats_init() < 0 || routestats_init() < 0 ||
+	    shdict_init(cfg->lua_shared_memory) < 0 || ratelimit_init(cfg->limits.rate_limit_entries) < 0) {
 		log_error("shared memory: %s", strerror(errno));
 		return 1;
 	}
@@ -705,7 +1235,7 @@ int master_run(struct cfg *cfg)
 		log_error("TLS configuration failed; not starting");
 		return 1;
 	}
-	if (register_slots(cfg) < 0 || lsocks_prepare(cfg) < 0)
+	if (register_slots(cfg) < 0 || lsocks_adopt(cfg) < 0 || lsocks_prepare(cfg) < 0)
 		return 1;
 	if (notify_parent_waiting() && detach_stdio() < 0)
 		return 1;
@@ -717,6 +1247,7 @@ int master_run(struct cfg *cfg)
 	sigaddset(&set, SIGTERM);
 	sigaddset(&set, SIGINT);
 	sigaddset(&set, SIGUSR1);
+	sigaddset(&set, SIGUSR2);
 	sigprocmask(SIG_BLOCK, &set, NULL);
 	signal(SIGPIPE, SIG_IGN);
 	if (pipe2(ready_pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
@@ -739,14 +1270,21 @@ int master_run(struct cfg *cfg)
 	for (;;) {
 		/* Shorter while a generation is coming up: readiness arrives
 		 * on a pipe, which sigtimedwait cannot wait for. */
-		struct timespec tick = { 0, (announce != ANNOUNCE_NONE || prev.cfg ? 10 : 200) * 1000 * 1000 };
+		struct timespec tick = { 0, (announce != ANNOUNCE_NONE || prev.cfg || stop_notice || (upgrade.pid && !handed_over) ? 10 : 200) * 1000 * 1000 };
 		siginfo_t info;
 		int sig = sigtimedwait(&set, &info, &tick);
 		if (sig < 0 && atomic_exchange(&shm->reload_requested, 0))
 			sig = SIGHUP;
 		switch (sig) {
 		case SIGHUP:
-			if (!stopping) {
+			if (upgrade.pid && !handed_over) {
+				log_warn("reload refused: a binary upgrade is in progress (new master pid %d)",
+					 (int)upgrade.pid);
+				break;
+			}
+			if (stop_notice && !stopping)
+				log_warn("reload ignored: stopping (drain notice)");
+			if (!stopping && !stop_notice) {
 				/* A reload before the first generation was announced
 				 * folds into the start's READY=1. */
 				int starting = announce == ANNOUNCE_START;
@@ -767,27 +1305,25 @@ int master_run(struct cfg *cfg)
 			break;
 		case SIGTERM:
 		case SIGINT:
-			if (!stopping) {
-				stopping = 1;
-				announce = ANNOUNCE_NONE;
-				/* Stop accepting now: new connections are refused
-				 * instead of queueing where no worker will look;
-				 * those already queued are served first. The
-				 * announcement follows the filter so that whoever
-				 * reads it can rely on new connections not landing. */
-				for (int i = 0; i < MAX_LSOCKS; i++)
-					lsocks[i].in_use = 0;
-				unsigned closing = lsocks_ignore_syns(1);
-				notify_send("STOPPING=1\nSTATUS=stopping: draining workers");
-				log_info("stopping: draining workers (up to %u ms)", cur->timeouts.drain_ms);
-				if (closing)
-					lsocks_wait_accepted(1);
-				lsocks_close_unused();
-				signal_generation(0, SIGTERM, 0);
-				signal_generation(0, SIGTERM, 1);
-				clock_gettime(CLOCK_MONOTONIC, &deadline);
-				deadline.tv_sec += cur->timeouts.drain_ms / 1000 + 2;
+			if (stopping)
+				break;
+			upgrade_cancel();
+			if (!stop_notice && cur->timeouts.drain_notice_ms) {
+				/* Not ready first, still accepting: the balancer's
+				 * checks see 503 and take the instance out before
+				 * a connection is refused. */
+				stop_notice = 1;
+				atomic_fetch_or(&shm->drain, SHM_DRAIN_STOP);
+				ts_after_ms(&stop_notice_end, cur->timeouts.drain_notice_ms);
+				notify_send("STATUS=stopping: not ready (drain notice)");
+				log_info("stopping: not ready; listeners close in %u ms (timeouts.drain_notice; "
+					 "a second SIGTERM closes them now)", cur->timeouts.drain_notice_ms);
+				break;
 			}
+			if (stop_notice)
+				log_info("stopping: second signal, drain notice cut short");
+			stopping = 1;
+			stop_begin(&deadline);
 			break;
 		case SIGUSR1:
 			/* On a failure, what did reopen is handed over all the same
@@ -801,11 +1337,23 @@ int master_run(struct cfg *cfg)
 					log_warn("cannot hand the reopened logs to worker %d (pid %d): %s",
 						 procs[i].index, (int)procs[i].pid, strerror(errno));
 			break;
+		case SIGUSR2:
+			upgrade_start(stopping);
+			break;
 		default:
 			break;
 		}
+		upgrade_poll();
+		if (stop_notice && !stopping && ts_passed(&stop_notice_end)) {
+			stopping = 1;
+			stop_begin(&deadline);
+		}
 		ready_collect();
 		reap(stopping);
+		if (handed_over && !stopping) {
+			stopping = 1;
+			deadline = handover_deadline;
+		}
 		if (prev.cfg && prev.failed && !stopping) {
 			reload_abort();
 			if (announce == ANNOUNCE_RELOAD) {
@@ -813,7 +1361,7 @@ int master_run(struct cfg *cfg)
 					     reload_error);
 				announce = ANNOUNCE_NONE;
 			}
-		} else if (prev.cfg && generation_ready()) {
+		} else if (prev.cfg && generation_ready() && !reload_notice()) {
 			reload_commit();
 		}
 		if (start_failed && !stopping) {
@@ -837,8 +1385,12 @@ int master_run(struct cfg *cfg)
 			}
 		}
 	}
-	if (cur->pid_file[0])
+	if (handed_over) {
+		if (upgrade.oldbin[0])
+			unlink(upgrade.oldbin);
+	} else if (cur->pid_file[0]) {
 		unlink(cur->pid_file);
+	}
 	if (start_failed)
 		log_error("start failed: workers could not set up (see above)");
 	else

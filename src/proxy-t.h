@@ -29,6 +29,7 @@ enum client_state {
 /* One request/response exchange, whatever the protocol it came in. */
 enum stream_state {
 	ST_HEAD,      /* receiving a request head */
+	ST_LIMIT,     /* head accepted; waiting for the rate limit store's verdict (Redis) */
 	ST_WAIT,      /* head accepted; held for inspection, queued for, or connecting to, a backend */
 	ST_EXCHANGE,  /* a backend connection carries the request/response */
 	ST_TUNNEL,    /* after 101: raw bytes both ways */
@@ -104,6 +105,8 @@ struct stream {
 	uint64_t ticket;           /* instance-wide queue order while queued */
 	uint32_t bconn_req;        /* this request's ordinal on its backend connection */
 	uint32_t resp_timeout_ms;  /* its backend's response_timeout, or its route's */
+	uint64_t rl_seq;           /* ST_LIMIT: its pending rate limit decision (ratelimit.h), 0 = none */
+	uint32_t rl_retry_s;       /* rate limited: the Retry-After it gets */
 	enum stream_state state;
 	uint8_t method;            /* llhttp_method_t, or STREAM_METHOD_UNKNOWN */
 	uint8_t http_minor;        /* the client's HTTP/1.x minor version (1 for later protocols) */

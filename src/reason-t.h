@@ -24,6 +24,9 @@
 	X(PATH_REFUSED,        400, "path_refused",            "request path with a bad or refused %-escape") \
 	X(ROUTE_REDIRECT,      302, "route_redirect",          "see Location") \
 	X(ROUTE_RESPOND,       200, "route_respond",           "") \
+	X(RATE_LIMITED,        429, "rate_limited",            "too many requests") \
+	X(RATE_LIMIT_STORE,    503, "rate_limit_store_error",  "rate limit store unavailable") \
+	X(MONITOR,             200, "monitor",                 "") \
 	X(TLS_PLAIN_HTTP,      400, "plain_http_on_tls_port",  "plain HTTP request sent to a TLS port; use https://") \
 	X(PROXY_BAD,             0, "proxy_header_invalid",    "") \
 	X(PROXY_UNTRUSTED,       0, "proxy_header_untrusted",  "") \

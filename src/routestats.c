@@ -65,6 +65,12 @@ void routestats_count(int w, int slot, int status_class, uint64_t bytes_out)
 	bump(&r->c[RS_BYTES_OUT], bytes_out);
 }
 
+void routestats_add(int w, int slot, enum routestats_counter c)
+{
+	if (slot >= 0 && rows != NULL)
+		bump(&row(w, slot)->c[c], 1);
+}
+
 void routestats_read(int slot, uint64_t out[RS_N])
 {
 	memset(out, 0, sizeof(uint64_t) * RS_N);

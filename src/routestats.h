@@ -18,6 +18,7 @@ enum routestats_counter {
 	RS_1XX, RS_2XX, RS_3XX, RS_4XX, RS_5XX,
 	RS_NONE,          /* ended without a response */
 	RS_BYTES_OUT,     /* response bytes sent to clients */
+	RS_RATE_LIMITED,  /* answered 429 (or 503: the limit's store failed) by its rate_limit */
 	RS_N
 };
 
@@ -27,6 +28,8 @@ int routestats_init(void);
 int routestats_slot_get(const char *name);
 /* Worker W: one request of route SLOT ended. STATUS_CLASS 1..5, 0 = none. */
 void routestats_count(int w, int slot, int status_class, uint64_t bytes_out);
+/* Worker W: one more of counter C for route SLOT. */
+void routestats_add(int w, int slot, enum routestats_counter c);
 /* Totals over live workers and retired ones. */
 void routestats_read(int slot, uint64_t out[RS_N]);
 /* Master: worker slot W's process has ended. */

@@ -50,6 +50,26 @@ struct shm_worker {
 	uint32_t generation;
 };
 
+/* Why the instance is not ready (struct shm's drain): each cause is set
+ * and cleared on its own, and any one makes it answer 503. */
+enum shm_drain {
+	SHM_DRAIN_ADMIN = 1,   /* POST /drain, until POST /ready */
+	SHM_DRAIN_STOP = 2,    /* stopping: the drain notice, then the drain */
+};
+#define SHM_MAX_CLOSING 64
+
+/* A listening address as a non-zero 64-bit key (FNV-1a of its sockaddr
+ * bytes): what the master and the workers compare to tell a listener a
+ * reload removed. */
+static inline uint64_t shm_addr_key(const void *sa, size_t len)
+{
+	const unsigned char *p = sa;
+	uint64_t h = 0xcbf29ce484222325ull;
+	for (size_t i = 0; i < len; i++)
+		h = (h ^ p[i]) * 0x100000001b3ull;
+	return h ? h : 1;
+}
+
 /* Server states an operator sets through the admin listener. */
 enum shm_admin {
 	SHM_ADMIN_ENABLED,
@@ -81,6 +101,12 @@ struct shm {
 	_Atomic pid_t master_pid;
 	/* POST /reload from a worker that may not signal a root master. */
 	_Atomic int reload_requested;
+	/* Readiness for a balancer (GET /ready, monitor_uri): why the instance
+	 * is draining, enum shm_drain bits; 0 = ready. */
+	_Atomic uint32_t drain;
+	/* Listening addresses a reload removed (shm_addr_key), from the start
+	 * of their drain notice: their monitor_uri answers 503. 0 = free. */
+	_Atomic uint64_t closing_addrs[SHM_MAX_CLOSING];
 	_Atomic uint64_t ticket;        /* last queue ticket issued */
 	struct shm_worker workers[SHM_MAX_WORKERS];
 	struct shm_slot slots[SHM_MAX_SLOTS];

@@ -18,6 +18,7 @@
 #include <arpa/inet.h>
 #include "stream.h"
 #include "persist.h"
+#include "ratelimit.h"
 #include "route.h"
 #include "routestats.h"
 #include "codec.h"
@@ -42,6 +43,10 @@ static const struct codec_ops *codec(const struct stream *s) { return s->cl->cod
 
 static void stream_fail(struct stream *s, enum reason r);
 static void stream_finish(struct stream *s, int reusable);
+static enum reason stream_admit(struct stream *s, int waited);
+static enum reason stream_limited(struct stream *s, enum reason r);
+static enum reason stream_body_held(struct stream *s, int complete);
+static struct buf *req_sink(struct stream *s);
 
 /* ---- statistics and the access log ---- */
 
@@ -66,9 +71,12 @@ static void stream_stats(struct stream *t, uint64_t total, uint64_t queue, uint6
 	stream_count(cl->li->st, t, cls, total);
 	if (t->http_major == 2)
 		stats_add(cl->li->st, STAT_H2_REQUESTS, 1);
-	if (t->route)
+	if (t->route) {
 		routestats_count(W->slot, t->route->stats_slot, cls == STAT_RESP_NONE ? 0 : t->status / 100,
 				 t->bytes_out);
+		if (t->reason == REASON_RATE_LIMITED || t->reason == REASON_RATE_LIMIT_STORE)
+			routestats_add(W->slot, t->route->stats_slot, RS_RATE_LIMITED);
+	}
 	if (t->be == NULL || t->t_queue == 0)
 		return;  /* never reached the backend stage */
 	stream_count(t->be->st, t, cls, total);
@@ -287,6 +295,7 @@ static void stream_release(struct stream *s)
 {
 	AZ(s->bc);
 	AZ(s->queued);
+	ratelimit_cancel(s);
 	s->cl = NULL;
 	s->codec_ctx = NULL;
 	if (stream_nfree >= STREAM_POOL_KEEP) {
@@ -311,6 +320,7 @@ static void stream_release(struct stream *s)
 static void stream_fail(struct stream *s, enum reason r)
 {
 	struct client *cl = s->cl;
+	ratelimit_cancel(s);
 	if (cl->state == CL_CLOSING)
 		return;
 	s->reason = r;
@@ -330,8 +340,10 @@ static void stream_fail(struct stream *s, enum reason r)
 		return;
 	}
 	s->status = status;
-	if (r == REASON_INSPECT_DENIED || r == REASON_ROUTE_REDIRECT || r == REASON_ROUTE_RESPOND)
-		;  /* the hook's or a route's decision: counted and in the access log, not an error */
+	if (r == REASON_INSPECT_DENIED || r == REASON_ROUTE_REDIRECT || r == REASON_ROUTE_RESPOND ||
+	    r == REASON_RATE_LIMITED || r == REASON_RATE_LIMIT_STORE)
+		;  /* the hook's, a route's or a limit's decision: counted and in the access log, not an
+		    * error (a failing limit store logs for itself, rate-limited) */
 	else if (status >= 500)
 		log_warn("%s %s: %s", cl->peer, reason_name(r), reason_text(r));
 	else
@@ -370,6 +382,7 @@ static void stream_reply_pending(struct stream *s)
  * answer still gets its log line. */
 static void stream_abort(struct stream *s)
 {
+	ratelimit_cancel(s);
 	if (s->bc) {
 		if (s->bc->state == BC_CONNECTING)
 			upstream_cancel(s);
@@ -578,12 +591,44 @@ static enum reason stream_route(struct stream *s)
 	return REASON_OK;
 }
 
+/* The listener's monitor_uri (HAProxy's monitor-uri): a balancer's health
+ * check on the traffic port. The path of the target as received, query
+ * left out, must be exactly the configured one. */
+static int stream_is_monitor(const struct stream *s)
+{
+	const char *mu = s->cl->li->cfg->monitor_uri;
+	if (mu[0] == '\0')
+		return 0;
+	const struct msg *m = &s->req;
+	const char *t = msg_str(m, m->url_off);
+	size_t ps = target_path_start(t, m->url_len), pl = 0;
+	while (ps + pl < m->url_len && t[ps + pl] != '?')
+		pl++;
+	return pl == strlen(mu) && memcmp(t + ps, mu, pl) == 0;
+}
+
+/* Answered here, 200 or 503 by readiness (worker_ready), before routes and
+ * the hook: never proxied, never inspected, logged with reason monitor. */
+static enum reason stream_monitor(struct stream *s)
+{
+	struct txn_insp *in = &s->insp;
+	int ready = worker_ready(s->cl->li);
+	in->status = ready ? 200 : 503;
+	in->local.len = 0;
+	buf_append_str(&in->local, ready ? "ready\n" : "draining\n");
+	buf_append_str(&in->resp_hdrs, "Cache-Control: no-store\r\n");
+	s->is_head = s->method == HTTP_HEAD;
+	return stream_answer(s, REASON_MONITOR, 1);
+}
+
 /* The head is complete (called from the codec's parser). */
 static enum reason stream_head(struct stream *s)
 {
 	struct client *cl = s->cl;
 	s->be = cl->li->be;
 	enum reason r;
+	if (stream_is_monitor(s))
+		return stream_monitor(s);
 	if (cl->li->routes && (r = stream_route(s)) != REASON_OK)
 		return r;
 	r = stream_check(s);
@@ -593,10 +638,38 @@ static enum reason stream_head(struct stream *s)
 		return stream_answer(s, s->route->action == CFG_ROUTE_REDIRECT ? REASON_ROUTE_REDIRECT
 										 : REASON_ROUTE_RESPOND, 1);
 	inspect_select(s);
-	if (!inspect_active(s))
+	const struct cfg_rate_limit *rl = ratelimit_select(s);
+	if (rl == NULL)
+		return stream_admit(s, 0);
+	/* Before the hook: a request over the limit costs no inspection. */
+	switch (ratelimit_check(s, rl)) {
+	case RL_ALLOW:
+		break;
+	case RL_DENY:
+		return stream_limited(s, REASON_RATE_LIMITED);
+	case RL_STORE_DENY:
+		return stream_limited(s, REASON_RATE_LIMIT_STORE);
+	case RL_PENDING:
+		/* Redis decides (stream_limit_done). No 100 Continue meanwhile;
+		 * a body the hook will hold collects de-chunked, as it would. */
+		s->insp.waiting = inspect_active(s) && s->ic->body && has_body(s);
+		s->state = ST_LIMIT;
+		codec(s)->timer(s, 0);
+		return REASON_OK;
+	}
+	return stream_admit(s, 0);
+}
+
+/* Past the rate limit: the hook, then the backend. WAITED: the verdict
+ * came later (ST_LIMIT), and the body read meanwhile is in tobe, held
+ * de-chunked for the hook if insp.waiting, else framed for the backend. */
+static enum reason stream_admit(struct stream *s, int waited)
+{
+	struct client *cl = s->cl;
+	if (!inspect_active(s) && !s->insp.waiting)
 		return stream_forward(s);
 	const struct cfg_inspect *ic = s->ic;
-	if (ic->body && has_body(s)) {
+	if (ic->body && has_body(s) && (!waited || s->insp.waiting)) {
 		if (ic->body_reject && s->req_clen > ic->body)
 			return REASON_INSPECT_BODY_TOO_LARGE;
 		/* Hold the request: the body collects, de-chunked, in tobe
@@ -605,9 +678,55 @@ static enum reason stream_head(struct stream *s)
 		s->state = ST_WAIT;
 		codec(s)->timer(s, 0);
 		stream_continue(s);
-		return cl->state == CL_CLOSING ? REASON_CLIENT_WRITE_ERROR : REASON_OK;
+		if (cl->state == CL_CLOSING)
+			return REASON_CLIENT_WRITE_ERROR;
+		if (!waited)
+			return REASON_OK;
+		if (s->req_done) {
+			enum reason r = stream_body_held(s, 1);
+			if (r == REASON_OK && s->req_chunked && !s->insp.reply_pending)
+				buf_append(req_sink(s), "0\r\n\r\n", 5);
+			return r;
+		}
+		return s->tobe.len > ic->body ? stream_body_held(s, 0) : REASON_OK;
 	}
 	return stream_inspect(s);
+}
+
+/* Over the limit (429), or its store failed with on_store_error deny (503):
+ * answered here with Retry-After, never forwarded nor inspected. */
+static enum reason stream_limited(struct stream *s, enum reason r)
+{
+	s->insp.waiting = 0;
+	s->insp.status = (uint16_t)reason_status(r);
+	buf_appendf(&s->insp.resp_hdrs, "Retry-After: %u\r\n", r == REASON_RATE_LIMITED ? s->rl_retry_s : 1);
+	return stream_answer(s, r, 1);
+}
+
+/* Redis's verdict on a stream in ST_LIMIT (ratelimit_cancel saw to it that
+ * the stream is still there and waiting). */
+static void stream_limit_done(struct stream *s, enum rl_verdict v)
+{
+	if (s->state != ST_LIMIT || s->cl->state == CL_CLOSING)
+		return;
+	enum reason r;
+	if (v == RL_ALLOW) {
+		s->state = ST_WAIT;
+		r = stream_admit(s, 1);
+	} else {
+		r = stream_limited(s, v == RL_DENY ? REASON_RATE_LIMITED : REASON_RATE_LIMIT_STORE);
+	}
+	if (r != REASON_OK) {
+		stream_fail(s, r);
+		return;
+	}
+	if (s->insp.reply_pending && s->req_done) {
+		stream_reply_pending(s);
+		return;
+	}
+	if (s->bc && s->bc->state == BC_BUSY)
+		bconn_flush(s->bc);
+	codec(s)->resume(s);  /* reading may have paused while the verdict was awaited */
 }
 
 /* The held body is complete, or has reached `body` bytes. Frame it for the
@@ -658,8 +777,9 @@ static enum reason stream_body(struct stream *s, const char *at, size_t len)
 		return REASON_OK;  /* answered locally: the rest of the body is read and dropped */
 	if (s->insp.waiting) {
 		buf_append(&s->tobe, at, len);
-		/* Exactly `body` bytes may be the whole body: stream_end says. */
-		if (s->tobe.len <= s->ic->body)
+		/* Exactly `body` bytes may be the whole body: stream_end says.
+		 * Awaiting the rate limit's verdict, it only collects. */
+		if (s->tobe.len <= s->ic->body || s->state == ST_LIMIT)
 			return REASON_OK;
 		return stream_body_held(s, 0);
 	}
@@ -688,6 +808,8 @@ static enum reason stream_chunk(struct stream *s, uint64_t len)
 static enum reason stream_end(struct stream *s)
 {
 	s->req_done = 1;
+	if (s->insp.waiting && s->state == ST_LIMIT)
+		return REASON_OK;  /* judged with the verdict (stream_admit) */
 	if (s->insp.waiting) {
 		enum reason r = stream_body_held(s, 1);
 		if (r != REASON_OK)
@@ -738,6 +860,14 @@ static int stream_peer_eof(struct stream *s)
 			return 1;
 		}
 		return 0;
+	case ST_LIMIT:
+		/* Awaiting its rate limit verdict: as for a queued request, the
+		 * verdict (ratelimit_cancel) and the backend are spared. */
+		if (s->be->cfg->queue_abort_on_close) {
+			s->reason = REASON_CLIENT_ABORT;
+			return 0;
+		}
+		return s->req_done;
 	case ST_WAIT:
 		/* Still queued, nothing sent: a client that went away (clients
 		 * that give up close, they rarely half-close and wait) must not
@@ -771,6 +901,7 @@ static void stream_timeout(struct stream *s)
 		}
 		/* body stalled while connecting */
 		__attribute__((fallthrough));
+	case ST_LIMIT:
 	case ST_EXCHANGE:
 		stream_fail(s, s->req_done ? REASON_CLIENT_SEND_TIMEOUT : REASON_BODY_TIMEOUT);
 		break;
@@ -1035,4 +1166,5 @@ void stream_init(void)
 {
 	codec_events_set(&codec_events);
 	upstream_events_set(&backend_events);
+	ratelimit_events_set(stream_limit_done);
 }

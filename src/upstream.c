@@ -173,11 +173,20 @@ static uint64_t ramp_since(const struct server *srv, uint64_t *now_ms)
 	return *now_ms < since + slow ? since : 0;
 }
 
-uint32_t upstream_server_max_conns(const struct server *srv)
+uint32_t upstream_server_tier_max_conns(const struct server *srv)
 {
 	uint32_t v = atomic_load_explicit(&shm->slots[srv->slot].max_conns, memory_order_relaxed);
+	return v ? v : srv->cfg->max_connections;
+}
+
+uint32_t upstream_server_max_conns(const struct server *srv)
+{
 	uint64_t now_ms, since = ramp_since(srv, &now_ms);
-	v = v ? v : srv->cfg->max_connections;
+	/* Rounded down, at least 1 (the config refuses a total below
+	 * instances; the admin API may set one): the tier never exceeds the
+	 * server's total. */
+	uint32_t v = upstream_server_tier_max_conns(srv) / W->cfg->instances;
+	v = v ? v : 1;
 	return since ? lb_ramp(v, since, now_ms, srv->be->cfg->slow_start_ms) : v;
 }
 

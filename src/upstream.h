@@ -28,9 +28,12 @@ void upstream_cancel(struct stream *s);
 /* The exchange on BC ended cleanly; REUSABLE says the connection may carry
  * another request. Hands it to a queued request, pools it or closes it. */
 void upstream_release(struct bconn *bc, int reusable);
-/* max_connections now: the operator's override or the config's, on its
- * slow-start ramp. */
+/* This instance's max_connections now: its share (instances) of the
+ * tier's total, the operator's override or the config's, on its slow-start
+ * ramp. */
 uint32_t upstream_server_max_conns(const struct server *srv);
+/* The tier's total for the server: the operator's override or the config's. */
+uint32_t upstream_server_tier_max_conns(const struct server *srv);
 /* The operator's or the config's weight; and the one balancing uses now
  * (scaled by LB_SCALE, on its slow-start ramp). */
 uint32_t upstream_server_weight(const struct server *srv);

@@ -24,6 +24,7 @@
 #include "shm.h"
 #include "stats.h"
 #include "tls.h"
+#include "ratelimit.h"
 #include "upstream.h"
 
 struct worker *W;
@@ -123,11 +124,31 @@ static void listener_closed(uv_handle_t *h)
 	(void)h;
 }
 
+int worker_ready(const struct worker_listener *li)
+{
+	if (atomic_load_explicit(&shm->drain, memory_order_relaxed))
+		return 0;
+	if (li == NULL)
+		return 1;
+	/* Only a request on the monitor_uri gets here: hashing the address
+	 * each time costs less than keeping it per listener. */
+	uint64_t key = shm_addr_key(&li->cfg->addr.ss, li->cfg->addr.len);
+	for (unsigned i = 0; i < SHM_MAX_CLOSING; i++)
+		if (atomic_load_explicit(&shm->closing_addrs[i], memory_order_relaxed) == key)
+			return 0;
+	return 1;
+}
+
 static void worker_drain(void)
 {
 	if (W->draining)
 		return;
 	W->draining = 1;
+	/* The master is gone (PR_SET_PDEATHSIG): nobody else will say the
+	 * instance is going. A reload's drain leaves readiness alone: the new
+	 * generation serves on the same sockets. */
+	if (worker_orphaned())
+		atomic_fetch_or(&shm->drain, SHM_DRAIN_STOP);
 	log_info("draining: %u client connection(s) open", W->nclients);
 	for (unsigned i = 0; i < W->nlisteners; i++)
 		acceptor_stop(&W->listeners[i].acc, listener_closed);
@@ -209,6 +230,7 @@ void worker_start(struct cfg *cfg, int index, int slot, const struct worker_fd *
 		}
 	}
 	inspect_init(&w);
+	ratelimit_worker_start();
 	uv_signal_init(&w.loop, &w.sig_term);
 	uv_signal_start(&w.sig_term, on_signal, SIGTERM);
 	uv_signal_init(&w.loop, &w.sig_int);

@@ -87,5 +87,10 @@ void worker_maybe_exit(void);
 int worker_orphaned(void);
 /* Adopt the log files the master sends on FD (its channel to this worker). */
 void worker_take_logs(int fd);
+/* Readiness for a balancer: 1 while the instance serves and is not
+ * draining (shm's drain: stopping, POST /drain) and, for a listener LI,
+ * while LI is not one a reload removed; NULL asks for the instance
+ * (GET /ready). Read from shared memory, so every worker agrees. */
+int worker_ready(const struct worker_listener *li);
 
 #endif

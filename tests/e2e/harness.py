@@ -441,8 +441,8 @@ class Sluice:
             body = b""
         if isinstance(body, str):
             body = body.encode()
-        return http_request(self.admin_port, method, path, headers=hs, body=body,
-                            timeout=timeout)
+        with Client(self.admin_port, host=self.admin_host, timeout=timeout) as c:
+            return c.request(method, path, hs, body)
 
     def admin_get(self, path, **kw):
         return self.admin_request("GET", path, **kw)
@@ -479,8 +479,21 @@ class Sluice:
         out = []
         for l in self.config["listeners"]:
             a = l["address"]
-            out.append(a[1:a.index("]")] if a.startswith("[") else HOST)
+            if a.startswith("["):
+                out.append(a[1:a.index("]")])
+            else:
+                h = a.rsplit(":", 1)[0]
+                out.append(h if re.match(r"^127\.\d+\.\d+\.\d+$", h) else HOST)
         return out
+
+    @property
+    def admin_host(self):
+        """The admin listener's host when it is a loopback address other
+        than 127.0.0.1 (a tier's instances each have their own), else
+        127.0.0.1."""
+        a = self.config.get("admin") if isinstance(self.config, dict) else None
+        h = (a or {}).get("address", ADMIN_DEFAULT_ADDRESS).rsplit(":", 1)[0]
+        return h if re.match(r"^127\.\d+\.\d+\.\d+$", h) else HOST
 
     # -- lifecycle
     def command(self):
@@ -524,7 +537,7 @@ class Sluice:
                 wait_for(lambda: len(self.worker_pids()) >= n, timeout,
                          what="%d workers" % n)
                 if self.admin_port is not None:
-                    wait_port(self.admin_port, timeout, proc=self.proc)
+                    wait_port(self.admin_port, timeout, host=self.admin_host, proc=self.proc)
         except Exception:
             raise RuntimeError("sluice did not become ready: %s\n--- stderr:\n%s\n--- error log:\n%s"
                                % (self._exc_text(), read_text(self.stderr_path)[-3000:],

@@ -115,6 +115,8 @@ def rewrite_paths(text, cwd, files):
         key, sep, quote, value = m.group(1), m.group(2), m.group(3), m.group(4)
         if os.path.exists(os.path.join(cwd, value)):
             return m.group(0)
+        if key == "key" and re.match(r"^(client$|header:|cookie:)", value):
+            return m.group(0)  # a rate_limit's key, not a file
         if key in ("cert", "key"):
             new = files[("rsa." if "rsa" in value.lower() else "ecdsa.") + key]
         elif key in ("ca", "client_ca"):
@@ -1115,6 +1117,7 @@ LUA_TABLES = {
     ("luaprim.c", "cidrs_m"): "set:",
     ("luaprim.c", "funcs"): "sluice.",
     ("crs_lua.c", "methods"): "crs:",
+    ("shdict_lua.c", "shared_m"): "sluice.shared:",
 }
 LUA_LIB_NAMES = {"LUA_GNAME": "base", "LUA_STRLIBNAME": "string", "LUA_TABLIBNAME": "table",
                  "LUA_MATHLIBNAME": "math", "LUA_UTF8LIBNAME": "utf8", "LUA_IOLIBNAME": "io",
@@ -1133,7 +1136,7 @@ def lua_registrations():
     {("lib", "string"), ("removed", "dofile"), ("replaced", "print"),
     ("removed", "string.dump"), ("phase", "inspect"), ...}."""
     names, facts = {}, set()
-    for fname in ("inspect_api.c", "luaprim.c", "crs_lua.c"):
+    for fname in ("inspect_api.c", "luaprim.c", "crs_lua.c", "shdict_lua.c"):
         with open(os.path.join(REPO, "src", fname)) as f:
             text = _c_strip(f.read())
         for m in re.finditer(r"luaL_Reg\s+(\w+)\s*\[\s*\]\s*=\s*\{(.*?)\};", text, re.S):

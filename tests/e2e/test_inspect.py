@@ -304,11 +304,11 @@ def test_id_numbers_requests_and_connections(sluice, recorder):
 
 def test_kept_req_from_earlier_call_raises(sluice, recorder):
     """docs: a req kept from an earlier call raises when used. The first
-    request stores its req in sluice.shared; the second calls a method on
+    request stores its req in sluice.worker_state; the second calls a method on
     it inside pcall and reports whether that raised."""
     s, be = start(sluice, recorder)
-    assert ev(s, "sluice.shared.kept = req", path="/keep").status == 200
-    code = ("local ok, err = pcall(function() return sluice.shared.kept:path() end) "
+    assert ev(s, "sluice.worker_state.kept = req", path="/keep").status == 200
+    code = ("local ok, err = pcall(function() return sluice.worker_state.kept:path() end) "
             "req:set_header('X-Kept', ok and ('no error: ' .. tostring(err)) or 'raised')")
     assert ev(s, code, path="/use").status == 200
     assert one_req(be, "/use").header_all("x-kept") == ["raised"]
@@ -323,8 +323,8 @@ def test_req_and_resp_outside_their_phase(sluice, recorder):
             "req:set_header('X-R', tostring(a) .. tostring(b) .. tostring(c))")
     assert ev(s, code, path="/logonly").status == 200
     assert one_req(be, "/logonly").header_all("x-r") == ["falsefalsefalse"]
-    assert ev(s, None, resp="sluice.shared.kresp = resp", path="/kr").status == 200
-    code = ("local ok = pcall(function() return sluice.shared.kresp:status() end) "
+    assert ev(s, None, resp="sluice.worker_state.kresp = resp", path="/kr").status == 200
+    code = ("local ok = pcall(function() return sluice.worker_state.kresp:status() end) "
             "req:set_header('X-R', tostring(ok))")
     assert ev(s, code, path="/kr2").status == 200
     assert one_req(be, "/kr2").header_all("x-r") == ["false"]
@@ -1092,7 +1092,8 @@ def test_sandbox(sluice, recorder):
     # what is there
     present = ["string.format", "table.concat", "math.floor", "utf8.char", "pcall", "load",
                "setmetatable", "sluice.regex", "sluice.multi", "sluice.cidrs", "sluice.transform",
-               "sluice.now", "sluice.time", "sluice.log", "sluice.shared", "sluice.worker"]
+               "sluice.now", "sluice.time", "sluice.log", "sluice.shared", "sluice.worker_state",
+               "sluice.worker"]
     code = ("local out = {} for _, n in ipairs({%s}) do "
             "local v = _ENV for p in n:gmatch('[^.]+') do v = v and v[p] end "
             "out[#out + 1] = type(v) end "
@@ -1564,7 +1565,7 @@ def test_inspection_off_does_not_hold_bodies(sluice, recorder):
 
 COUNT_SCRIPT = """\
 function inspect(req)
-  local s = sluice.shared
+  local s = sluice.worker_state
   s.n = (s.n or 0) + 1
   req:set_header("X-Count", tostring(s.n))
   req:set_header("X-Worker", tostring(sluice.worker))
@@ -1641,7 +1642,7 @@ def test_live_switch_two_workers(sluice, recorder, tmp_path):
         for c in conns.values():
             H.wait_for(lambda: inspected(c, path()), 1.0, interval=0.05, what="switch on")
         assert {reqs_to(be, "/sw%d" % k)[0].header("x-worker") for k in (1, 2)} == {"0", "1"}
-        # sluice.shared is per worker: each worker counted its own calls from 1, without gaps
+        # sluice.worker_state is per worker: each worker counted its own calls from 1, without gaps
         counts = {}
         for q in be.all_requests():
             if q.header("x-count") is not None:
@@ -1753,7 +1754,8 @@ def test_reload_loads_changed_script_and_rejects_broken_one(sluice, recorder, tm
 
 
 def test_reload_resets_worker_state(sluice, recorder, tmp_path):
-    """sluice.shared belongs to a worker's state: a reload starts afresh."""
+    """sluice.worker_state belongs to a worker's state: a reload starts afresh
+    (sluice.shared, instance-wide, survives it: test_shared.py)."""
     name = write_script(tmp_path, "count.lua", COUNT_SCRIPT)
     s, be = start(sluice, recorder, name)
     for i in range(3):

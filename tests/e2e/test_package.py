@@ -175,7 +175,8 @@ def test_make_install(tmp_path, sluice_bin):
     files = sorted(os.path.relpath(os.path.join(dp, f), dest)
                    for dp, _, fs in os.walk(dest) for f in fs)
     expect = sorted(["usr/sbin/sluice", "etc/sluice/sluice.yaml", "etc/logrotate.d/sluice",
-                     "lib/systemd/system/sluice.service", "usr/share/man/man8/sluice.8.gz"]
+                     "lib/systemd/system/sluice.service", "lib/systemd/system/sluice.socket",
+                     "usr/share/man/man8/sluice.8.gz"]
                     + ["usr/share/sluice/lua/" + s for s in LUA_SCRIPTS]
                     + ["usr/share/doc/sluice/" + s for s in DOCS])
     assert files == expect

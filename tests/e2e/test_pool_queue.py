@@ -301,3 +301,52 @@ def test_queue_is_fair_across_workers(sluice, demo):
     # every client (and so both workers' queues) got served repeatedly
     assert all(len(r) >= 2 for r in res), [len(r) for r in res]
     assert d.stats()["proxy_max_active"] <= 1 + 1  # +1: the demo's close lag
+
+
+def test_instances_share_the_tier_cap(sluice, recorder, tmp_path):
+    """Two instances of a tier (instances: 2) in front of one server with
+    max_connections: 4 for the whole tier: each keeps to 2, together they
+    never hold more than 4; /status shows the share and the total, an admin
+    override is a total too."""
+    def handler(conn):
+        while True:
+            q = conn.read_request()
+            time.sleep(0.01)
+            conn.respond(q.target.encode())
+    rb = recorder(handler)
+    tier = []
+    for _ in range(2):
+        cfg = H.make_config(H.free_port(), [H.server(rb.port, max_connections=4)], workers=2,
+                            backend={"queue_timeout": "30s"}, admin=H.admin_config())
+        cfg["instances"] = 2
+        tier.append(sluice(cfg))
+    start = threading.Barrier(40)
+
+    def client(i):
+        start.wait(10)
+        with H.Client(tier[i % 2].port, timeout=30) as c:
+            return [c.request("GET", "/%d/%d" % (i, j)).body for j in range(3)]
+    with ThreadPoolExecutor(40) as ex:
+        results = list(ex.map(client, range(40)))
+    assert results == [[b"/%d/%d" % (i, j) for j in range(3)] for i in range(40)]
+    assert len(rb.all_requests()) == 120
+    assert rb.max_active == 4, rb.max_active  # 2 + 2: the shares were used, never exceeded
+    st = tier[0].status()
+    srv = st["backends"][0]["servers"][0]
+    assert (st["instances"], srv["max_connections"], srv["tier_max_connections"]) == (2, 2, 4), st
+    r = tier[0].admin_post("/servers/app/s1/max_connections", b"7")
+    assert r.status == 200, r
+    srv = tier[0].status()["backends"][0]["servers"][0]
+    assert (srv["max_connections"], srv["tier_max_connections"]) == (3, 7), srv
+
+
+def test_instances_above_a_server_cap_is_an_error(sluice_bin, tmp_path):
+    cfg = H.make_config(H.free_port(), [H.server(H.free_port(), max_connections=2)])
+    cfg["instances"] = 3
+    r = H.Sluice(sluice_bin, tmp_path, cfg).check()
+    assert r.returncode != 0
+    assert "backends[0].servers[0].max_connections" in r.stderr
+    assert "2 is below instances (3): each instance needs a share of at least 1" in r.stderr, r.stderr
+    cfg["instances"] = 0
+    r = H.Sluice(sluice_bin, tmp_path, cfg).check()
+    assert r.returncode != 0 and "instances" in r.stderr, r.stderr

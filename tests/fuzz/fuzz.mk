@@ -14,7 +14,7 @@
 # libc allocator (no jemalloc).
 
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS ?= fuzz_request fuzz_response fuzz_proxy_proto fuzz_cfg fuzz_lua_req fuzz_route fuzz_h2 fuzz_seclang fuzz_crs_body fuzz_rxlit
+FUZZ_TARGETS ?= fuzz_request fuzz_response fuzz_proxy_proto fuzz_cfg fuzz_lua_req fuzz_route fuzz_h2 fuzz_seclang fuzz_crs_body fuzz_rxlit fuzz_handover
 # Start from the seeds only (otherwise the corpus found by earlier runs in
 # build-fuzz/corpus/ is kept and grows).
 FUZZ_FRESH ?= 0
@@ -51,7 +51,7 @@ SAN      = -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omi
 FCFLAGS  = -std=c11 -O1 -g $(WARN) -D_GNU_SOURCE $(LLHTTP_DEFS) $(TLS_CFLAGS) \
            -I/usr/share/include/llhttp -I/usr/include/lua5.4 -I/usr/include/libxml2 -Isrc $(SAN) -fsanitize=fuzzer-no-link
 INJ_DIR ?= build-libinjection-lib
-FLIBS    = -luv -lcyaml -lyaml $(TLS_LIBS) -llua5.4 -lpcre2-8 -lhs -lnghttp2 -lxml2 \
+FLIBS    = -luv -lhiredis -lcyaml -lyaml $(TLS_LIBS) -llua5.4 -lpcre2-8 -lhs -lnghttp2 -lxml2 \
            $(INJ_DIR)/libsluice_libinjection.a -lgcc_s -lutil -lrt -lpthread -lm -ldl
 
 LLHTTP_DIR = /usr/share/llhttp
@@ -101,7 +101,7 @@ $(FBUILD)/rig.o: tests/fuzz/rig.c tests/fuzz/rig.h $(wildcard src/*.h) $(FBUILD)
 $(FBUILD)/fuzz_request $(FBUILD)/fuzz_response $(FBUILD)/fuzz_lua_req $(FBUILD)/fuzz_h2: $(FBUILD)/%: tests/fuzz/%.c $(RIG_OBJ) $(OBJ)
 	$(FCC) $(FCFLAGS) -Itests/fuzz -fsanitize=fuzzer -o $@ $< $(RIG_OBJ) $(OBJ) $(FLIBS)
 
-$(FBUILD)/fuzz_proxy_proto $(FBUILD)/fuzz_cfg $(FBUILD)/fuzz_route $(FBUILD)/fuzz_seclang $(FBUILD)/fuzz_crs_body $(FBUILD)/fuzz_rxlit: $(FBUILD)/%: tests/fuzz/%.c $(OBJ)
+$(FBUILD)/fuzz_proxy_proto $(FBUILD)/fuzz_cfg $(FBUILD)/fuzz_route $(FBUILD)/fuzz_seclang $(FBUILD)/fuzz_crs_body $(FBUILD)/fuzz_rxlit $(FBUILD)/fuzz_handover: $(FBUILD)/%: tests/fuzz/%.c $(OBJ)
 	$(FCC) $(FCFLAGS) -fsanitize=fuzzer -o $@ $< $(OBJ) $(FLIBS)
 
 # Sanitizers: stop at the first report (a report is a failure), leaks
@@ -121,6 +121,7 @@ MAXLEN_fuzz_h2          = 4096
 MAXLEN_fuzz_seclang     = 4096
 MAXLEN_fuzz_crs_body    = 8192
 MAXLEN_fuzz_rxlit       = 512
+MAXLEN_fuzz_handover    = 8192
 
 replay: $(BINS)
 	@set -e; for t in $(FUZZ_TARGETS); do \

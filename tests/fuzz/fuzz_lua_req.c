@@ -320,8 +320,17 @@ static void emit_stmt(struct rd *r, int phase, int depth)
 			emit(", literal = true}}); local out = {}; local s = ");
 			emit_arg(r, obj);
 			emit("; return m:test(s), m:first(s), m:scan(s, out) end)\n");
-		} else {
-			emit("v = sluice.now() + sluice.time() + sluice.worker; sluice.shared.k = v\n");
+		} else if (rd(r, 2) == 0) {
+			emit("v = sluice.now() + sluice.time() + sluice.worker; sluice.worker_state.k = v\n");
+		} else {  /* the shared dictionary, with any arguments */
+			static const char *const dm[] = { "get", "set", "add", "replace", "incr", "cas",
+							  "delete", "ttl", "expire", "count" };
+			emit("ok, v = pcall(function() return sluice.shared:");
+			emit(dm[rd(r, sizeof(dm) / sizeof(dm[0]))]);
+			emit("(");
+			emit_arg(r, obj);
+			emit_args(r, obj);
+			emit(") end)\n");
 		}
 		break;
 	case 12:  /* a bounded loop around a few statements */

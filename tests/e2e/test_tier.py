@@ -1,0 +1,183 @@
+"""A tier of two sluice instances behind a layer-4 balancer, on this machine.
+
+HAProxy from Debian in TCP mode (`send-proxy-v2`, roundrobin, `option
+httpchk GET /ready` against each instance's admin listener) in front of
+two sluice instances on distinct loopback addresses (127.0.0.2 and
+127.0.0.3, the same port), one ticket-key file for both, cookie persistence
+over two demo servers. What a tier must give, checked end to end:
+
+- the client's own address reaches each instance through PROXY v2;
+- a TLS session made on one instance resumes on the other;
+- a persistence cookie set by one instance is honoured by the other;
+- rolling operations while wrk (HTTPS, keep-alive) and h2load (HTTP/2 over
+  TLS) run through the balancer fail no request: a reload of each
+  instance, a binary upgrade of each (SIGUSR2), and a stop and start of
+  each, where HAProxy's log shows the instance taken out before its
+  listener closed (timeouts.drain_notice).
+"""
+
+import os
+import re
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import time
+
+import pytest
+
+import harness as H
+import peers
+import tlsutil as T
+
+ADDRS = ("127.0.0.2", "127.0.0.3")
+NOTICE = "1500ms"
+
+
+def tls_ctx():
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    return ctx
+
+
+class TierHAProxy(peers.Peer):
+    """HAProxy in TCP mode balancing over the tier: PROXY v2 to each
+    instance, an HTTP check of its admin /ready every 100 ms (fall 1, rise
+    1). Its log has the servers' state changes ("Server tier/i0 is DOWN")
+    and one line per connection (`conn srv=<server> bytes=<n>`)."""
+
+    def __init__(self, workdir, members):
+        super().__init__(peers.HAPROXY, workdir, "haproxy-tier")
+        self.out_path = self.log_path
+        self.members = members  # [(name, addr, port, admin_port)]
+
+    def start(self):
+        servers = "".join("    server %s %s:%d check port %d\n" % m for m in self.members)
+        with open(self.conf_path, "w") as f:
+            f.write("""global
+    log stdout format raw local0 info
+defaults
+    mode tcp
+    log global
+    timeout connect 2s
+    timeout client 30s
+    timeout server 30s
+    timeout check 1s
+frontend fe
+    bind 127.0.0.1:%(port)d
+    log-format "conn srv=%%s bytes=%%B"
+    default_backend tier
+backend tier
+    balance roundrobin
+    option httpchk GET /ready
+    http-check expect status 200
+    default-server send-proxy-v2 inter 100ms fall 1 rise 1
+%(servers)s""" % {"port": self.port, "servers": servers})
+        r = subprocess.run([self.binary, "-c", "-f", self.conf_path], capture_output=True,
+                           text=True, timeout=30)
+        if r.returncode != 0:
+            raise RuntimeError("haproxy -c rejects the config:\n%s%s" % (r.stdout, r.stderr))
+        return self._start([self.binary, "-db", "-f", self.conf_path])
+
+    def state_changes(self, name):
+        return re.findall(r"Server tier/%s is (UP|DOWN)" % re.escape(name), H.read_text(self.log_path))
+
+    def state(self, name):
+        """UP or DOWN: a server starts UP (HAProxy 2.6 has no init-state)."""
+        return (self.state_changes(name) or ["UP"])[-1]
+
+    def wait_state(self, name, state, timeout=10.0):
+        H.wait_for(lambda: self.state(name) == state, timeout, what="haproxy: %s %s" % (name, state))
+
+
+@pytest.fixture
+def tier(sluice, demo, tmp_path):
+    """Two instances on ADDRS, the same TLS port, a shared ticket-key file
+    and two demo servers with cookie persistence; HAProxy in front once
+    both answer. Returns a namespace with .instances, .haproxy, .make(i)
+    (a new Sluice for instance i with the same config), .port (HAProxy's)."""
+    if peers.HAPROXY is None:
+        pytest.skip("haproxy not installed")
+    os.makedirs(str(tmp_path / "pki"), exist_ok=True)
+    pki = T.make_pki(tmp_path / "pki")
+    keys = T.ticket_keys_file(str(tmp_path / "ticket.keys"), [os.urandom(48), os.urandom(48)])
+    d1, d2 = demo(threads=32, keepalive_ms=60000), demo(threads=32, keepalive_ms=60000)
+    port = H.free_port()
+
+    class Tier:
+        pass
+    t = Tier()
+    t.configs = []
+    for i, addr in enumerate(ADDRS):
+        admin_port = H.free_port()
+        cfg = H.make_config(port, [H.server(d1.port, "a", cookie="alpha"),
+                                   H.server(d2.port, "b", cookie="beta")],
+                            workers=1, listen_host=addr, access_log_format=None,
+                            timeouts={"drain_notice": NOTICE, "drain": "5s"},
+                            backend={"persistence": {"type": "cookie"}, "queue_timeout": "10s"},
+                            listener={"accept_proxy_from": ["127.0.0.1/32"],
+                                      "tls": {"certificates": [pki.ecdsa.entry()], "ticket_keys": keys}},
+                            admin={"address": "%s:%d" % (addr, admin_port)})
+        cfg["instances"] = 2
+        t.configs.append(cfg)
+    t.make = lambda i: sluice(t.configs[i], name="i%d" % i)
+    t.instances = [t.make(i) for i in range(2)]
+    t.haproxy = TierHAProxy(tmp_path, [("i%d" % i, ADDRS[i], port,
+                                        int(t.configs[i]["admin"]["address"].rsplit(":", 1)[1]))
+                                       for i in range(2)]).start()
+    t.port = t.haproxy.port
+    for i in range(2):
+        t.haproxy.wait_state("i%d" % i, "UP")
+    yield t
+    t.haproxy.stop()
+
+
+def tls_request(ctx, port, path, session=None, cookie=None, source="127.0.0.9"):
+    """One HTTPS request on a new connection from SOURCE. Returns (Response,
+    session, reused)."""
+    raw = socket.create_connection((H.HOST, port), timeout=5, source_address=(source, 0))
+    with ctx.wrap_socket(raw, session=session) as s:
+        s.settimeout(5)
+        c = H.Client.__new__(H.Client)
+        c.sock, c.st = s, H.Stream(s)
+        hdrs = [("Host", "tier.test")] + ([("Cookie", cookie)] if cookie else [])
+        r = c.request("GET", path, headers=hdrs)
+        return r, s.session, s.session_reused
+
+
+def entry(s, path, timeout=5.0):
+    return s.wait_access_entry(lambda e: e["target"] == path, timeout=timeout)
+
+
+def test_tier_identity_resumption_and_persistence(tier):
+    """Through HAProxy's TCP balancing, connection after connection
+    alternates between the instances: each sees the client's own address
+    (PROXY v2), resumes the TLS session the other made, and sends the
+    request to the server the other's cookie names."""
+    ctx = tls_ctx()
+    r, sess, reused = tls_request(ctx, tier.port, "/t-first")
+    assert r.status == 200 and not reused
+    cookies = r.header_all("set-cookie")
+    assert len(cookies) == 1, r.headers
+    cookie = cookies[0].split(";")[0]
+    first = H.wait_for(lambda: next((e for s in tier.instances for e in s.access_entries()
+                                     if e["target"] == "/t-first"), None), 5, what="/t-first logged")
+    for k in range(8):
+        r, _, reused = tls_request(ctx, tier.port, "/t-%d" % k, session=sess, cookie=cookie)
+        assert r.status == 200 and reused, (k, r.status, reused)
+        assert r.header_all("set-cookie") == [], r.headers  # the cookie was honoured as it was
+
+    def where(path):
+        found = [(i, e) for i, s in enumerate(tier.instances) for e in s.access_entries()
+                 if e["target"] == path]
+        return found[0] if found else None
+    served_by = set()
+    for k in range(8):
+        i, e = H.wait_for(lambda: where("/t-%d" % k), 5, what="the access line of /t-%d" % k)
+        served_by.add(i)
+        assert e["client"] == "127.0.0.9", e
+        assert e["server"] == first["server"] and e["persistence"] == "hit", e
+        assert "resumed=1" in e["tls_rest"], e
+    assert served_by == {0, 1}
