@@ -23,6 +23,7 @@ import signal
 import socket
 import ssl
 import subprocess
+import threading
 import time
 
 import pytest
@@ -181,3 +182,84 @@ def test_tier_identity_resumption_and_persistence(tier):
         assert e["server"] == first["server"] and e["persistence"] == "hit", e
         assert "resumed=1" in e["tls_rest"], e
     assert served_by == {0, 1}
+
+
+def start_load(tier, tmp_path, seconds):
+    """wrk (HTTPS keep-alive) and h2load (HTTP/2 over TLS) through the
+    balancer for SECONDS. h2load does not reconnect after a GOAWAY, so it
+    runs in short rounds back to back. Returns a function that waits for
+    both and returns (wrk's output, h2load's last output, h2load's sent
+    requests, those of them that did not get a 200)."""
+    for tool in ("wrk", "h2load"):
+        if shutil.which(tool) is None:
+            pytest.fail("%s missing: make test-deps installs it" % tool)
+    url = "https://127.0.0.1:%d/" % tier.port
+    wrk = subprocess.Popen(["wrk", "-t1", "-c16", "-d%ds" % seconds, url],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + seconds
+    h2 = {"sent": [], "out": ""}
+
+    def h2_rounds():
+        k = 0
+        while time.monotonic() < deadline:
+            log = tmp_path / ("h2load-%d.tsv" % k)
+            p = subprocess.run(["h2load", "-n", "400", "-c", "4", "-m", "4", "--log-file", str(log), url],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=60)
+            h2["out"] = p.stdout.decode("utf-8", "replace")
+            lines = [l.split("\t") for l in log.read_text().splitlines() if l.strip()]
+            # start time 0: queued by h2load but never sent (its session had
+            # seen a GOAWAY): asked of no one
+            h2["sent"] += [l for l in lines if l[0] != "0"]
+            k += 1
+    t = threading.Thread(target=h2_rounds)
+    t.start()
+
+    def finish():
+        try:
+            out, _ = wrk.communicate(timeout=seconds + 30)
+        finally:
+            if wrk.poll() is None:
+                wrk.kill()
+                wrk.wait()
+        t.join(seconds + 60)
+        sent = h2["sent"]
+        return out.decode("utf-8", "replace"), h2["out"], sent, [l for l in sent if l[1] != "200"]
+    return finish
+
+
+def wrk_requests(out):
+    m = re.search(r"(\d+) requests in", out)
+    return int(m.group(1)) if m else 0
+
+
+def test_tier_rolling_operations_fail_no_request(tier, tmp_path):
+    """Under wrk and h2load through HAProxy: a rolling reload of both
+    instances, then a rolling stop and start of both. Each stopping
+    instance is taken out by HAProxy (its /ready answers 503 for
+    timeouts.drain_notice) while its listener still accepts; no request
+    fails anywhere."""
+    finish = start_load(tier, tmp_path, 14)
+    H.wait_for(lambda: all(len(s.access_entries()) > 50 for s in tier.instances), 10,
+               what="traffic on both instances")
+    for s in tier.instances:
+        s.reload()
+    for i in range(2):
+        name, s = "i%d" % i, tier.instances[i]
+        s.signal(signal.SIGTERM)
+        tier.haproxy.wait_state(name, "DOWN", timeout=5)
+        assert H.port_accepts(s.port, host=ADDRS[i]), \
+            "%s stopped accepting before HAProxy took it out" % name
+        assert s.proc.wait(timeout=15) == 0
+        tier.instances[i] = tier.make(i)
+        tier.haproxy.wait_state(name, "UP", timeout=5)
+        H.wait_for(lambda: len(tier.instances[i].access_entries()) > 20, 10,
+                   what="traffic back on %s" % name)
+    wrk_out, h2_out, sent, failed = finish()
+    assert "Socket errors" not in wrk_out and "Non-2xx" not in wrk_out, wrk_out
+    assert wrk_requests(wrk_out) > 1000, wrk_out
+    assert len(sent) > 1000, h2_out
+    assert failed == [], (failed[:10], h2_out)
+    # The stop was ordered: not ready first, listeners closed after the notice.
+    for i in range(2):
+        err = H.read_text(tier.instances[i].error_log)
+        assert "stopping: not ready; listeners close in 1500 ms" in err, err[-2000:]
