@@ -928,8 +928,12 @@ static void upgrade_start(int stopping)
 		log_warn("upgrade refused (SIGUSR2): stopping");
 		return;
 	}
-	if (upgrade.pid) {
+	if (upgrade.pid > 0) {
 		log_warn("upgrade refused (SIGUSR2): an upgrade is in progress (new master pid %d)", (int)upgrade.pid);
+		return;
+	}
+	if (upgrade.pid < 0) {
+		log_warn("upgrade refused (SIGUSR2): an upgrade is in progress (new master starting)");
 		return;
 	}
 	if (prev.cfg) {
@@ -1278,8 +1282,7 @@ int master_run(struct cfg *cfg)
 		switch (sig) {
 		case SIGHUP:
 			if (upgrade.pid && !handed_over) {
-				log_warn("reload refused: a binary upgrade is in progress (new master pid %d)",
-					 (int)upgrade.pid);
+				log_warn("reload refused: a binary upgrade is in progress");
 				break;
 			}
 			if (stop_notice && !stopping)

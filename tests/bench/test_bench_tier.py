@@ -1,6 +1,7 @@
 """Smoke test of `make bench-tier` (bench/tier.sh): the tier benchmark in
 QUICK mode with 1 s runs, churn and keepalive through the three topologies
-(direct, HAProxy -> A, HAProxy -> A + B) and the rate-limit part. Checks
+(direct, HAProxy -> A, HAProxy -> A + B), churn at a fixed offered rate,
+and the rate-limit part. Checks
 that it measured something for every instance, that HAProxy alternated
 between the two, that no request failed, and that its report, chart and
 latest/ entry exist. Speed is never asserted.
@@ -66,6 +67,7 @@ def test_tier_quick_runs(tier_run):
     runs = json.loads((results / "smoke" / "tier" / "runs.json").read_text())
     seen = {(r["case"], r["label"]) for r in runs}
     assert {(s, t) for s in ("churn", "keepalive") for t in ("direct", "tier1", "tier2")} <= seen
+    assert {("fixed", t) for t in ("tier1-half", "tier1", "tier2")} <= seen
     for r in runs:
         what = f"{r['case']}/{r['label']}"
         assert r["errors"] == 0 and r["requests"] > 0, what
@@ -76,7 +78,7 @@ def test_tier_quick_runs(tier_run):
         if r["label"] == "tier2":
             assert 0.4 <= r["share_A"] <= 0.6, (what, r["share_A"])
         assert (r["lb_cpu_us"] is None) == (r["label"] == "direct"), what
-        if r["case"] == "churn":
+        if r["case"] in ("churn", "fixed"):
             # tickets off: every connection a full handshake, none resumed
             for x in r["inst"]:
                 assert x["resumed"] == 0 and x["full"] >= x["served"] * 0.9, (what, x)

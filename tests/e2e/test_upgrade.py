@@ -190,6 +190,7 @@ def test_upgrade_pid_files_and_refusals(sluice, sluice_bin, demo, tmp_path, monk
     s.signal(signal.SIGUSR2)
     s.wait_error_log(r"upgrade: starting %s as the new master, handing over 1 listening socket$"
                      % re.escape(exe), start=off)
+    s.wait_error_log(r"upgrade: new master pid \d+ starting$", start=off)
     H.wait_for(lambda: os.path.exists(pid_file + ".oldbin"), 5, what=".oldbin")
     assert read_pid(pid_file + ".oldbin") == s.pid and not os.path.exists(pid_file)
     s.signal(signal.SIGUSR2)
@@ -222,6 +223,37 @@ def test_upgrade_pid_files_and_refusals(sluice, sluice_bin, demo, tmp_path, monk
     s.wait_error_log(r"upgrade refused \(SIGUSR2\): a reload is in progress", start=off)
     H.wait_for(lambda: set(H.children_of(new)) - old_workers and read_pid(pid_file) == new, 5,
                what="reload done")
+    stop_master(new)
+
+
+def test_upgrade_with_listeners_added_and_removed(sluice, sluice_bin, demo, tmp_path, monkeypatch):
+    """The new configuration drops a listener and adds one: the new master
+    closes the inherited socket it has no listener for (the old master
+    closes its own after its queue is served), binds the new address, and
+    serves on the kept one."""
+    a = demo(size=21)
+    keep, drop, add = H.free_port(), H.free_port(), H.free_port()
+
+    def listener(name, port):
+        return {"name": name, "address": "%s:%d" % (H.HOST, port), "backend": "app"}
+    cfg = H.make_config(keep, [H.server(a.port)], workers=2)
+    cfg["listeners"].append(listener("dropped", drop))
+    s, _, pid_file = upgraded_sluice(sluice, sluice_bin, tmp_path, monkeypatch, cfg)
+    assert H.http_request(drop, "GET", "/").status == 200
+    cfg2 = H.make_config(keep, [H.server(a.port)], workers=2)
+    cfg2["listeners"].append(listener("added", add))
+    cfg2["pid_file"] = pid_file
+    s.write_config(cfg2)
+    off = len(H.read_text(s.error_log))
+    new = upgrade(s, pid_file, 2)
+    s.wait_error_log(r"upgrade: inherited socket on 127\.0\.0\.1:%d is no longer configured; closing it$"
+                     % drop, start=off)
+    s.wait_error_log(r"listening on 127\.0\.0\.1:%d: 2 sockets inherited from the previous master "
+                     r"\(binary upgrade\)$" % keep, start=off)
+    for port in (keep, add):
+        r = H.http_request(port, "GET", "/")
+        assert r.status == 200 and len(r.body) == 21
+    assert not H.port_accepts(drop)
     stop_master(new)
 
 
