@@ -31,6 +31,7 @@ import pytest
 import harness as H
 import peers
 import tlsutil as T
+from test_upgrade import read_pid, stop_master, upgrade
 
 ADDRS = ("127.0.0.2", "127.0.0.3")
 NOTICE = "1500ms"
@@ -83,7 +84,9 @@ backend tier
         return self._start([self.binary, "-db", "-f", self.conf_path])
 
     def state_changes(self, name):
-        return re.findall(r"Server tier/%s is (UP|DOWN)" % re.escape(name), H.read_text(self.log_path))
+        # each change is printed twice: as a warning and as a log line
+        return re.findall(r"^Server tier/%s is (UP|DOWN)" % re.escape(name), H.read_text(self.log_path),
+                          re.M)
 
     def state(self, name):
         """UP or DOWN: a server starts UP (HAProxy 2.6 has no init-state)."""
@@ -122,6 +125,7 @@ def tier(sluice, demo, tmp_path):
                                       "tls": {"certificates": [pki.ecdsa.entry()], "ticket_keys": keys}},
                             admin={"address": "%s:%d" % (addr, admin_port)})
         cfg["instances"] = 2
+        cfg["pid_file"] = str(tmp_path / ("i%d.pid" % i))
         t.configs.append(cfg)
     t.make = lambda i: sluice(t.configs[i], name="i%d" % i)
     t.instances = [t.make(i) for i in range(2)]
@@ -133,6 +137,11 @@ def tier(sluice, demo, tmp_path):
         t.haproxy.wait_state("i%d" % i, "UP")
     yield t
     t.haproxy.stop()
+    # A master made by an upgrade is no child of the harness: stopped here.
+    for c in t.configs:
+        pid = read_pid(c["pid_file"])
+        if pid and H.pid_alive(pid):
+            stop_master(pid)
 
 
 def tls_request(ctx, port, path, session=None, cookie=None, source="127.0.0.9"):
@@ -234,11 +243,12 @@ def wrk_requests(out):
 
 def test_tier_rolling_operations_fail_no_request(tier, tmp_path):
     """Under wrk and h2load through HAProxy: a rolling reload of both
-    instances, then a rolling stop and start of both. Each stopping
-    instance is taken out by HAProxy (its /ready answers 503 for
-    timeouts.drain_notice) while its listener still accepts; no request
-    fails anywhere."""
-    finish = start_load(tier, tmp_path, 14)
+    instances, a rolling stop and start of both, then a rolling binary
+    upgrade (SIGUSR2) of both. Each stopping instance is taken out by
+    HAProxy (its /ready answers 503 for timeouts.drain_notice) while its
+    listener still accepts; an upgraded one never stops accepting; no
+    request fails anywhere."""
+    finish = start_load(tier, tmp_path, 18)
     H.wait_for(lambda: all(len(s.access_entries()) > 50 for s in tier.instances), 10,
                what="traffic on both instances")
     for s in tier.instances:
@@ -254,7 +264,17 @@ def test_tier_rolling_operations_fail_no_request(tier, tmp_path):
         tier.haproxy.wait_state(name, "UP", timeout=5)
         H.wait_for(lambda: len(tier.instances[i].access_entries()) > 20, 10,
                    what="traffic back on %s" % name)
+    masters = [read_pid(c["pid_file"]) for c in tier.configs]
+    for i in range(2):
+        n = len(tier.instances[i].access_entries())
+        new = upgrade(tier.instances[i], tier.configs[i]["pid_file"], 1)
+        assert new != masters[i] and not H.pid_alive(masters[i])
+        H.wait_for(lambda: len(tier.instances[i].access_entries()) > n + 20, 10,
+                   what="traffic on the upgraded i%d" % i)
+        assert tier.haproxy.state("i%d" % i) == "UP"
     wrk_out, h2_out, sent, failed = finish()
+    # The upgrades were no stops: HAProxy never took an instance out for them.
+    assert [tier.haproxy.state_changes("i%d" % i) for i in range(2)] == [["DOWN", "UP"]] * 2
     assert "Socket errors" not in wrk_out and "Non-2xx" not in wrk_out, wrk_out
     assert wrk_requests(wrk_out) > 1000, wrk_out
     assert len(sent) > 1000, h2_out
