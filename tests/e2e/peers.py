@@ -358,6 +358,64 @@ frontend fe
                                % H.read_text(self.log_path)[-3000:])
 
 
+class TcpBalancer(Peer):
+    """HAProxy in TCP mode (a layer-4 balancer) over SERVERS, a list of
+    (name, address, port, check_port): roundrobin, `send-proxy-v2` when
+    SEND_PROXY, an HTTP check `GET /ready` every 100 ms on the server's
+    address at CHECK_PORT (its port when None), FALL failures to mark it
+    down, 1 success to mark it up. Its log has one line per state change
+    ("Server be/<name> is DOWN") and `conn srv=<name> bytes=<n>` per
+    connection."""
+
+    def __init__(self, workdir, servers, name="haproxy-tcp", send_proxy=False, fall=1):
+        super().__init__(HAPROXY, workdir, name)
+        self.out_path = self.log_path  # HAProxy's "log stdout" is the process's stdout
+        self.servers, self.send_proxy, self.fall = servers, send_proxy, fall
+
+    def start(self):
+        lines = "".join("    server %s %s:%d check port %d\n" % (n, a, p, cp or p)
+                        for n, a, p, cp in self.servers)
+        with open(self.conf_path, "w") as f:
+            f.write("""global
+    log stdout format raw local0 info
+defaults
+    mode tcp
+    log global
+    timeout connect 2s
+    timeout client 30s
+    timeout server 30s
+    timeout check 1s
+frontend fe
+    bind 127.0.0.1:%(port)d
+    log-format "conn srv=%%s bytes=%%B"
+    default_backend be
+backend be
+    balance roundrobin
+    option httpchk GET /ready
+    http-check expect status 200
+    default-server%(pp)s inter 100ms fall %(fall)d rise 1
+%(servers)s""" % {"port": self.port, "servers": lines, "fall": self.fall,
+                  "pp": " send-proxy-v2" if self.send_proxy else ""})
+        r = subprocess.run([self.binary, "-c", "-f", self.conf_path], capture_output=True,
+                           text=True, timeout=30)
+        if r.returncode != 0:
+            raise RuntimeError("haproxy -c rejects the config:\n%s%s" % (r.stdout, r.stderr))
+        return self._start([self.binary, "-db", "-f", self.conf_path])
+
+    def state_changes(self, name):
+        """UP/DOWN changes of server NAME, in order (each is printed twice,
+        as a warning and as a log line: the log lines are counted)."""
+        import re
+        return re.findall(r"^Server be/%s is (UP|DOWN)" % re.escape(name), H.read_text(self.log_path), re.M)
+
+    def state(self, name):
+        """UP or DOWN now: a server starts UP (HAProxy 2.6 has no init-state)."""
+        return (self.state_changes(name) or ["UP"])[-1]
+
+    def wait_state(self, name, state, timeout=10.0):
+        H.wait_for(lambda: self.state(name) == state, timeout, what="haproxy: %s %s" % (name, state))
+
+
 class Nginx(Peer):
     """nginx with `listen ... proxy_protocol`: every request is answered
     200; each is logged as `PP <$proxy_protocol_addr>:<$proxy_protocol_port>

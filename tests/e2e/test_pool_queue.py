@@ -22,6 +22,14 @@ def gated_handler(gate, slow_delay=None):
     return handler
 
 
+def paced_handler(conn):
+    """Keepalive origin taking 10 ms per request; the body is the target."""
+    while True:
+        q = conn.read_request()
+        time.sleep(0.01)
+        conn.respond(q.target.encode())
+
+
 def assert_sluice_error(r, status):
     assert r.status == status, r
     assert (r.header("content-type") or "").startswith("text/plain"), r.headers
@@ -64,12 +72,7 @@ def test_queueing_max_connections_2_with_50_clients(sluice, demo):
 def test_queueing_cap_is_instance_wide_exact(sluice, recorder):
     """Same with the recording origin, whose connection high-water mark is
     exact: 2 workers together never hold more than max_connections=2."""
-    def handler(conn):
-        while True:
-            q = conn.read_request()
-            time.sleep(0.01)
-            conn.respond(q.target.encode())
-    rb = recorder(handler)
+    rb = recorder(paced_handler)
     cfg = H.make_config(H.free_port(), [H.server(rb.port, max_connections=2)], workers=2,
                         backend={"queue_timeout": "30s"})
     s = sluice(cfg)
@@ -308,12 +311,7 @@ def test_instances_share_the_tier_cap(sluice, recorder, tmp_path):
     max_connections: 4 for the whole tier: each keeps to 2, together they
     never hold more than 4; /status shows the share and the total, an admin
     override is a total too."""
-    def handler(conn):
-        while True:
-            q = conn.read_request()
-            time.sleep(0.01)
-            conn.respond(q.target.encode())
-    rb = recorder(handler)
+    rb = recorder(paced_handler)
     tier = []
     for _ in range(2):
         cfg = H.make_config(H.free_port(), [H.server(rb.port, max_connections=4)], workers=2,

@@ -192,64 +192,25 @@ def test_reload_removing_listener_notice(sluice, demo):
     assert get(s.port, "/").status == 200
 
 
-class TcpHAProxy(peers.Peer):
-    """HAProxy in TCP mode in front of one sluice, checking it with
-    `option httpchk GET /ready` every 100 ms (fall 2, rise 1). State
-    changes ("Server be/sluice is DOWN") land in its log."""
-
-    def __init__(self, workdir, target_port):
-        super().__init__(peers.HAPROXY, workdir, "haproxy-tcp")
-        self.out_path = self.log_path
-        self.target_port = target_port
-
-    def start(self):
-        with open(self.conf_path, "w") as f:
-            f.write("""global
-    log stdout format raw local0 info
-defaults
-    mode tcp
-    log global
-    timeout connect 2s
-    timeout client 10s
-    timeout server 10s
-    timeout check 1s
-frontend fe
-    bind 127.0.0.1:%(port)d
-    default_backend be
-backend be
-    option httpchk GET /ready
-    http-check expect status 200
-    server sluice 127.0.0.1:%(target)d check inter 100ms fall 2 rise 1
-""" % {"port": self.port, "target": self.target_port})
-        r = subprocess.run([self.binary, "-c", "-f", self.conf_path], capture_output=True,
-                           text=True, timeout=30)
-        if r.returncode != 0:
-            raise RuntimeError("haproxy -c rejects the config:\n%s%s" % (r.stdout, r.stderr))
-        return self._start([self.binary, "-db", "-f", self.conf_path])
-
-    def state_changes(self):
-        return re.findall(r"Server be/sluice is (UP|DOWN)", H.read_text(self.log_path))
-
-
 def test_haproxy_marks_sluice_down_before_it_stops_accepting(sluice, demo, tmp_path):
     if peers.HAPROXY is None:
         pytest.skip("haproxy not installed")
     d = demo()
     s = sluice(cfg_with(H.free_port(), d.port, notice="2s"))
-    hp = TcpHAProxy(tmp_path, s.port).start()
+    hp = peers.TcpBalancer(tmp_path, [("sluice", "127.0.0.1", s.port, None)], fall=2).start()
     try:
         H.wait_for(lambda: get(hp.port, "/").status == 200, what="traffic through haproxy")
         # POST /drain: HAProxy takes sluice out; sluice keeps serving.
         assert s.admin_post("/drain").status == 200
-        H.wait_for(lambda: hp.state_changes()[-1:] == ["DOWN"], what="haproxy: sluice DOWN")
+        H.wait_for(lambda: hp.state("sluice") == "DOWN", what="haproxy: sluice DOWN")
         assert "Layer7 wrong status, code: 503" in H.read_text(hp.log_path)
         assert H.port_accepts(s.port) and get(s.port, "/").status == 200
         assert s.admin_post("/ready").status == 200
-        H.wait_for(lambda: hp.state_changes()[-1:] == ["UP"], what="haproxy: sluice UP again")
+        H.wait_for(lambda: hp.state_changes("sluice")[-1:] == ["UP"], what="haproxy: sluice UP again")
         assert get(hp.port, "/").status == 200
         # SIGTERM: DOWN is logged while sluice still accepts.
         s.signal(signal.SIGTERM)
-        H.wait_for(lambda: hp.state_changes()[-1:] == ["DOWN"], what="haproxy: sluice DOWN on stop")
+        H.wait_for(lambda: hp.state("sluice") == "DOWN", what="haproxy: sluice DOWN on stop")
         assert H.port_accepts(s.port), "sluice stopped accepting before haproxy took it out"
         H.wait_for(lambda: refuses(s.port), timeout=10, what="sluice listener closed")
         assert s.proc.wait(timeout=10) == 0

@@ -44,58 +44,6 @@ def tls_ctx():
     return ctx
 
 
-class TierHAProxy(peers.Peer):
-    """HAProxy in TCP mode balancing over the tier: PROXY v2 to each
-    instance, an HTTP check of its admin /ready every 100 ms (fall 1, rise
-    1). Its log has the servers' state changes ("Server tier/i0 is DOWN")
-    and one line per connection (`conn srv=<server> bytes=<n>`)."""
-
-    def __init__(self, workdir, members):
-        super().__init__(peers.HAPROXY, workdir, "haproxy-tier")
-        self.out_path = self.log_path
-        self.members = members  # [(name, addr, port, admin_port)]
-
-    def start(self):
-        servers = "".join("    server %s %s:%d check port %d\n" % m for m in self.members)
-        with open(self.conf_path, "w") as f:
-            f.write("""global
-    log stdout format raw local0 info
-defaults
-    mode tcp
-    log global
-    timeout connect 2s
-    timeout client 30s
-    timeout server 30s
-    timeout check 1s
-frontend fe
-    bind 127.0.0.1:%(port)d
-    log-format "conn srv=%%s bytes=%%B"
-    default_backend tier
-backend tier
-    balance roundrobin
-    option httpchk GET /ready
-    http-check expect status 200
-    default-server send-proxy-v2 inter 100ms fall 1 rise 1
-%(servers)s""" % {"port": self.port, "servers": servers})
-        r = subprocess.run([self.binary, "-c", "-f", self.conf_path], capture_output=True,
-                           text=True, timeout=30)
-        if r.returncode != 0:
-            raise RuntimeError("haproxy -c rejects the config:\n%s%s" % (r.stdout, r.stderr))
-        return self._start([self.binary, "-db", "-f", self.conf_path])
-
-    def state_changes(self, name):
-        # each change is printed twice: as a warning and as a log line
-        return re.findall(r"^Server tier/%s is (UP|DOWN)" % re.escape(name), H.read_text(self.log_path),
-                          re.M)
-
-    def state(self, name):
-        """UP or DOWN: a server starts UP (HAProxy 2.6 has no init-state)."""
-        return (self.state_changes(name) or ["UP"])[-1]
-
-    def wait_state(self, name, state, timeout=10.0):
-        H.wait_for(lambda: self.state(name) == state, timeout, what="haproxy: %s %s" % (name, state))
-
-
 @pytest.fixture
 def tier(sluice, demo, tmp_path):
     """Two instances on ADDRS, the same TLS port, a shared ticket-key file
@@ -129,9 +77,9 @@ def tier(sluice, demo, tmp_path):
         t.configs.append(cfg)
     t.make = lambda i: sluice(t.configs[i], name="i%d" % i)
     t.instances = [t.make(i) for i in range(2)]
-    t.haproxy = TierHAProxy(tmp_path, [("i%d" % i, ADDRS[i], port,
-                                        int(t.configs[i]["admin"]["address"].rsplit(":", 1)[1]))
-                                       for i in range(2)]).start()
+    t.haproxy = peers.TcpBalancer(tmp_path, [("i%d" % i, ADDRS[i], port,
+                                              int(t.configs[i]["admin"]["address"].rsplit(":", 1)[1]))
+                                             for i in range(2)], send_proxy=True).start()
     t.port = t.haproxy.port
     for i in range(2):
         t.haproxy.wait_state("i%d" % i, "UP")
