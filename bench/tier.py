@@ -35,6 +35,12 @@ sluice-CPU-second (the per-core figure that shows linearity: on a 2-core
 machine the absolute rate cannot double, since the client, HAProxy, the
 origin and both instances share the same 2 CPUs).
 
+Part fixed (PARTS): churn in open loop, h2load offering FIXED_CPS new TLS
+connections a second to tier1 and to tier2, and half of that to tier1
+(tier1-half): a tier2 instance then carries what tier1-half's does, so A in
+tier2 ÷ A in tier1-half is the second instance's cost at equal load per
+instance, and tier1-half ÷ tier1 what halving an instance's load does.
+
 Part ratelimit (PARTS): the keepalive load through tier2 with no limit,
 `rate_limit: {rate: RL_RATE, store: local}` and `store: redis` against a
 redis-server started here (free port, --save "" --appendonly no, stopped by
@@ -45,8 +51,8 @@ store: redis Redis saw commands); when it does not (native rate limits not
 built in yet), the part is skipped and the report says why.
 
 Usage: sh bench/tier.sh  (or `make bench-tier`). Environment knobs:
-  QUICK=1          2 s runs, no warm-up, 1 round (about 1.5 minutes)
-  PARTS=a,b        scenarios,ratelimit (both)
+  QUICK=1          2 s runs, no warm-up, 1 round (about 40 s)
+  PARTS=a,b        scenarios,fixed,ratelimit (all three)
   SCENARIOS=a,b    churn,resume,keepalive (all three)
   TOPOLOGIES=a,b   direct,tier1,tier2 (all three)
   DURATION=N       seconds per measured wrk run (5; QUICK 2)
@@ -54,6 +60,9 @@ Usage: sh bench/tier.sh  (or `make bench-tier`). Environment knobs:
   CONNECTIONS=N    wrk connections (50)
   WRK_THREADS=N    wrk threads (1)
   ROUNDS=N         rounds; each runs every topology of every scenario once (3; QUICK 1)
+  FIXED_CPS=N      part fixed: connections a second offered to tier1 and tier2
+                   (tier1-half: half of it) (600)
+  FIXED_SECONDS=N  seconds of each fixed-rate run (10; QUICK: DURATION)
   RL_RATE=r        the rate of the ratelimit part (1000000/s: nothing refused)
   SLUICE=path      the sluice binary (BUILD/sluice); copied into the results
                    before the first run (others may rebuild build/ meanwhile)
@@ -95,7 +104,7 @@ PROG = "bench/tier.py"
 env_int = functools.partial(benchlib.env_int, prog=PROG)
 env_names = functools.partial(benchlib.env_names, prog=PROG)
 
-ALL_PARTS = ["scenarios", "ratelimit"]
+ALL_PARTS = ["scenarios", "fixed", "ratelimit"]
 ALL_SCENARIOS = ["churn", "resume", "keepalive"]
 ALL_TOPOLOGIES = ["direct", "tier1", "tier2"]
 RL_CASES = ["rl-none", "rl-local", "rl-redis"]
@@ -110,6 +119,11 @@ ROUNDS = env_int("ROUNDS", 1 if QUICK else 3, 1)
 NOISE_PCT = env_int("NOISE_PCT", 25)
 QUIET_BUDGET = env_int("QUIET_BUDGET", 0 if QUICK else 30)
 RL_RATE = os.environ.get("RL_RATE") or "1000000/s"
+FIXED_CPS = env_int("FIXED_CPS", 600, 2)
+# Longer than the closed-loop runs: at half of 600/s an instance gets ~300
+# handshakes a second, and its CPU is counted in 10 ms ticks.
+FIXED_SECONDS = env_int("FIXED_SECONDS", DURATION if QUICK else 10, 1)
+FIXED_TOPOS = ["tier1-half", "tier1", "tier2"]
 if not re.fullmatch(r"[1-9]\d*/[smh]", RL_RATE):
     sys.exit(f"{PROG}: RL_RATE={RL_RATE!r}: expected requests per period, e.g. 1000000/s")
 if WRK_THREADS > CONNECTIONS:
@@ -124,12 +138,14 @@ BODY_SIZE = 128
 # The addresses of the tier: the balancer on .1, instance A on .2, B on .3.
 LB_ADDR = "127.0.0.1"
 INSTANCES = {"A": "127.0.0.2", "B": "127.0.0.3"}
-TOPO_INSTANCES = {"direct": ["A"], "tier1": ["A"], "tier2": ["A", "B"]}
+TOPO_INSTANCES = {"direct": ["A"], "tier1": ["A"], "tier2": ["A", "B"], "tier1-half": ["A"]}
 TOPO_DESC = {"direct": "wrk → A (no balancer)", "tier1": "wrk → HAProxy → A",
-             "tier2": "wrk → HAProxy → A + B"}
+             "tier2": "wrk → HAProxy → A + B", "tier1-half": "HAProxy → A, half the offered rate"}
 SCEN_DESC = {"churn": "TLS 1.3 ECDSA, full handshake per request (Connection: close)",
              "resume": "TLS 1.3 ECDSA, resumed with the shared ticket key (Connection: close)",
              "keepalive": "plain HTTP/1.1 keepalive",
+             "fixed": f"churn in open loop: h2load offering {FIXED_CPS} new TLS connections a second "
+                      f"(tier1-half: {FIXED_CPS // 2}), one request each",
              "rl-none": "keepalive, tier2, no rate limit",
              "rl-local": f"keepalive, tier2, rate_limit {RL_RATE} store: local",
              "rl-redis": f"keepalive, tier2, rate_limit {RL_RATE} store: redis"}
@@ -241,8 +257,8 @@ def conf_sluice(d, inst, port, aport, bport, scen, topo, env):
     """One instance's config. env: certs, ticket_keys, redis (address or None)."""
     addr = INSTANCES[inst]
     tls = ""
-    if scen in ("churn", "resume"):
-        tls = tls_block(env["certs"], env["ticket_keys"], "off" if scen == "churn" else "on")
+    if scen in ("churn", "resume", "fixed"):
+        tls = tls_block(env["certs"], env["ticket_keys"], "on" if scen == "resume" else "off")
     pp = "" if topo == "direct" else f"    accept_proxy_from: [{LB_ADDR}/32]\n"
     rl = ""
     if scen in ("rl-local", "rl-redis"):
@@ -394,13 +410,69 @@ def wrk_cmd(scen, target, seconds):
     return benchlib.wrk_cmd(LOAD_PIN, WRK_THREADS, CONNECTIONS, seconds, url, extra)
 
 
+def offered(topo):
+    """The fixed part's offered connection rate for a topology."""
+    return FIXED_CPS // 2 if topo == "tier1-half" else FIXED_CPS
+
+
+def h2load_cmd(target, cps, seconds):
+    """Open loop: CPS new TLS connections a second (in bursts of CPS/100
+    every 10 ms), CPS x SECONDS in all, one Connection: close request each."""
+    n = cps * seconds
+    per, period = (cps // 100, 10) if cps % 100 == 0 else (max(1, cps // 10), 100)
+    return LOAD_PIN + ["h2load", "--h1", "-t1", f"--rate={per}", f"--rate-period={period}ms",
+                       f"--clients={n}", f"--requests={n}", "--connection-active-timeout=15s",
+                       "-H", "Connection: close", f"https://{target[0]}:{target[1]}/"]
+
+
+H2_UNIT_MS = {"us": 0.001, "ms": 1.0, "s": 1000.0}
+
+
+def parse_h2load(out):
+    """h2load's summary in parse_wrk()'s shape: requests = 2xx answers,
+    sock_errors = requests without an answer, non2xx, rps over the time it
+    took; req_mean (ms): its mean time for request; wrk_secs: that time."""
+    r = {"requests": 0, "rps": 0.0, "p50": None, "p99": None, "sock_errors": 0, "sock_detail": "",
+         "non2xx": 0, "req_mean": None}
+    m = re.search(r"finished in ([\d.]+)(us|ms|s), ", out)
+    secs = float(m.group(1)) * H2_UNIT_MS[m.group(2)] / 1000 if m else None
+    m = re.search(r"requests: (\d+) total, \d+ started, \d+ done, \d+ succeeded, (\d+) failed, (\d+) errored, "
+                  r"(\d+) timeout", out)
+    st = re.search(r"status codes: (\d+) 2xx, (\d+) 3xx, (\d+) 4xx, (\d+) 5xx", out)
+    if m and st:
+        total = int(m.group(1))
+        codes = [int(x) for x in st.groups()]
+        r.update(requests=codes[0], non2xx=sum(codes[1:]), sock_errors=total - sum(codes))
+        if r["sock_errors"]:
+            r["sock_detail"] = f"h2load: {m.group(2)} failed, {m.group(3)} errored, {m.group(4)} timeout of {total}"
+    if secs:
+        r["rps"], r["wrk_secs"] = r["requests"] / secs, secs
+    m = re.search(r"^time for request:\s+\S+\s+\S+\s+([\d.]+)(us|ms|s)", out, re.M)
+    if m:
+        r["req_mean"] = float(m.group(1)) * H2_UNIT_MS[m.group(2)]
+    return r
+
+
+def run_h2load(cmd, seconds, outfile):
+    cp = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=seconds + 60)
+    # h2load says this for every connection when the server picks no ALPN protocol.
+    out = "\n".join(ln for ln in cp.stdout.splitlines()
+                    if not ln.startswith(("No protocol negotiated", "Server does not support NPN/ALPN")))
+    write(outfile, shlex.join(cmd) + "\n" + out)
+    return out
+
+
 def measure(scen, topo, rnd, d, target, insts, lb, backend, redis):
     """Warm up, then one measured wrk run against TARGET (addr, port): per
     instance requests served and CPU, HAProxy's, the origin's, Redis's and
     the others' CPU. Returns the run record."""
-    if WARMUP:
-        run_wrk(wrk_cmd(scen, target, WARMUP), WARMUP)
     raw = os.path.join(d, "raw", f"r{rnd + 1}-{scen}-{topo}.txt")
+    seconds = FIXED_SECONDS if scen == "fixed" else DURATION
+    if scen == "fixed":
+        if WARMUP:
+            run_h2load(h2load_cmd(target, offered(topo), WARMUP), WARMUP, raw + ".warmup")
+    elif WARMUP:
+        run_wrk(wrk_cmd(scen, target, WARMUP), WARMUP)
     m0 = [scrape(i["addr"], i["aport"]) for i in insts]
     rc0 = redis_commands(redis[1]) if redis else None
     others = ([lb["p"]] if lb else []) + [backend] + ([redis[0]] if redis else [])
@@ -408,7 +480,10 @@ def measure(scen, topo, rnd, d, target, insts, lb, backend, redis):
     cs0 = [tree_switches(i["p"].pid) for i in insts]
     t_oth0 = [tree_ticks(p.pid) for p in others]
     w0, s0, t0 = children_cpu(), system_busy_ticks(), time.monotonic()
-    out = run_wrk(wrk_cmd(scen, target, DURATION), DURATION, raw)
+    if scen == "fixed":
+        out = run_h2load(h2load_cmd(target, offered(topo), seconds), seconds, raw)
+    else:
+        out = run_wrk(wrk_cmd(scen, target, DURATION), DURATION, raw)
     wall = time.monotonic() - t0
     s1 = system_busy_ticks()
     t_inst1 = [tree_ticks(i["p"].pid) for i in insts]
@@ -421,7 +496,7 @@ def measure(scen, topo, rnd, d, target, insts, lb, backend, redis):
     def delta(a, b):
         return sum(b[q] - a[q] for q in b if q in a)
 
-    r = parse_wrk(out)
+    r = parse_h2load(out) if scen == "fixed" else parse_wrk(out)
     r.update(case=scen, label=topo, round=rnd + 1, wall=wall, raw=os.path.relpath(raw, d), problems=[])
     req = max(r["requests"], 1)
     per, total_ticks = [], 0
@@ -481,7 +556,8 @@ def measure(scen, topo, rnd, d, target, insts, lb, backend, redis):
 
 def describe(r):
     inst = ", ".join(f"{x['name']} {fmt(x['cpu_us'], 1)} µs/req ({x['served']:,} req)" for x in r["inst"])
-    return (f"{fmt(r['rps'])} req/s, p99 {fmt(r['p99'], 2)} ms, sluice {inst}"
+    lat = f"mean {fmt(r['req_mean'], 2)} ms" if r.get("req_mean") is not None else f"p99 {fmt(r['p99'], 2)} ms"
+    return (f"{fmt(r['rps'])} req/s, {lat}, sluice {inst}"
             + (f", haproxy {fmt(r['lb_cpu_us'], 1)} µs/req" if r["lb_cpu_us"] is not None else "")
             + (f", redis {fmt(r['redis_cpu_us'], 1)} µs/req" if r["redis_cpu_us"] is not None else "")
             + (f", errors {r['errors']}" if r["errors"] else ""))
@@ -518,7 +594,8 @@ def one_run(scen, topo, rnd, d, binary, bport, backend, env, runs, loglines, con
             commands["haproxy"] = lb["cmd"]
         target = (LB_ADDR, lb["port"]) if lb else (insts[0]["addr"], insts[0]["port"])
         r = QUIET.run_if_budget(lambda: measure(scen, topo, rnd, d, target, insts, lb, backend, redis),
-                                f"round {rnd + 1}, {scen}/{topo}", DURATION, env["notes"], describe)
+                                f"round {rnd + 1}, {scen}/{topo}", FIXED_SECONDS if scen == "fixed" else DURATION,
+                                env["notes"], describe)
         runs.append(r)
         log(f"round {rnd + 1} {scen:9} {topo:6}: {describe(r)}"
             + (f"  PROBLEMS: {r['problems']}" if r["problems"] else ""))
@@ -646,9 +723,11 @@ def chart_rl(path, runs):
     colors = {"A": "#2b7bba", "B": "#1b4f7a", "redis": "#c0392b", "haproxy": "#e07b39"}
     grouped_bars(a1, cases, ["A", "B"], lambda i, c: summ(runs, c, "tier2", f"cpu_us_{i}"), colors)
     a1.set_title("sluice CPU µs per request, per instance (tier2, keepalive)", fontsize=10)
+    # Redis idles through the cases that do not use it: no bar for those.
     grouped_bars(a2, cases, ["redis", "haproxy"],
-                 lambda t, c: summ(runs, c, "tier2", "redis_cpu_us" if t == "redis" else "lb_cpu_us"), colors,
-                 skip_zero=True)
+                 lambda t, c: ((None, None, None) if t == "redis" and c != "rl-redis" else
+                               summ(runs, c, "tier2", "redis_cpu_us" if t == "redis" else "lb_cpu_us")),
+                 colors, skip_zero=True)
     a2.set_title("Redis and HAProxy CPU µs per request", fontsize=10)
     for ax in (a1, a2):
         ax.set_xticks(range(len(cases)))
@@ -753,9 +832,40 @@ def write_report(outdir, d, runs, facts, commands, confs, notes, loglines, start
                          f" resumed {sum(x['resumed'] for r in runs if r['case'] == c and r['label'] == t for x in r['inst'] if x['name'] == i):,}"
                          for i in TOPO_INSTANCES[t])
                          for c in hs for t in topos if any(r["case"] == c and r["label"] == t for r in runs))
-                     + ". In `resume`, behind round robin a client's next connection goes to the other "
-                     "instance, so B resuming almost every handshake shows the shared `ticket_keys` at work.")
+                     + ". In `resume`, round robin sends each new connection of a client to either "
+                     "instance, so without the shared `ticket_keys` about half of tier2's handshakes "
+                     "would be full ones; only each wrk connection's first is.")
             L.append("")
+    fixed = [t for t in FIXED_TOPOS if any(r["case"] == "fixed" and r["label"] == t for r in runs)]
+    if fixed:
+        L.append("## Equal load per instance: churn at a fixed offered rate")
+        L.append("")
+        L.append(f"Open loop: h2load offers new TLS 1.3 connections at a fixed rate, one `Connection: close` "
+                 f"request each (full handshakes): {FIXED_CPS}/s to tier1 and to tier2, and {FIXED_CPS // 2}/s "
+                 "to tier1 (`tier1-half`). So an instance of tier2 carries the same load as tier1-half's: "
+                 "A in tier2 ÷ A in tier1-half is what the second instance's presence costs each instance "
+                 "at equal load, and A in tier1-half ÷ A in tier1 what halving an instance's load does to "
+                 "its cost per request.")
+        L.append("")
+        L.append("| topology | offered/s | achieved/s | sluice A µs/req | sluice B µs/req | A context switches/req "
+                 "| HAProxy µs/req | mean request ms | errors |")
+        L.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for t in fixed:
+            rs = [r for r in runs if r["case"] == "fixed" and r["label"] == t]
+            L.append(f"| {t} | {offered(t)} | {fmt(summ(runs, 'fixed', t, 'rps')[0])} | "
+                     f"{fmt_mmm(summ(runs, 'fixed', t, 'cpu_us_A'), 1, True)} | "
+                     f"{fmt_mmm(summ(runs, 'fixed', t, 'cpu_us_B'), 1, True)} | "
+                     f"{fmt(summ(runs, 'fixed', t, 'sw_A')[0], 2)} | "
+                     f"{fmt_mmm(summ(runs, 'fixed', t, 'lb_cpu_us'), 1, True)} | "
+                     f"{fmt(summ(runs, 'fixed', t, 'req_mean')[0], 2)} | {sum(r['errors'] for r in rs)} |")
+        L.append("")
+        L.append("| ratio (per round) | value |")
+        L.append("|---|---:|")
+        for what, a, ak, b in (("A in tier2 ÷ A in tier1-half (equal load per instance)", "tier2", "cpu_us_A", "tier1-half"),
+                               ("B in tier2 ÷ A in tier1-half (equal load per instance)", "tier2", "cpu_us_B", "tier1-half"),
+                               ("A in tier1-half ÷ A in tier1 (half the load on one instance)", "tier1-half", "cpu_us_A", "tier1")):
+            L.append(f"| {what} | {ratio_text(per_round_ratio(runs, 'fixed', a, ak, b, 'cpu_us_A'))} |")
+        L.append("")
     L.append("## The cost of a rate limit per request")
     L.append("")
     if rl_skip:
@@ -810,7 +920,8 @@ def write_report(outdir, d, runs, facts, commands, confs, notes, loglines, start
              "one each round. The instances (and HAProxy) are started fresh for each run and stopped "
              "(SIGTERM, by PID) after it; the origin stays up for the whole benchmark. Ports are "
              "picked free at run time on each instance's own loopback address.")
-    L.append("- Scenarios: " + "; ".join(f"`{c}`: {SCEN_DESC[c]}" for c in cases + rl_cases) + ". "
+    L.append("- Scenarios: " + "; ".join(f"`{c}`: {SCEN_DESC[c]}" for c in cases + (["fixed"] if fixed else [])
+                                         + rl_cases) + ". "
              "`churn` configures the shared `ticket_keys` file too, but with `tickets: off` (wrk resumes "
              "whenever it may, and the point is the full handshake); `resume` turns tickets on.")
     L.append("- direct: A's config without `accept_proxy_from` (wrk connects from 127.0.0.1, the "
@@ -858,6 +969,7 @@ def paired_cases(runs, a, b, key):
 
 def main():
     benchlib.need_tools(PROG, ["wrk", "haproxy", "openssl"] + (["taskset"] if PROXY_PIN else [])
+                        + (["h2load"] if "fixed" in PARTS else [])
                         + (["redis-server"] if "ratelimit" in PARTS else []), "bench/tier.sh")
     if not os.access(SLUICE_BIN, os.X_OK):
         sys.exit(f"{PROG}: {SLUICE_BIN} is not an executable sluice (make, or SLUICE=path)")
@@ -878,7 +990,7 @@ def main():
     os.chmod(ticket_keys, 0o600)
     env = {"certs": certs, "ticket_keys": ticket_keys, "redis": None, "redis_port": None, "notes": []}
     runs, loglines, confs, commands = [], [], {}, {}
-    n = len(SCENARIOS) * len(TOPOLOGIES) + (3 if "ratelimit" in PARTS else 0)
+    n = len(SCENARIOS) * len(TOPOLOGIES) + (3 if "fixed" in PARTS else 0) + (3 if "ratelimit" in PARTS else 0)
     log(f"{ROUNDS} round(s) x {n} runs x ~{DURATION + WARMUP + 1.5:.0f} s; {PIN_TEXT}")
 
     backend, bport, backend_cmd = start_backend(d)
@@ -889,6 +1001,12 @@ def main():
         for scen in SCENARIOS:
             for topo in order:
                 one_run(scen, topo, rnd, d, binary, bport, backend, env, runs, loglines, confs, commands)
+
+    if "fixed" in PARTS:
+        for rnd in range(ROUNDS):
+            k = rnd % len(FIXED_TOPOS)
+            for topo in FIXED_TOPOS[k:] + FIXED_TOPOS[:k]:
+                one_run("fixed", topo, rnd, d, binary, bport, backend, env, runs, loglines, confs, commands)
 
     if "ratelimit" in PARTS:
         redis, rport, redis_cmd = start_redis(d)
@@ -918,7 +1036,8 @@ def main():
                  backend_cmd, redis_cmd)
     refresh_latest(RESULTS, outdir, "tier", files=["tier.md", "tier.png", "tier-ratelimit.png"])
     show_report(outdir, "tier", ["![tier", "## Problems seen"], log)
-    wanted = [(c, t) for c in SCENARIOS for t in TOPOLOGIES]
+    wanted = [(c, t) for c in SCENARIOS for t in TOPOLOGIES] + [("fixed", t) for t in FIXED_TOPOS
+                                                                 if "fixed" in PARTS]
     missing = [f"{c}/{t}" for c, t in wanted if not any(r["case"] == c and r["label"] == t for r in runs)]
     if "ratelimit" in PARTS and not rl_skip:
         missing += [c for c in RL_CASES if not any(r["case"] == c for r in runs)]
