@@ -657,6 +657,9 @@ enum shdict_rc shdict_cas(struct shdict *d, const char *key, size_t klen, const 
 			  char *buf, size_t cap, int *forcible)
 {
 	struct keyref k;
+	AN(old != cur);
+	AN(old->type != SHD_STR || (uintptr_t)old->s + old->len <= (uintptr_t)buf ||
+	   (uintptr_t)old->s >= (uintptr_t)buf + cap);
 	memset(cur, 0, sizeof(*cur));
 	if (forcible)
 		*forcible = 0;

@@ -110,7 +110,9 @@ enum shdict_rc shdict_store(struct shdict *d, enum shdict_store_mode mode, const
 /* Compare-and-set: store NEW (SHD_NIL: delete) only if the current value
  * equals OLD (SHD_NIL: absent). Numbers compare as Lua compares them (1 ==
  * 1.0). On SHD_MISMATCH the current value is in *CUR (strings copied into
- * BUF). */
+ * BUF). OLD must share no storage with CUR or BUF: CUR is written before OLD
+ * is compared (a retry loop keeps the value it read apart from the one it
+ * passes back). */
 enum shdict_rc shdict_cas(struct shdict *d, const char *key, size_t klen, const struct shdict_val *old,
 			  const struct shdict_val *nw, uint64_t ttl_us, struct shdict_val *cur,
 			  char *buf, size_t cap, int *forcible);
