@@ -12,8 +12,10 @@
  * still pending (hiredis calls their callbacks with no reply) and is made
  * again after a backoff (100 ms doubling to 2 s). Meanwhile decisions fail
  * at once: the caller applies on_store_error. One that stops answering
- * without closing is dropped once nothing came back for a second (or ten
- * timeouts, if longer) while decisions were timing out. */
+ * without closing is dropped once, while decisions are timing out, the
+ * oldest one still unanswered was sent over a second (or ten timeouts, if
+ * longer) ago: measured from a send, not from the last reply, so that one
+ * slow answer after an idle spell does not look like a dead connection. */
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -67,6 +69,7 @@ struct pending {
 	const struct cfg_rate_limit *rl;
 	uint64_t seq;
 	uint64_t h;
+	uint64_t sent_us;
 	uint64_t deadline_us;
 };
 
@@ -80,7 +83,7 @@ static struct {
 	uint32_t backoff_ms;
 	uint64_t head, tail;           /* sequence numbers in the ring: [head, tail) */
 	uint64_t connect_start_us;
-	uint64_t last_reply_us;
+	uint64_t replied;              /* the last sequence Redis answered (in order) */
 	char sha[2 * SHA_DIGEST_LENGTH + 1];
 	int was_down;                  /* a failure was logged: log the recovery */
 	uint64_t log_sec;              /* rate-limited logging: the current second */
@@ -175,6 +178,21 @@ static void rearm(void)
 	uv_timer_start(&R.deadline, deadline_cb, d > now ? (d - now + 999) / 1000 : 0, 0);
 }
 
+/* The connection is stuck: the oldest decision Redis has not answered
+ * (timed out or not) was sent too long ago. Replies come in order, so it
+ * is the one after the last answered; a slot reused since (RING later
+ * asks) held one older still. */
+static int stuck(uint64_t now)
+{
+	uint64_t q = R.replied + 1;
+	if (q >= R.tail)
+		return 0;
+	uint64_t max = (uint64_t)R.cfg->timeout_ms * 10000u;
+	max = max > 1000000u ? max : 1000000u;
+	const struct pending *p = slot_of(q);
+	return p->seq != q || now - p->sent_us > max;
+}
+
 static void deadline_cb(uv_timer_t *t)
 {
 	(void)t;
@@ -192,15 +210,18 @@ static void deadline_cb(uv_timer_t *t)
 				break;
 			ratelimit_count(W->slot, RLC_ERR_TIMEOUT);
 			n++;
+			/* The verdict's callback may ask again at once (the
+			 * next pipelined request): rlredis_ask moves R.head
+			 * past answered slots and appends at the tail. Look at
+			 * R.head afresh rather than step over what it holds. */
 			decided(p, -1, 0);
+			continue;
 		}
 		R.head++;
 	}
 	if (n)
 		store_log("%u decision(s) timed out after %u ms; on_store_error applied", n, R.cfg->timeout_ms);
-	uint64_t stuck = (uint64_t)R.cfg->timeout_ms * 10000u;
-	stuck = stuck > 1000000u ? stuck : 1000000u;
-	if (n && R.state == RS_UP && now - R.last_reply_us > stuck) {
+	if (n && R.state == RS_UP && stuck(now)) {
 		drop_connection("no reply for over a second");
 		return;
 	}
@@ -229,8 +250,8 @@ static void on_reply(redisAsyncContext *ac, void *r, void *priv)
 	uint64_t seq = (uintptr_t)priv;
 	redisReply *rep = r;
 	struct pending *p = slot_of(seq);
-	if (rep)
-		R.last_reply_us = now_us();
+	if (rep && seq > R.replied)
+		R.replied = seq;
 	if (p->seq != seq || p->s == NULL)
 		return;  /* timed out or cancelled: nobody waits for it */
 	if (rep == NULL) {
@@ -260,7 +281,6 @@ static void on_setup_reply(redisAsyncContext *ac, void *r, void *priv)
 	redisReply *rep = r;
 	if (rep == NULL)
 		return;
-	R.last_reply_us = now_us();
 	if (rep->type == REDIS_REPLY_ERROR)
 		store_log("%s failed: %.200s", (const char *)priv, rep->str);
 	else if (strcmp((const char *)priv, "SCRIPT LOAD") == 0 && rep->type == REDIS_REPLY_STRING &&
@@ -284,7 +304,6 @@ static void on_connect(const redisAsyncContext *ac, int status)
 	}
 	R.state = RS_UP;
 	R.backoff_ms = BACKOFF_MIN_MS;
-	R.last_reply_us = now_us();
 	ratelimit_count(W->slot, RLC_REDIS_CONNECTS);
 	if (R.was_down)
 		log_info("rate limit store redis %s: connected again", R.cfg->address);
@@ -341,6 +360,7 @@ static void connect_now(void)
 	R.ac = ac;
 	R.state = RS_CONNECTING;
 	R.connect_start_us = now_us();
+	R.replied = R.tail - 1;  /* nothing asked before is answered on this connection */
 	redisAsyncSetConnectCallback(ac, on_connect);
 	redisAsyncSetDisconnectCallback(ac, on_disconnect);
 	/* Queued now, sent first once connected: decisions asked meanwhile
@@ -408,7 +428,8 @@ enum rl_verdict rlredis_ask(struct stream *s, const struct cfg_rate_limit *rl, u
 	p->rl = rl;
 	p->seq = seq;
 	p->h = h;
-	p->deadline_us = now_us() + (uint64_t)R.cfg->timeout_ms * 1000u;
+	p->sent_us = now_us();
+	p->deadline_us = p->sent_us + (uint64_t)R.cfg->timeout_ms * 1000u;
 	if (send_decision(p, 0) != REDIS_OK) {
 		p->s = NULL;
 		ratelimit_count(W->slot, RLC_ERR_CONNECT);

@@ -329,8 +329,8 @@ static void stream_fail(struct stream *s, enum reason r)
 	upstream_cancel(s);
 	int status = reason_status(r);
 	if (r == REASON_INSPECT_DENIED || r == REASON_INSPECT_ERROR || r == REASON_ROUTE_REDIRECT ||
-	    r == REASON_ROUTE_RESPOND)
-		status = s->insp.status;
+	    r == REASON_ROUTE_RESPOND || r == REASON_MONITOR)
+		status = s->insp.status;  /* monitor: 200 or 503 by readiness */
 	if (status == 0 || s->resp_head_sent || s->resp_done || s->state == ST_TUNNEL) {
 		if (s->status == 0)
 			s->status = status ? status : 499;
@@ -341,9 +341,9 @@ static void stream_fail(struct stream *s, enum reason r)
 	}
 	s->status = status;
 	if (r == REASON_INSPECT_DENIED || r == REASON_ROUTE_REDIRECT || r == REASON_ROUTE_RESPOND ||
-	    r == REASON_RATE_LIMITED || r == REASON_RATE_LIMIT_STORE)
-		;  /* the hook's, a route's or a limit's decision: counted and in the access log, not an
-		    * error (a failing limit store logs for itself, rate-limited) */
+	    r == REASON_RATE_LIMITED || r == REASON_RATE_LIMIT_STORE || r == REASON_MONITOR)
+		;  /* the hook's, a route's, a limit's or readiness's decision: counted and in the access
+		    * log, not an error (a failing limit store logs for itself, rate-limited) */
 	else if (status >= 500)
 		log_warn("%s %s: %s", cl->peer, reason_name(r), reason_text(r));
 	else
@@ -618,6 +618,10 @@ static enum reason stream_monitor(struct stream *s)
 	buf_append_str(&in->local, ready ? "ready\n" : "draining\n");
 	buf_append_str(&in->resp_hdrs, "Cache-Control: no-store\r\n");
 	s->is_head = s->method == HTTP_HEAD;
+	/* stream_check does not run for it: a client waiting for 100 Continue
+	 * before its body would wait for nothing, so it is answered at once
+	 * (the connection then closes; stream_answer). */
+	s->expect_continue = msg_find(&s->req, HDR_EXPECT) != NULL && s->http_minor >= 1;
 	return stream_answer(s, REASON_MONITOR, 1);
 }
 
@@ -654,7 +658,9 @@ static enum reason stream_head(struct stream *s)
 		 * a body the hook will hold collects de-chunked, as it would. */
 		s->insp.waiting = inspect_active(s) && s->ic->body && has_body(s);
 		s->state = ST_LIMIT;
-		codec(s)->timer(s, 0);
+		/* The verdict comes within redis.timeout; the body timeout
+		 * is a backstop for the client meanwhile (stream_pushed). */
+		codec(s)->timer(s, timeouts()->client_body_ms);
 		return REASON_OK;
 	}
 	return stream_admit(s, 0);
@@ -683,7 +689,10 @@ static enum reason stream_admit(struct stream *s, int waited)
 		if (!waited)
 			return REASON_OK;
 		if (s->req_done) {
-			enum reason r = stream_body_held(s, 1);
+			/* While the verdict was awaited the body collected past
+			 * `body` (stream_body only collects in ST_LIMIT): only a
+			 * body that fits is complete for the hook. */
+			enum reason r = stream_body_held(s, s->tobe.len <= ic->body);
 			if (r == REASON_OK && s->req_chunked && !s->insp.reply_pending)
 				buf_append(req_sink(s), "0\r\n\r\n", 5);
 			return r;
@@ -724,6 +733,12 @@ static void stream_limit_done(struct stream *s, enum rl_verdict v)
 		stream_reply_pending(s);
 		return;
 	}
+	/* A body still to come (held, to be dropped after a 429/503, or on its
+	 * way to a backend being connected) is the client's to send: the body
+	 * timeout runs, re-armed by the codec as bytes arrive. Without it a
+	 * client that stops mid-body would hold the connection forever. */
+	if (!s->req_done && !s->queued)
+		codec(s)->timer(s, timeouts()->client_body_ms);
 	if (s->bc && s->bc->state == BC_BUSY)
 		bconn_flush(s->bc);
 	codec(s)->resume(s);  /* reading may have paused while the verdict was awaited */
@@ -808,6 +823,8 @@ static enum reason stream_chunk(struct stream *s, uint64_t len)
 static enum reason stream_end(struct stream *s)
 {
 	s->req_done = 1;
+	if (s->state == ST_LIMIT)
+		codec(s)->timer(s, 0);  /* the client is done: only Redis is awaited (redis.timeout) */
 	if (s->insp.waiting && s->state == ST_LIMIT)
 		return REASON_OK;  /* judged with the verdict (stream_admit) */
 	if (s->insp.waiting) {
@@ -837,7 +854,12 @@ static int stream_pushed(struct stream *s)
 	size_t queued = bc && bc->state == BC_BUSY ? bconn_queued(bc) : s->tobe.len;
 	/* A body held for inspection may grow to `inspect.body` first. */
 	size_t high = s->insp.waiting ? BACKEND_HIGH_WATER + s->ic->body : BACKEND_HIGH_WATER;
-	return queued > high;
+	int full = queued > high;
+	/* Awaiting a verdict the codec leaves the timer alone: the body
+	 * timeout measures the client, not while sluice holds it back. */
+	if (s->state == ST_LIMIT)
+		codec(s)->timer(s, !s->req_done && !full ? timeouts()->client_body_ms : 0);
+	return full;
 }
 
 static int stream_tunnel_in(struct stream *s, const char *data, size_t len)

@@ -2,8 +2,11 @@
 GCRA with an exact count at the boundary across 2 workers (the instance-wide
 table in shared memory) and across 2 instances (one redis-server), Retry-After,
 refill after 1/rate, header and cookie keys, route overrides, a 429 that never
-reaches the backend nor the hook, metrics, Redis stopped, paused and back, and
-`sluice -t` errors for every bad key and value."""
+reaches the backend nor the hook, metrics, Redis stopped, paused and back,
+while the verdict waits: a chunked body over `inspect.body` rejected, a silent
+client closed by client_body, pipelined requests each timed out, one slow
+answer not taken for a dead connection; and `sluice -t` errors for every bad
+key and value."""
 
 import concurrent.futures
 import os
@@ -420,3 +423,254 @@ def test_http2_streams_are_limited_locally_and_by_redis(sluice, recorder, redis)
     finally:
         c.close()
     assert len(rec.all_requests()) == 8
+
+
+class GateProxy:
+    """A TCP proxy in front of a Redis whose replies can be held back:
+    `hold()` stops Redis's bytes towards sluice (they wait, in order),
+    `release()` lets them go. `commands(word)` counts the commands seen
+    from sluice whose name is WORD (EVALSHA: the decisions asked). Threads,
+    sockets closed by stop()."""
+
+    def __init__(self, upstream_port):
+        import threading
+        self.up = upstream_port
+        self.gate = threading.Event()
+        self.gate.set()
+        self.lock = threading.Lock()
+        self.seen = b""
+        self.socks = []
+        self.ls = socket.socket()
+        self.ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.ls.bind((H.HOST, 0))
+        self.ls.listen(8)
+        self.port = self.ls.getsockname()[1]
+        self.stopped = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    @property
+    def address(self):
+        return "%s:%d" % (H.HOST, self.port)
+
+    def _accept(self):
+        import threading
+        while not self.stopped:
+            try:
+                c, _ = self.ls.accept()
+            except OSError:
+                return
+            u = socket.create_connection((H.HOST, self.up))
+            self.socks += [c, u]
+            threading.Thread(target=self._pump, args=(c, u, False), daemon=True).start()
+            threading.Thread(target=self._pump, args=(u, c, True), daemon=True).start()
+
+    def _pump(self, src, dst, gated):
+        while True:
+            try:
+                data = src.recv(65536)
+            except OSError:
+                data = b""
+            if not data:
+                try:
+                    dst.shutdown(socket.SHUT_WR)
+                except OSError:
+                    pass
+                return
+            if gated:
+                self.gate.wait()
+            else:
+                with self.lock:
+                    self.seen += data
+            try:
+                dst.sendall(data)
+            except OSError:
+                return
+
+    def commands(self, word):
+        with self.lock:
+            return self.seen.upper().count(b"\r\n%s\r\n" % word)
+
+    def hold(self):
+        self.gate.clear()
+
+    def release(self):
+        self.gate.set()
+
+    def stop(self):
+        self.stopped = True
+        self.gate.set()
+        for so in [self.ls] + self.socks:
+            try:
+                so.close()
+            except OSError:
+                pass
+
+
+@pytest.fixture
+def gate_proxy():
+    made = []
+
+    def make(port):
+        p = GateProxy(port)
+        made.append(p)
+        return p
+    yield make
+    for p in made:
+        p.stop()
+
+
+@needs_redis
+def test_redis_verdict_after_a_chunked_body_over_inspect_body_rejects_it(sluice, recorder, redis, gate_proxy):
+    """body_overflow: reject on a Redis-limited listener: a chunked body
+    (no Content-Length to refuse up front) of 4 KiB against `body: 1k`,
+    read in full while the verdict is held back, gets 413 once Redis
+    allows; the hook never runs and the backend receives nothing."""
+    rds = redis()
+    gp = gate_proxy(rds.port)
+    rec = recorder()
+    cfg = redis_config(rec, gp, {"rate": "10/m", "burst": 5, "store": "redis"}, workers=1, timeout="5s")
+    cfg["listeners"][0]["inspect"] = {"script": HOOK, "body": "1k", "body_overflow": "reject"}
+    s = sluice(cfg)
+    assert get(s.port).status == 200  # connected, script loaded
+    gp.hold()
+    with H.Client(s.port) as c:
+        # Head and body in one write: one read by sluice, parsed in full
+        # before the decision leaves (hiredis writes on the next loop turn).
+        c.send(H.build_request("POST", "/up", [("Transfer-Encoding", "chunked")])
+               + H.chunk_encode(b"z" * 4096, chunk=1024))
+        H.wait_for(lambda: gp.commands(b"EVALSHA") == 2, what="the decision sent to Redis")
+        gp.release()
+        r = c.read_response()
+        assert r.status == 413, r
+        assert c.is_closed(3.0)
+    assert [q.target for q in rec.all_requests()] == ["/"]
+    assert any("POST /up 413 " in l and "reason=inspect_body_too_large" in l for l in access_lines(s, 2))
+
+
+@needs_redis
+@pytest.mark.parametrize("verdict", ["deny", "allow_held"])
+def test_client_silent_mid_body_after_a_redis_verdict_is_closed_by_client_body(sluice, recorder, redis, verdict):
+    """A head with Content-Length: 1000 and 1 byte of body, then silence:
+    after Redis's verdict (a 429 that waits for the body to drop it, or an
+    allow whose body the hook holds) timeouts.client_body (1s) closes the
+    connection with 408; the backend receives nothing."""
+    rds = redis()
+    rec = recorder()
+    cfg = redis_config(rec, rds, {"rate": "10/m", "burst": 1, "store": "redis"}, workers=1)
+    cfg["timeouts"]["client_body"] = "1s"
+    cfg["listeners"][0]["inspect"] = {"script": HOOK, "body": "4k"}
+    s = sluice(cfg)
+    if verdict == "deny":
+        assert get(s.port).status == 200  # the burst spent
+    with H.Client(s.port) as c:
+        c.send(H.build_request("POST", "/silent", [("Content-Length", "1000")]) + b"x")
+        result = "deny" if verdict == "deny" else "allow"
+        H.wait_for(lambda: metric(s.metrics_text(), "sluice_rate_limit_decisions_total", store="redis",
+                                  result=result) == 1, what="the verdict: " + result)
+        t0 = time.monotonic()
+        rest = c.wait_closed(5.0)
+        took = time.monotonic() - t0
+    assert rest.startswith(b"HTTP/1.1 408 "), rest[:100]
+    assert 0.5 <= took <= 3.0, took
+    assert "/silent" not in [q.target for q in rec.all_requests()]
+    lines = access_lines(s, 2 if verdict == "deny" else 1)
+    assert any("POST /silent 408 " in l and "reason=client_body_timeout" in l for l in lines), lines
+
+
+@needs_redis
+def test_client_silent_mid_body_while_the_verdict_is_awaited_is_closed_by_client_body(sluice, recorder, redis,
+                                                                                     gate_proxy):
+    """Redis slow to answer (replies held, redis.timeout 5s) and a client
+    that stops mid-body: timeouts.client_body (1s) closes it with 408
+    before any verdict; the decision is dropped, the backend sees nothing."""
+    rds = redis()
+    gp = gate_proxy(rds.port)
+    rec = recorder()
+    cfg = redis_config(rec, gp, {"rate": "10/m", "burst": 5, "store": "redis"}, workers=1, timeout="5s")
+    cfg["timeouts"]["client_body"] = "1s"
+    s = sluice(cfg)
+    assert get(s.port).status == 200
+    gp.hold()
+    try:
+        with H.Client(s.port) as c:
+            c.send(H.build_request("POST", "/silent", [("Content-Length", "1000")]) + b"x")
+            H.wait_for(lambda: gp.commands(b"EVALSHA") == 2, what="the decision sent to Redis")
+            t0 = time.monotonic()
+            rest = c.wait_closed(4.0)
+            took = time.monotonic() - t0
+    finally:
+        gp.release()
+    assert rest.startswith(b"HTTP/1.1 408 "), rest[:100]
+    assert took <= 2.5, took
+    assert [q.target for q in rec.all_requests()] == ["/"]
+
+
+@needs_redis
+def test_store_timeout_with_deny_answers_every_pipelined_request(sluice, recorder):
+    """on_store_error: deny and a Redis that accepts but never answers: two
+    pipelined requests get 503 each, one redis.timeout apart (the second
+    decision, asked from within the first one's verdict, keeps its
+    deadline)."""
+    hole = socket.socket()
+    hole.bind((H.HOST, 0))
+    hole.listen(8)  # connections complete in the backlog; nothing is read
+    try:
+        rec = recorder()
+
+        class Addr:
+            address = "%s:%d" % (H.HOST, hole.getsockname()[1])
+        cfg = redis_config(rec, Addr, {"rate": "10/m", "burst": 5, "store": "redis", "on_store_error": "deny"},
+                           workers=1, timeout="300ms")
+        s = sluice(cfg)
+        with H.Client(s.port) as c:
+            t0 = time.monotonic()
+            c.send(H.build_request("GET", "/one") + H.build_request("GET", "/two"))
+            r1 = c.read_response()
+            r2 = c.read_response()
+            took = time.monotonic() - t0
+        assert (r1.status, r2.status) == (503, 503), (r1, r2)
+        assert r2.header("Retry-After") == "1"
+        assert 0.55 <= took <= 1.5, took
+        m = s.metrics_text()
+        assert metric(m, "sluice_rate_limit_store_errors_total", kind="timeout") == 2
+        assert rec.all_requests() == []
+    finally:
+        hole.close()
+
+
+@needs_redis
+def test_one_slow_decision_after_an_idle_spell_keeps_the_redis_connection(sluice, recorder, redis, gate_proxy):
+    """A connection idle for over a second, then one decision slower than
+    redis.timeout: it times out (on_store_error allow), but the connection
+    is not taken for stuck, so the decision in flight behind it is not
+    failed and later ones are decided by Redis on the same connection."""
+    rds = redis()
+    gp = gate_proxy(rds.port)
+    rec = recorder()
+    # timeout 100ms: the stuck threshold is max(1 s, 10 x timeout) = 1 s
+    s = sluice(redis_config(rec, gp, {"rate": "10/m", "burst": 10, "store": "redis"}, workers=1,
+                            timeout="100ms"))
+    assert get(s.port).status == 200
+    # The scenario itself, not a wait for readiness: the connection idles
+    # past the 1 s "stuck" threshold of the old check (time since any reply).
+    time.sleep(1.1)
+    gp.hold()
+    a, b = H.Client(s.port), H.Client(s.port)
+    try:
+        # B's decision follows A's at once: in flight when A times out.
+        a.send(H.build_request("GET", "/slow"))
+        b.send(H.build_request("GET", "/behind"))
+        H.wait_for(lambda: gp.commands(b"EVALSHA") == 3, what="both decisions sent")
+        assert a.read_response().status == 200  # timed out: on_store_error allow
+        gp.release()
+        assert b.read_response().status == 200
+    finally:
+        a.close()
+        b.close()
+    assert get(s.port).status == 200
+    m = s.metrics_text()
+    assert metric(m, "sluice_rate_limit_redis_connects_total") == 1
+    assert metric(m, "sluice_rate_limit_store_errors_total", kind="connect") == 0
+    assert metric(m, "sluice_rate_limit_store_errors_total", kind="timeout") in (1, 2)
+    assert metric(m, "sluice_rate_limit_decisions_total", store="redis", result="allow") >= 2
+    assert "no reply for over a second" not in H.read_text(s.error_log), H.read_text(s.error_log)

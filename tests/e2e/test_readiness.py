@@ -165,6 +165,28 @@ def test_post_drain_and_post_ready(sluice, demo):
     assert s.status()["draining"] == []
 
 
+def test_monitor_uri_with_expect_continue_and_a_body_while_draining_answers_503(sluice, demo):
+    """A balancer's check that announces a body with Expect: 100-continue
+    is answered at once (no 100 Continue; the connection then closes) with
+    readiness's own status: 503 "draining" after POST /drain, not the 200
+    of the reason table."""
+    d = demo()
+    s = sluice(cfg_with(H.free_port(), d.port, workers=1))
+    assert s.admin_post("/drain").status == 200
+    req = (b"POST /ready HTTP/1.1\r\nHost: t\r\nExpect: 100-continue\r\n"
+           b"Content-Length: 10\r\n\r\n")
+    r, rest = H.raw_exchange(s.port, req)
+    assert (r.status, r.body, r.header("Cache-Control")) == (503, b"draining\n", "no-store"), r
+    assert r.interim == [] and rest == b""
+    assert s.admin_post("/ready").status == 200
+    r, rest = H.raw_exchange(s.port, req)
+    assert (r.status, r.body) == (200, b"ready\n"), r
+    entries = H.wait_for(lambda: (lambda es: es if len(es) == 2 else None)(
+        [e for e in s.access_entries() if e.get("reason") == "monitor"]), what="2 monitor log lines")
+    assert [e["status"] for e in entries] == ["503", "200"], entries
+    assert " monitor: " not in H.read_text(s.error_log), "a readiness answer is not an error"
+
+
 def test_reload_removing_listener_notice(sluice, demo):
     """A reload that removes listener `old`: its monitor_uri answers 503
     for drain_notice while it still accepts and serves; the kept listener
