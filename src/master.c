@@ -38,6 +38,7 @@
 #include "shdict.h"
 #include "stats.h"
 #include "tls.h"
+#include "upgrade.h"
 #include "util.h"
 #include "worker.h"
 
@@ -384,12 +385,16 @@ static int register_slots(struct cfg *cfg)
 	return 0;
 }
 
-/* Binary upgrade (below, with lsocks_adopt). handed_over: the new master
+/* Binary upgrade: the sockets' side below (lsocks_adopt, upgrade_commit),
+ * the process side in upgrade.c. handed_over: the new master
  * serves; this one drains and exits, and no longer speaks for the service
  * (no STOPPING=1; the pid file is the new master's). */
 static int handed_over;
+/* When handed_over: the end of this master's drain. */
+static struct timespec handover_deadline;
+/* -d: stdio is /dev/null (detach_stdio). */
+static int detached;
 static int report_fd;
-static void upgrade_child_exited(pid_t pid, int status);
 static void upgrade_report(void);
 
 static int spawn(int index)
@@ -409,7 +414,7 @@ static int spawn(int index)
 	for (unsigned l = 0; l < cur->nlisteners; l++) {
 		struct lsock *ls = lsock_find(&cur->listeners[l].addr);
 		AN(ls);
-		if (ls->fixed && ls->nfds < cur->workers)
+		if (ls->fixed && ls->nfds < cur->workers && nfds < ARRAY_SIZE(fds))
 			fds[nfds++] = (struct worker_fd){ l, ls->fds[(unsigned)index % ls->nfds] };
 		else
 			for (unsigned k = (unsigned)index; k < ls->nfds && nfds < ARRAY_SIZE(fds); k += cur->workers)
@@ -897,139 +902,6 @@ static void upgrade_report(void)
 			lsocks[i].held[k] &= (unsigned char)~HELD_PREV;
 }
 
-#define UPGRADE_TIMEOUT_S 60   /* for the new master to serve */
-#define UPGRADE_KILL_S 10      /* after being told to stop, before SIGKILL */
-
-/* Old master: the upgrade under way. The new master is started through a
- * short-lived intermediate process (the launcher), so that it is the
- * service manager's child, not ours, from the start: systemd then watches it
- * as its own child once MAINPID= names it (a main process that is not its
- * child is one it cannot wait for, and on a stop it would SIGKILL the whole
- * service at once). We learn its end from its report pipe (EOF), not from
- * waitpid. */
-static struct {
-	pid_t launcher;            /* the intermediate; 0: reaped (or none) */
-	int launcher_pid;          /* read end of the pipe it names the new master on */
-	pid_t pid;                 /* the new master; 0: none (-1: not known yet) */
-	int report;                /* read end of its report pipe, -1 once closed */
-	char buf[HANDOVER_REPORT_MAX];
-	size_t len;
-	struct timespec deadline;
-	int told_to_stop;          /* past the deadline (or we stop): SIGTERM sent */
-	char oldbin[sizeof(((struct cfg *)0)->pid_file) + 8];  /* "" when no pid_file */
-} upgrade = { .launcher_pid = -1, .report = -1 };
-/* When handed_over: the end of this master's drain. */
-static struct timespec handover_deadline;
-
-static void upgrade_start(int stopping)
-{
-	const char *exe = handover_exe();
-	if (stopping || stop_notice) {
-		log_warn("upgrade refused (SIGUSR2): stopping");
-		return;
-	}
-	if (upgrade.pid > 0) {
-		log_warn("upgrade refused (SIGUSR2): an upgrade is in progress (new master pid %d)", (int)upgrade.pid);
-		return;
-	}
-	if (upgrade.pid < 0) {
-		log_warn("upgrade refused (SIGUSR2): an upgrade is in progress (new master starting)");
-		return;
-	}
-	if (prev.cfg) {
-		log_warn("upgrade refused (SIGUSR2): a reload is in progress (generation %u starting)", generation);
-		return;
-	}
-	if (announce == ANNOUNCE_START) {
-		log_warn("upgrade refused (SIGUSR2): still starting");
-		return;
-	}
-	if (exe == NULL || access(exe, X_OK) < 0) {
-		log_error("upgrade refused (SIGUSR2): cannot run %s: %s", exe ? exe : "/proc/self/exe",
-			  exe ? strerror(errno) : "unreadable at start");
-		return;
-	}
-	static struct handover_env he;
-	int p[2], q[2];
-	if (pipe2(p, O_CLOEXEC | O_NONBLOCK) < 0) {
-		log_error("upgrade refused (SIGUSR2): pipe: %s", strerror(errno));
-		return;
-	}
-	if (pipe2(q, O_CLOEXEC) < 0) {
-		log_error("upgrade refused (SIGUSR2): pipe: %s", strerror(errno));
-		close(p[0]);
-		close(p[1]);
-		return;
-	}
-	he.report_fd = p[1];
-	he.nfds = 0;
-	for (int i = 0; i < MAX_LSOCKS; i++)
-		for (unsigned k = 0; k < lsocks[i].nfds && he.nfds < HANDOVER_MAX_FDS; k++)
-			he.fds[he.nfds++] = (struct handover_fd){ lsocks[i].fds[k],
-								  (lsocks[i].held[k] & HELD_SYSTEMD) != 0 };
-	_Static_assert(MAX_LSOCKS * SHM_MAX_WORKERS <= HANDOVER_MAX_FDS, "a socket left out of an upgrade");
-	char env[HANDOVER_ENV_MAX];
-	AZ(handover_env_format(&he, env, sizeof(env)));
-	upgrade.oldbin[0] = '\0';
-	if (cur->pid_file[0]) {
-		snprintf(upgrade.oldbin, sizeof(upgrade.oldbin), "%s.oldbin", cur->pid_file);
-		if (rename(cur->pid_file, upgrade.oldbin) < 0)
-			log_warn("upgrade: cannot rename %s to %s: %s", cur->pid_file, upgrade.oldbin, strerror(errno));
-	}
-	log_info("upgrade: starting %s as the new master, handing over %u listening socket%s", exe, he.nfds,
-		 he.nfds == 1 ? "" : "s");
-	log_flush();
-	pid_t pid = fork();
-	if (pid == 0) {
-		/* The launcher: it names the new master on Q and exits. */
-		pid_t b = fork();
-		if (b == 0) {
-			/* Only this process's descriptors lose FD_CLOEXEC (it
-			 * is per descriptor, not per socket). The signal mask
-			 * stays blocked across exec, so a signal cannot kill the
-			 * new master before it waits for signals itself. */
-			for (unsigned i = 0; i < he.nfds; i++)
-				fcntl(he.fds[i].fd, F_SETFD, 0);
-			fcntl(p[1], F_SETFD, 0);
-			handover_exec(env);
-			dprintf(2, "sluice: upgrade: cannot run %s: %s\n", exe, strerror(errno));
-			_exit(127);
-		}
-		_exit(b > 0 && write(q[1], &b, sizeof(b)) == sizeof(b) ? 0 : 1);
-	}
-	close(p[1]);
-	close(q[1]);
-	if (pid < 0) {
-		log_error("upgrade failed: fork: %s", strerror(errno));
-		close(p[0]);
-		close(q[0]);
-		if (upgrade.oldbin[0])
-			rename(upgrade.oldbin, cur->pid_file);
-		return;
-	}
-	upgrade.launcher = pid;
-	upgrade.launcher_pid = q[0];
-	upgrade.pid = -1;
-	upgrade.report = p[0];
-	upgrade.len = 0;
-	upgrade.told_to_stop = 0;
-	ts_after_ms(&upgrade.deadline, UPGRADE_TIMEOUT_S * 1000);
-}
-
-/* The new master ended, or will, without taking over: ours again. */
-static void upgrade_failed(const char *why)
-{
-	log_error("upgrade failed: the new master (pid %d) %s; this master (pid %d) keeps serving",
-		  (int)upgrade.pid, why, (int)getpid());
-	if (upgrade.oldbin[0] && rename(upgrade.oldbin, cur->pid_file) < 0)
-		log_warn("upgrade: cannot rename %s back to %s: %s", upgrade.oldbin, cur->pid_file, strerror(errno));
-	if (upgrade.report >= 0)
-		close(upgrade.report);
-	upgrade.report = -1;
-	upgrade.pid = 0;
-	notify_sendf("STATUS=upgrade failed (new master %s); still serving", why);
-}
-
 /* The new master serves on our sockets: let the queues of the sockets it
  * dropped be accepted, then drain like a stop, without stopping new
  * connections on the sockets it now serves. */
@@ -1057,124 +929,32 @@ static void upgrade_commit(pid_t pid, const int *dropped, unsigned n)
 	signal_generation(0, SIGTERM, 1);
 	clock_gettime(CLOCK_MONOTONIC, &handover_deadline);
 	handover_deadline.tv_sec += cur->timeouts.drain_ms / 1000 + 2;
-	close(upgrade.report);
-	upgrade.report = -1;
 }
 
-/* Reads the new master's report. Returns 1 when it took over, -1 when it
- * is gone without a report (the pipe's end: the new master and its
- * workers closed their copies), 0 while it is starting. */
-static int upgrade_read_report(void)
+/* SIGUSR2. What the master's own state forbids is refused here; the
+ * upgrade module refuses the rest (upgrade.h). */
+static void master_upgrade_start(int stopping)
 {
-	if (upgrade.report < 0)
-		return 0;
-	ssize_t r = read(upgrade.report, upgrade.buf + upgrade.len, sizeof(upgrade.buf) - upgrade.len);
-	if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) {
-		close(upgrade.report);
-		upgrade.report = -1;
-		return -1;
-	}
-	if (r < 0)
-		return 0;
-	upgrade.len += (size_t)r;
-	if (memchr(upgrade.buf, '\n', upgrade.len) == NULL && upgrade.len < sizeof(upgrade.buf))
-		return 0;
-	static int dropped[HANDOVER_MAX_FDS];
-	unsigned n;
-	pid_t pid;
-	if (handover_report_parse(upgrade.buf, upgrade.len, &pid, dropped, HANDOVER_MAX_FDS, &n) < 0
-	    || pid != upgrade.pid) {
-		log_error("upgrade: malformed report from the new master (pid %d); waiting for it to serve or exit",
-			  (int)upgrade.pid);
-		close(upgrade.report);
-		upgrade.report = -1;
-		return 0;
-	}
-	upgrade_commit(pid, dropped, n);
-	return 1;
-}
-
-static int pid_running(pid_t pid)
-{
-	char path[64], st[256];
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	FILE *f = fopen(path, "re");
-	if (f == NULL)
-		return 0;
-	size_t n = fread(st, 1, sizeof(st) - 1, f);
-	fclose(f);
-	st[n] = '\0';
-	const char *rp = strrchr(st, ')');
-	return rp && rp[1] == ' ' && rp[2] != 'Z' && rp[2] != 'X';
-}
-
-/* Each turn of the master's loop while an upgrade is under way; sets
- * handed_over when the new master took over. */
-static void upgrade_poll(void)
-{
-	if (upgrade.pid <= 0 || handed_over)
-		return;
-	int r = upgrade_read_report();
-	if (r < 0) {
-		/* Not our child: no exit status. It may also be alive with
-		 * the pipe closed (not a sluice that reports): stop it. */
-		if (pid_running(upgrade.pid))
-			kill(upgrade.pid, SIGTERM);
-		upgrade_failed("exited before serving (its error is on the standard error it shares with this master)");
+	if (stopping || stop_notice) {
+		log_warn("upgrade refused (SIGUSR2): stopping");
 		return;
 	}
-	if (r > 0 || !ts_passed(&upgrade.deadline))
-		return;
-	if (!upgrade.told_to_stop) {
-		log_error("upgrade: the new master (pid %d) did not serve within %d s; stopping it",
-			  (int)upgrade.pid, UPGRADE_TIMEOUT_S);
-		kill(upgrade.pid, SIGTERM);
-		upgrade.told_to_stop = 1;
-		ts_after_ms(&upgrade.deadline, UPGRADE_KILL_S * 1000);
-	} else {
-		kill(upgrade.pid, SIGKILL);
-		ts_after_ms(&upgrade.deadline, UPGRADE_KILL_S * 1000);
-	}
-}
-
-/* This master stops while the new one is still starting: the new one
- * would serve alone, unasked; stop it (it leaves our sockets alone: they
- * are HELD_PREV there). */
-static void upgrade_cancel(void)
-{
-	if (upgrade.pid <= 0 || handed_over || upgrade.told_to_stop)
-		return;
-	log_warn("upgrade: cancelled, this master stops; stopping the new master (pid %d)", (int)upgrade.pid);
-	kill(upgrade.pid, SIGTERM);
-	upgrade.told_to_stop = 1;
-	ts_after_ms(&upgrade.deadline, UPGRADE_KILL_S * 1000);
-}
-
-/* reap(): a child that is not a worker: the launcher, which named the
- * new master before it exited. */
-static void upgrade_child_exited(pid_t pid, int status)
-{
-	if (pid != upgrade.launcher || upgrade.launcher == 0)
-		return;
-	upgrade.launcher = 0;
-	pid_t b = 0;
-	ssize_t n = read(upgrade.launcher_pid, &b, sizeof(b));
-	close(upgrade.launcher_pid);
-	upgrade.launcher_pid = -1;
-	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || n != sizeof(b) || b <= 0) {
-		log_error("upgrade failed: cannot start the new master (fork in the launcher); this master keeps serving");
-		upgrade.pid = 0;
-		if (upgrade.report >= 0)
-			close(upgrade.report);
-		upgrade.report = -1;
-		if (upgrade.oldbin[0] && rename(upgrade.oldbin, cur->pid_file) < 0)
-			log_warn("upgrade: cannot rename %s back to %s: %s", upgrade.oldbin, cur->pid_file,
-				 strerror(errno));
+	if (!upgrade_in_progress() && prev.cfg) {
+		log_warn("upgrade refused (SIGUSR2): a reload is in progress (generation %u starting)", generation);
 		return;
 	}
-	upgrade.pid = b;
-	log_info("upgrade: new master pid %d starting", (int)b);
-	notify_sendf("STATUS=upgrading: new master pid %d starting", (int)b);
+	if (!upgrade_in_progress() && announce == ANNOUNCE_START) {
+		log_warn("upgrade refused (SIGUSR2): still starting");
+		return;
+	}
+	static struct handover_env he;
+	he.nfds = 0;
+	for (int i = 0; i < MAX_LSOCKS; i++)
+		for (unsigned k = 0; k < lsocks[i].nfds && he.nfds < HANDOVER_MAX_FDS; k++)
+			he.fds[he.nfds++] = (struct handover_fd){ lsocks[i].fds[k],
+								  (lsocks[i].held[k] & HELD_SYSTEMD) != 0 };
+	_Static_assert(MAX_LSOCKS * SHM_MAX_WORKERS <= HANDOVER_MAX_FDS, "a socket left out of an upgrade");
+	upgrade_start(cur, &he, detached);
 }
 
 /* -d: everything that can fail at start and be told on the terminal has
@@ -1197,6 +977,7 @@ static int detach_stdio(void)
 		}
 	close(fd);
 	log_errors_to_stderr(0);
+	detached = 1;
 	return 0;
 }
 
@@ -1264,8 +1045,7 @@ int master_run(struct cfg *cfg)
 	log_summary(cfg);
 	for (unsigned i = 0; i < cfg->workers; i++)
 		if (spawn((int)i) < 0) {
-			if (cfg->pid_file[0])
-				unlink(cfg->pid_file);
+			upgrade_exit_pid_files(cfg->pid_file);
 			return 1;
 		}
 	announce = ANNOUNCE_START;
@@ -1274,19 +1054,30 @@ int master_run(struct cfg *cfg)
 	for (;;) {
 		/* Shorter while a generation is coming up: readiness arrives
 		 * on a pipe, which sigtimedwait cannot wait for. */
-		struct timespec tick = { 0, (announce != ANNOUNCE_NONE || prev.cfg || stop_notice || (upgrade.pid && !handed_over) ? 10 : 200) * 1000 * 1000 };
+		struct timespec tick = { 0, (announce != ANNOUNCE_NONE || prev.cfg || stop_notice || upgrade_in_progress() ? 10 : 200) * 1000 * 1000 };
 		siginfo_t info;
 		int sig = sigtimedwait(&set, &info, &tick);
 		if (sig < 0 && atomic_exchange(&shm->reload_requested, 0))
 			sig = SIGHUP;
 		switch (sig) {
 		case SIGHUP:
-			if (upgrade.pid && !handed_over) {
+			/* Under Type=notify-reload systemd waits for RELOADING=1
+			 * then READY=1 after its SIGHUP: a refused reload answers
+			 * like a failed one, or `systemctl reload` hangs. */
+			if (upgrade_in_progress() && !stopping && !stop_notice) {
 				log_warn("reload refused: a binary upgrade is in progress");
+				notify_reloading();
+				notify_send("READY=1\nSTATUS=reload refused: a binary upgrade is in progress; still serving");
 				break;
 			}
-			if (stop_notice && !stopping)
+			if (stop_notice && !stopping) {
 				log_warn("reload ignored: stopping (drain notice)");
+				notify_reloading();
+				notify_send("READY=1\nSTATUS=stopping: not ready (drain notice); reload ignored");
+			} else if (stopping) {
+				/* STOPPING=1 is sent: READY=1 would contradict it. */
+				log_warn("reload ignored: stopping");
+			}
 			if (!stopping && !stop_notice) {
 				/* A reload before the first generation was announced
 				 * folds into the start's READY=1. */
@@ -1341,12 +1132,18 @@ int master_run(struct cfg *cfg)
 						 procs[i].index, (int)procs[i].pid, strerror(errno));
 			break;
 		case SIGUSR2:
-			upgrade_start(stopping);
+			master_upgrade_start(stopping);
 			break;
 		default:
 			break;
 		}
-		upgrade_poll();
+		{
+			static int dropped[HANDOVER_MAX_FDS];
+			unsigned ndrop;
+			pid_t next;
+			if (upgrade_poll(&next, dropped, &ndrop))
+				upgrade_commit(next, dropped, ndrop);
+		}
 		if (stop_notice && !stopping && ts_passed(&stop_notice_end)) {
 			stopping = 1;
 			stop_begin(&deadline);
@@ -1377,7 +1174,9 @@ int master_run(struct cfg *cfg)
 		}
 		ready_poll();
 		if (stopping) {
-			if (live_workers() == 0)
+			/* A cancelled upgrade's new master is gone first: it
+			 * would otherwise serve alone, or hold the pid file. */
+			if (live_workers() == 0 && !upgrade_in_progress())
 				break;
 			struct timespec now;
 			clock_gettime(CLOCK_MONOTONIC, &now);
@@ -1388,12 +1187,7 @@ int master_run(struct cfg *cfg)
 			}
 		}
 	}
-	if (handed_over) {
-		if (upgrade.oldbin[0])
-			unlink(upgrade.oldbin);
-	} else if (cur->pid_file[0]) {
-		unlink(cur->pid_file);
-	}
+	upgrade_exit_pid_files(cur->pid_file);
 	if (start_failed)
 		log_error("start failed: workers could not set up (see above)");
 	else

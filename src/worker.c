@@ -171,6 +171,9 @@ static void on_signal(uv_signal_t *h, int signum)
 		break;
 	case SIGUSR1:   /* the master reopens the logs and hands them over */
 		break;
+	case SIGHUP:    /* the master reloads */
+	case SIGUSR2:   /* the master upgrades */
+		break;
 	default:
 		break;
 	}
@@ -239,6 +242,11 @@ void worker_start(struct cfg *cfg, int index, int slot, const struct worker_fd *
 	uv_signal_start(&w.sig_usr1, on_signal, SIGUSR1);
 	uv_signal_init(&w.loop, &w.sig_hup);
 	uv_signal_start(&w.sig_hup, on_signal, SIGHUP);  /* the master reloads, not us */
+	/* The master upgrades, not us; its default action would kill us
+	 * (`pkill -USR2 sluice`, `systemctl kill -s USR2` without
+	 * --kill-whom=main). */
+	uv_signal_init(&w.loop, &w.sig_usr2);
+	uv_signal_start(&w.sig_usr2, on_signal, SIGUSR2);
 	/* Unblock (the master blocks them for sigtimedwait) only now that the
 	 * handlers exist: a SIGTERM sent right after fork is then a drain,
 	 * not a death. */

@@ -22,7 +22,7 @@ struct worker {
 	uint32_t nclients;
 	struct list bconns;         /* busy and connecting backend connections */
 	uint32_t nbconns;           /* every open bconn, idle ones included */
-	uv_signal_t sig_term, sig_int, sig_usr1, sig_hup;
+	uv_signal_t sig_term, sig_int, sig_usr1, sig_hup, sig_usr2;
 	uv_poll_t kick;
 	uv_poll_t logs_poll;        /* log files from the master (logpass.h) */
 	int logs_fd;

@@ -11,6 +11,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 
 import harness as H
 from test_process_reload import Load
@@ -41,11 +42,12 @@ def read_pid(path):
         return 0
 
 
-def upgraded_sluice(sluice, sluice_bin, tmp_path, monkeypatch, cfg):
+def upgraded_sluice(sluice, sluice_bin, tmp_path, monkeypatch, cfg, keep_notify=False):
     """A sluice running from its own copy of the binary, with a pid file,
     once it serves: an upgrade is refused until then. READY=1 on a socket
     standing in for systemd's tells; the socket is closed after it, so
-    later notifications fail at once instead of filling it."""
+    later notifications fail at once instead of filling it (KEEP_NOTIFY:
+    kept open as s.notify, for the test to read and close)."""
     exe = str(tmp_path / "sbin" / "sluice")
     os.makedirs(os.path.dirname(exe), exist_ok=True)
     copy_binary(sluice_bin, exe)
@@ -60,9 +62,12 @@ def upgraded_sluice(sluice, sluice_bin, tmp_path, monkeypatch, cfg):
         s.binary = exe
         s.start()
         assert ns.recv(4096).decode().startswith("READY=1\n")
+        if keep_notify:
+            s.notify, ns = ns, None
     finally:
-        ns.close()
-        os.unlink(npath)
+        if ns is not None:
+            ns.close()
+            os.unlink(npath)
     assert read_pid(cfg["pid_file"]) == s.pid
     return s, exe, cfg["pid_file"]
 
@@ -133,59 +138,88 @@ def test_upgrade_under_load_20_times_zero_failures(sluice, sluice_bin, demo, tmp
 
 
 def test_upgrade_to_failing_binary_keeps_serving(sluice, sluice_bin, demo, tmp_path, monkeypatch):
-    """A new binary that exits at once, then a configuration that no longer
-    loads: each upgrade fails, the old master says so and serves on with its
-    workers and its pid file; a later upgrade with both fixed works."""
+    """A new binary that exits at once is refused by the check the old
+    master runs first (`<binary> -t -c <config>`), its output in the error
+    log; so is a configuration that no longer loads. A binary that passes
+    the check but exits at start fails the upgrade. Each time the old
+    master serves on with its workers and its pid file; a later upgrade
+    with both fixed works."""
     a = demo(size=50)
     port = H.free_port()
     cfg = H.make_config(port, [H.server(a.port)], workers=2)
     s, exe, pid_file = upgraded_sluice(sluice, sluice_bin, tmp_path, monkeypatch, cfg)
     workers = sorted(s.worker_pids())
 
+    def intact():
+        assert read_pid(pid_file) == s.pid and not os.path.exists(pid_file + ".oldbin")
+        assert sorted(s.worker_pids()) == workers
+
     write_script(exe, "#!/bin/sh\necho 'broken build' >&2\nexit 1\n")
+    off = len(H.read_text(s.error_log))
+    s.signal(signal.SIGUSR2)
+    s.wait_error_log(r"\[error\] master: upgrade refused \(SIGUSR2\): %s -t -c %s exited with status 1; "
+                     r"this master keeps serving$" % (re.escape(exe), re.escape(s.config_path)),
+                     timeout=10, start=off)
+    s.wait_error_log(r"\[error\] master: upgrade refused \(SIGUSR2\): %s -t: broken build$" % re.escape(exe),
+                     start=off)
+    assert "new master pid" not in H.read_text(s.error_log)[off:]
+    intact()
+    for i in range(5):
+        assert H.http_request(port, "GET", "/a%d" % i).status == 200
+
+    # Passes the check, fails at start: the failure after the launch.
+    real = str(tmp_path / "sluice.real")
+    copy_binary(sluice_bin, real)
+    write_script(exe, "#!/bin/sh\ncase \" $* \" in *\" -t \"*) exec %s \"$@\";; esac\n"
+                 "echo 'broken start' >&2\nexit 1\n" % real)
     off = len(H.read_text(s.error_log))
     s.signal(signal.SIGUSR2)
     s.wait_error_log(r"\[error\] master: upgrade failed: the new master \(pid \d+\) exited before serving "
                      r"\(its error is on the standard error it shares with this master\); "
                      r"this master \(pid %d\) keeps serving" % s.pid, timeout=10, start=off)
-    assert "broken build" in H.read_text(s.stderr_path)
-    assert read_pid(pid_file) == s.pid and not os.path.exists(pid_file + ".oldbin")
-    assert sorted(s.worker_pids()) == workers
-    for i in range(5):
-        assert H.http_request(port, "GET", "/a%d" % i).status == 200
+    assert "broken start" in H.read_text(s.stderr_path)
+    intact()
+    assert H.http_request(port, "GET", "/b").status == 200
 
     copy_binary(sluice_bin, exe)
     good = open(s.config_path).read()
     s.write_config("workers: [\n")
     off = len(H.read_text(s.error_log))
     s.signal(signal.SIGUSR2)
-    s.wait_error_log(r"upgrade failed: the new master \(pid \d+\) exited before serving", timeout=10, start=off)
-    assert "is invalid" in H.read_text(s.stderr_path)
-    assert read_pid(pid_file) == s.pid and sorted(s.worker_pids()) == workers
-    assert H.http_request(port, "GET", "/b").status == 200
+    s.wait_error_log(r"upgrade refused \(SIGUSR2\): %s -t: sluice: configuration %s is invalid$"
+                     % (re.escape(exe), re.escape(s.config_path)), timeout=10, start=off)
+    s.wait_error_log(r"upgrade refused \(SIGUSR2\): .* exited with status 1; this master keeps serving$",
+                     start=off)
+    intact()
+    assert H.http_request(port, "GET", "/c").status == 200
 
     s.write_config(good)
     new = upgrade(s, pid_file, 2)
     assert new != s.pid
-    assert H.http_request(port, "GET", "/c").status == 200
+    assert H.http_request(port, "GET", "/d").status == 200
     stop_master(new)
 
 
 def test_upgrade_pid_files_and_refusals(sluice, sluice_bin, demo, tmp_path, monkeypatch):
     """While the new master starts, the pid file is <pid_file>.oldbin (the
     old master's pid) and a second SIGUSR2 or a SIGHUP is refused with a log
-    line; once it serves, the pid file names it and .oldbin is gone. A
-    SIGUSR2 during a reload is refused too (an upgrade needs a settled
+    line; once it serves, the pid file names it and .oldbin is gone. The
+    refused SIGHUP answers systemd as a failed reload does (RELOADING=1,
+    then READY=1 with the reason): under Type=notify-reload, `systemctl
+    reload` would otherwise wait for it until its timeout. A SIGUSR2
+    during a reload is refused too (an upgrade needs a settled
     generation)."""
     a = demo(size=50)
     port = H.free_port()
     cfg = H.make_config(port, [H.server(a.port)], workers=1)
-    s, exe, pid_file = upgraded_sluice(sluice, sluice_bin, tmp_path, monkeypatch, cfg)
+    s, exe, pid_file = upgraded_sluice(sluice, sluice_bin, tmp_path, monkeypatch, cfg, keep_notify=True)
     real = str(tmp_path / "sluice.real")
     copy_binary(sluice_bin, real)
     gate = str(tmp_path / "gate")
-    # A new binary that waits for the test before it starts.
-    write_script(exe, "#!/bin/sh\nwhile [ ! -e %s ]; do sleep 0.02; done\nexec %s \"$@\"\n" % (gate, real))
+    # A new binary that waits for the test before it starts (its check,
+    # `-t`, runs at once).
+    write_script(exe, "#!/bin/sh\ncase \" $* \" in *\" -t \"*) exec %s \"$@\";; esac\n"
+                 "while [ ! -e %s ]; do sleep 0.02; done\nexec %s \"$@\"\n" % (real, gate, real))
     off = len(H.read_text(s.error_log))
     s.signal(signal.SIGUSR2)
     s.wait_error_log(r"upgrade: starting %s as the new master, handing over 1 listening socket$"
@@ -196,7 +230,15 @@ def test_upgrade_pid_files_and_refusals(sluice, sluice_bin, demo, tmp_path, monk
     s.signal(signal.SIGUSR2)
     s.wait_error_log(r"\[warn\] master: upgrade refused \(SIGUSR2\): an upgrade is in progress "
                      r"\(new master pid \d+\)", start=off)
-    s.signal(signal.SIGHUP)
+    try:
+        m = re.match(r"STATUS=upgrading: new master pid (\d+) starting$", s.notify.recv(4096).decode())
+        assert m and H.pid_alive(int(m.group(1)))
+        s.signal(signal.SIGHUP)
+        assert s.notify.recv(4096).decode().startswith("RELOADING=1\nMONOTONIC_USEC=")
+        assert s.notify.recv(4096).decode() == ("READY=1\nSTATUS=reload refused: a binary upgrade is in "
+                                                "progress; still serving")
+    finally:
+        s.notify.close()
     s.wait_error_log(r"\[warn\] master: reload refused: a binary upgrade is in progress", start=off)
     assert H.http_request(port, "GET", "/").status == 200
     open(gate, "w").close()
@@ -216,6 +258,9 @@ def test_upgrade_pid_files_and_refusals(sluice, sluice_bin, demo, tmp_path, monk
     old_workers = set(H.children_of(new))
     os.kill(new, signal.SIGSTOP)
     try:
+        # Stopped for sure (SIGSTOP takes effect when it next runs): else
+        # it could take SIGHUP alone and settle the reload first.
+        H.wait_for(lambda: H.proc_status(new)["State"].startswith("T"), 5, what="master stopped")
         os.kill(new, signal.SIGHUP)
         os.kill(new, signal.SIGUSR2)
     finally:
@@ -255,6 +300,178 @@ def test_upgrade_with_listeners_added_and_removed(sluice, sluice_bin, demo, tmp_
         assert r.status == 200 and len(r.body) == 21
     assert not H.port_accepts(drop)
     stop_master(new)
+
+
+def procs_of(exe):
+    """Live processes running the file at EXE (masters and workers alike)."""
+    out = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            if os.readlink("/proc/%s/exe" % name) == exe and H.pid_alive(int(name)):
+                out.append(int(name))
+        except OSError:
+            continue
+    return out
+
+
+def test_sigusr2_to_a_worker_is_ignored(sluice, demo):
+    """`pkill -USR2 sluice` or `systemctl kill -s USR2` without
+    --kill-whom=main also signals the workers: they ignore it (its default
+    action would kill them) and serve on, with nothing in the log."""
+    a = demo(size=12)
+    s = sluice(H.make_config(H.free_port(), [H.server(a.port)], workers=1))
+    [w] = s.worker_pids()
+    off = len(H.read_text(s.error_log))
+    os.kill(w, signal.SIGUSR2)
+    # Delivered once no longer pending (SIGUSR2 is bit 11 of the masks).
+    H.wait_for(lambda: not H.pid_alive(w) or not any(
+        int(H.proc_status(w)[k], 16) & (1 << (signal.SIGUSR2 - 1)) for k in ("SigPnd", "ShdPnd")), 5,
+        what="SIGUSR2 delivered")
+    assert H.pid_alive(w) and s.worker_pids() == [w]
+    r = H.http_request(s.port, "GET", "/")
+    assert r.status == 200 and len(r.body) == 12
+    assert s.worker_pids() == [w]
+    log = H.read_text(s.error_log)[off:]
+    assert "[error]" not in log and "[warn]" not in log, log
+
+
+def test_upgrade_malformed_report_fails_and_stops_it(sluice, sluice_bin, demo, tmp_path, monkeypatch):
+    """A new master that writes a malformed report on the report pipe
+    named in $SLUICE_UPGRADE fails the upgrade at once: the old master
+    logs it, stops the new one, renames the pid file back and serves on;
+    later a SIGHUP reloads and a good upgrade works (nothing is left "in
+    progress")."""
+    a = demo(size=31)
+    port = H.free_port()
+    cfg = H.make_config(port, [H.server(a.port)], workers=1)
+    s, exe, pid_file = upgraded_sluice(sluice, sluice_bin, tmp_path, monkeypatch, cfg)
+    real = str(tmp_path / "sluice.real")
+    copy_binary(sluice_bin, real)
+    # It passes the check (-t), then reports nonsense and waits. The
+    # signal mask it inherits blocks SIGTERM (sluice unblocks what it
+    # handles): so does this stand-in.
+    write_script(exe, "#!%s\nimport os, signal, sys, time\n"
+                 "if '-t' in sys.argv: os.execv(%r, [%r] + sys.argv[1:])\n"
+                 "signal.pthread_sigmask(signal.SIG_SETMASK, [])\n"
+                 "os.write(int(os.environ['SLUICE_UPGRADE'].split(';')[0]), b'not a report\\n')\n"
+                 "while True: time.sleep(1)\n" % (sys.executable, real, real))
+    off = len(H.read_text(s.error_log))
+    s.signal(signal.SIGUSR2)
+    m = s.wait_error_log(r"upgrade: new master pid (\d+) starting$", timeout=10, start=off)
+    bad = int(m.group(1))
+    s.wait_error_log(r"\[error\] master: upgrade: malformed report from the new master \(pid %d\); "
+                     r"stopping it$" % bad,
+                     timeout=10, start=off)
+    s.wait_error_log(r"\[error\] master: upgrade failed: the new master \(pid %d\) sent a malformed report; "
+                     r"stopped; this master \(pid %d\) keeps serving$" % (bad, s.pid), start=off)
+    H.wait_for(lambda: not H.pid_alive(bad), 5, what="the new master to be stopped")
+    assert read_pid(pid_file) == s.pid and not os.path.exists(pid_file + ".oldbin")
+    assert H.http_request(port, "GET", "/").status == 200
+    s.reload()
+    assert "reload refused" not in H.read_text(s.error_log)[off:]
+    copy_binary(sluice_bin, exe)
+    new = upgrade(s, pid_file, 1)
+    assert H.http_request(port, "GET", "/").status == 200
+    stop_master(new)
+    assert not os.path.exists(pid_file)
+
+
+def test_upgrade_then_stop_at_once_leaves_nothing_running(sluice, sluice_bin, demo, tmp_path, monkeypatch):
+    """SIGUSR2 followed at once by SIGTERM: the stop cancels the upgrade
+    (the new master may not even be known yet); the old master tells the
+    new one to stop and exits only once it is gone. No master or worker of
+    either generation is left, and neither pid file."""
+    a = demo(size=9)
+    port = H.free_port()
+    cfg = H.make_config(port, [H.server(a.port)], workers=2)
+    s, exe, pid_file = upgraded_sluice(sluice, sluice_bin, tmp_path, monkeypatch, cfg)
+    assert len(procs_of(exe)) == 3
+    off = len(H.read_text(s.error_log))
+    s.signal(signal.SIGUSR2)
+    s.signal(signal.SIGTERM)
+    assert s.proc.wait(20 * H.SLOW) == 0
+    H.wait_for(lambda: procs_of(exe) == [], 5, what="every process of both generations gone")
+    log = H.read_text(s.error_log)[off:]
+    assert re.search(r"\[warn\] master: upgrade: cancelled, this master stops; stopping the new master "
+                     r"\(pid \d+\)", log), log
+    assert "upgrade: the new master (pid %d) serves" not in log
+    assert not os.path.exists(pid_file) and not os.path.exists(pid_file + ".oldbin")
+    assert not H.port_accepts(port)
+
+
+def test_upgrade_stop_while_new_master_starts_removes_pid_files(sluice, sluice_bin, demo, tmp_path,
+                                                                monkeypatch):
+    """A stop while the new master starts, after it wrote its pid file: the
+    old master stops it, waits for it, and at exit removes <pid_file>.oldbin
+    (its own pid) and the pid file (naming a new master that no longer
+    runs); before, .oldbin stayed behind."""
+    a = demo(size=9)
+    port = H.free_port()
+    cfg = H.make_config(port, [H.server(a.port)], workers=1)
+    s, exe, pid_file = upgraded_sluice(sluice, sluice_bin, tmp_path, monkeypatch, cfg)
+    real = str(tmp_path / "sluice.real")
+    copy_binary(sluice_bin, real)
+    started = str(tmp_path / "started")
+    # A new master that writes its pid file and never serves. The signal
+    # mask it inherits blocks SIGTERM (sluice unblocks what it handles).
+    write_script(exe, "#!%s\nimport os, signal, sys, time\n"
+                 "if '-t' in sys.argv: os.execv(%r, [%r] + sys.argv[1:])\n"
+                 "signal.pthread_sigmask(signal.SIG_SETMASK, [])\n"
+                 "open(%r, 'w').write('%%d\\n' %% os.getpid())\n"
+                 "open(%r, 'w').close()\n"
+                 "while True: time.sleep(1)\n" % (sys.executable, real, real, pid_file, started))
+    off = len(H.read_text(s.error_log))
+    s.signal(signal.SIGUSR2)
+    m = s.wait_error_log(r"upgrade: new master pid (\d+) starting$", timeout=10, start=off)
+    new = int(m.group(1))
+    H.wait_for(lambda: os.path.exists(started), 10, what="the new master's pid file")
+    assert read_pid(pid_file) == new and read_pid(pid_file + ".oldbin") == s.pid
+    s.signal(signal.SIGTERM)
+    assert s.proc.wait(15 * H.SLOW) == 0
+    assert not H.pid_alive(new)
+    s.wait_error_log(r"\[warn\] master: upgrade: cancelled, this master stops; stopping the new master "
+                     r"\(pid %d\)$" % new, start=off)
+    s.wait_error_log(r"\[info\] master: upgrade: the new master \(pid %d\) stopped$" % new, start=off)
+    assert not os.path.exists(pid_file) and not os.path.exists(pid_file + ".oldbin")
+
+
+def test_upgrade_check_error_is_logged_under_d(sluice_bin, demo, tmp_path):
+    """With -d the master's standard error is /dev/null, and so would be the
+    new master's: the check the old master runs first (`<binary> -t -c
+    <config>`) puts the new configuration's error in the error log, and the
+    upgrade is refused before anything starts."""
+    from test_service import daemon_config, run_d, kill_leftovers
+    a = demo(size=8)
+    port = H.free_port()
+    cfg, path = daemon_config(tmp_path, port, a.port)
+    pid_file, error_log = cfg["pid_file"], cfg["error_log"]
+    try:
+        r = run_d(sluice_bin, path, str(tmp_path))
+        assert r.returncode == 0, r.stderr
+        pid = read_pid(pid_file)
+        workers = H.children_of(pid)
+        good = open(path).read()
+        with open(path, "w") as f:
+            f.write("bogus_key: 1\n" + good)
+        off = len(H.read_text(error_log))
+        os.kill(pid, signal.SIGUSR2)
+        H.wait_log(error_log, r"\[error\] master: upgrade refused \(SIGUSR2\): %s -t: .*bogus_key"
+                   % re.escape(os.path.realpath(sluice_bin)), timeout=10, start=off)
+        H.wait_log(error_log, r"upgrade refused \(SIGUSR2\): .* -t: sluice: configuration %s is invalid$"
+                   % re.escape(path), start=off)
+        H.wait_log(error_log, r"upgrade refused \(SIGUSR2\): .* -t -c %s exited with status 1; this master "
+                   r"keeps serving$" % re.escape(path), start=off)
+        assert read_pid(pid_file) == pid and H.children_of(pid) == workers
+        assert not os.path.exists(pid_file + ".oldbin")
+        assert H.http_request(port, "GET", "/").status == 200
+        with open(path, "w") as f:
+            f.write(good)
+        stop_master(pid)
+        assert not os.path.exists(pid_file)
+    finally:
+        kill_leftovers(path)
 
 
 # ---------------------------------------------------------------- LISTEN_FDS
