@@ -252,8 +252,15 @@ def test_upgrade_pid_files_and_refusals(sluice, sluice_bin, demo, tmp_path, monk
     # A reload in progress: SIGHUP and SIGUSR2 arrive together (the master
     # is stopped while both are sent), and the master takes the lower
     # number first, so the upgrade is asked for a moment after the reload
-    # forked its new generation, long before that one can be ready.
+    # forked its new generation. That generation loads a script whose main
+    # chunk runs for a second, so it is not ready when the SIGUSR2 is
+    # taken, however the scheduler runs the processes.
     copy_binary(sluice_bin, exe)
+    slow = tmp_path / "slow-load.lua"
+    slow.write_text("local t0 = sluice.now()\nwhile sluice.now() - t0 < 1.0 do end\n"
+                    "function inspect(req) end\n")
+    cfg["listeners"][0]["inspect"] = {"script": str(slow)}
+    s.write_config(cfg)
     off = len(H.read_text(s.error_log))
     old_workers = set(H.children_of(new))
     os.kill(new, signal.SIGSTOP)
