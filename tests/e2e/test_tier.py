@@ -81,10 +81,12 @@ def tier(sluice, demo, tmp_path):
                                               int(t.configs[i]["admin"]["address"].rsplit(":", 1)[1]))
                                              for i in range(2)], send_proxy=True).start()
     t.port = t.haproxy.port
-    for i in range(2):
-        t.haproxy.wait_state("i%d" % i, "UP")
-    yield t
-    t.haproxy.stop()
+    try:
+        for i in range(2):
+            t.haproxy.wait_state("i%d" % i, "UP")
+        yield t
+    finally:
+        t.haproxy.stop()
     # A master made by an upgrade is no child of the harness: stopped here.
     for c in t.configs:
         pid = read_pid(c["pid_file"])
