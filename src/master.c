@@ -891,10 +891,9 @@ static void upgrade_report(void)
 	AZ(handover_report_format(getpid(), dropped_fds, ndropped, msg, sizeof(msg)));
 	size_t len = strlen(msg);
 	if (write(report_fd, msg, len) != (ssize_t)len)
-		log_warn("upgrade: cannot report to the old master (pid %d): %s; serving anyway",
-			 (int)getppid(), strerror(errno));
-	else
-		log_info("upgrade: serving; the old master (pid %d) drains and exits", (int)getppid());
+		log_warn("upgrade: cannot report to the old master: %s; serving anyway", strerror(errno));
+	else  /* no pid: our parent was the launcher, gone by now; the old master logs its own */
+		log_info("upgrade: serving; the old master drains and exits");
 	close(report_fd);
 	report_fd = -1;
 	for (int i = 0; i < MAX_LSOCKS; i++)

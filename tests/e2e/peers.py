@@ -362,15 +362,17 @@ class TcpBalancer(Peer):
     """HAProxy in TCP mode (a layer-4 balancer) over SERVERS, a list of
     (name, address, port, check_port): roundrobin, `send-proxy-v2` when
     SEND_PROXY, an HTTP check `GET /ready` every 100 ms on the server's
-    address at CHECK_PORT (its port when None), FALL failures to mark it
-    down, 1 success to mark it up. Its log has one line per state change
+    address at CHECK_PORT (its port when None; CHECK_OPTS adds server
+    options such as `check-send-proxy check-ssl verify none`), FALL failures
+    to mark it down, 1 success to mark it up. Its log has one line per state change
     ("Server be/<name> is DOWN") and `conn srv=<name> bytes=<n>` per
     connection."""
 
-    def __init__(self, workdir, servers, name="haproxy-tcp", send_proxy=False, fall=1):
+    def __init__(self, workdir, servers, name="haproxy-tcp", send_proxy=False, fall=1, check_opts=""):
         super().__init__(HAPROXY, workdir, name)
         self.out_path = self.log_path  # HAProxy's "log stdout" is the process's stdout
         self.servers, self.send_proxy, self.fall = servers, send_proxy, fall
+        self.check_opts = check_opts
 
     def start(self):
         lines = "".join("    server %s %s:%d check port %d\n" % (n, a, p, cp or p)
@@ -393,8 +395,8 @@ backend be
     balance roundrobin
     option httpchk GET /ready
     http-check expect status 200
-    default-server%(pp)s inter 100ms fall %(fall)d rise 1
-%(servers)s""" % {"port": self.port, "servers": lines, "fall": self.fall,
+    default-server%(pp)s inter 100ms fall %(fall)d rise 1 %(opts)s
+%(servers)s""" % {"port": self.port, "servers": lines, "fall": self.fall, "opts": self.check_opts,
                   "pp": " send-proxy-v2" if self.send_proxy else ""})
         r = subprocess.run([self.binary, "-c", "-f", self.conf_path], capture_output=True,
                            text=True, timeout=30)
