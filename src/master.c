@@ -112,24 +112,6 @@ static struct timespec stop_notice_end;
 /* Next entry of shm->closing_addrs to use: a ring, the oldest goes. */
 static unsigned closing_next;
 
-static void ts_after_ms(struct timespec *t, uint32_t ms)
-{
-	clock_gettime(CLOCK_MONOTONIC, t);
-	t->tv_sec += ms / 1000;
-	t->tv_nsec += (long)(ms % 1000) * 1000000;
-	if (t->tv_nsec >= 1000000000) {
-		t->tv_sec++;
-		t->tv_nsec -= 1000000000;
-	}
-}
-
-static int ts_passed(const struct timespec *t)
-{
-	struct timespec now;
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	return now.tv_sec > t->tv_sec || (now.tv_sec == t->tv_sec && now.tv_nsec >= t->tv_nsec);
-}
-
 static int lsock_open_one(const struct cfg_listener *l)
 {
 	int fd = socket(l->addr.ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);

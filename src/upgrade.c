@@ -41,24 +41,6 @@ static struct {
 	char oldbin[sizeof(((struct cfg *)0)->pid_file) + 8];  /* "" when no pid_file */
 } upgrade = { .launcher_pid = -1, .report = -1 };
 
-static void ts_after_ms(struct timespec *t, uint32_t ms)
-{
-	clock_gettime(CLOCK_MONOTONIC, t);
-	t->tv_sec += ms / 1000;
-	t->tv_nsec += (long)(ms % 1000) * 1000000;
-	if (t->tv_nsec >= 1000000000) {
-		t->tv_sec++;
-		t->tv_nsec -= 1000000000;
-	}
-}
-
-static int ts_passed(const struct timespec *t)
-{
-	struct timespec now;
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	return now.tv_sec > t->tv_sec || (now.tv_sec == t->tv_sec && now.tv_nsec >= t->tv_nsec);
-}
-
 static int pid_running(pid_t pid)
 {
 	char path[64], st[256];

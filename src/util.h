@@ -47,6 +47,26 @@ static inline uint64_t now_us(void)
 	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
+/* T = MS milliseconds from now on the monotonic clock: a deadline the
+ * master's loops compare with ts_passed(). */
+static inline void ts_after_ms(struct timespec *t, uint32_t ms)
+{
+	clock_gettime(CLOCK_MONOTONIC, t);
+	t->tv_sec += ms / 1000;
+	t->tv_nsec += (long)(ms % 1000) * 1000000;
+	if (t->tv_nsec >= 1000000000) {
+		t->tv_sec++;
+		t->tv_nsec -= 1000000000;
+	}
+}
+
+static inline int ts_passed(const struct timespec *t)
+{
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return now.tv_sec > t->tv_sec || (now.tv_sec == t->tv_sec && now.tv_nsec >= t->tv_nsec);
+}
+
 /* Copy N bytes, ASCII upper case folded to lower case, eight bytes a step
  * (header names on every HTTP/2 response). Bytes >= 0x80 pass unchanged. */
 static inline void ascii_lower_copy(char *dst, const char *src, size_t n)
