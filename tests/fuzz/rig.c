@@ -848,51 +848,107 @@ static void check_idle(void)
 }
 
 /* The client's bytes: responses in order. A final response to a request
- * the backend saw as HEAD has no body; for sluice's own answers the
- * method is not known here, so either reading must work. */
+ * the backend saw as HEAD has no body; for sluice's own answers (errors,
+ * monitor_uri) the method is not known here, and a response it answered
+ * itself also shifts which backend request the next one belongs to. So
+ * either reading of each response may be the right one: the client's
+ * bytes are well formed if some choice of readings frames all of them,
+ * the expected reading tried first. Positions that cannot start a good
+ * parse are remembered, so the search stays linear in the bytes. */
+enum { CLIENT_POS_UNKNOWN, CLIENT_POS_BAD, CLIENT_POS_HEAD, CLIENT_POS_BODY };
+
+struct client_frames {
+	const char *s;
+	size_t len;
+	unsigned char *state;  /* per byte offset: CLIENT_POS_* */
+	size_t worst_pos;      /* the furthest offset a reading failed at */
+	const char *worst_why;
+};
+
+static int client_frames_from(struct client_frames *cf, size_t pos, unsigned k);
+
+static int client_reading_fits(struct client_frames *cf, size_t pos, unsigned k, int head)
+{
+	int status = 0, chunked = 0;
+	const char *why = NULL;
+	long r = rig_parse_response(cf->s + pos, cf->len - pos, head, 1, &status, &chunked, &why);
+	if (r < 0) {
+		if (pos >= cf->worst_pos) {
+			cf->worst_pos = pos;
+			cf->worst_why = why;
+		}
+		return 0;
+	}
+	if (r == 0) {
+		/* A body cut short by the backend can only be signalled by
+		 * closing: fine, but only for the last response, and only once
+		 * its head is whole. */
+		if (memmem(cf->s + pos, cf->len - pos, "\r\n\r\n", 4) != NULL)
+			return 1;
+		if (pos >= cf->worst_pos) {
+			cf->worst_pos = pos;
+			cf->worst_why = "truncated response head";
+		}
+		return 0;
+	}
+	if (status == 101)
+		return 1;  /* a tunnel: what follows is not HTTP */
+	return client_frames_from(cf, pos + (size_t)r, status >= 200 ? k + 1 : k);
+}
+
+static int client_frames_from(struct client_frames *cf, size_t pos, unsigned k)
+{
+	if (pos == cf->len)
+		return 1;
+	if (cf->state[pos] != CLIENT_POS_UNKNOWN)
+		return cf->state[pos] != CLIENT_POS_BAD;
+	int head = k < res.nreqs && k < RIG_MAX_REQS && strcmp(res.reqs[k].method, "HEAD") == 0;
+	for (int attempt = 0; attempt < 2; attempt++, head = !head) {
+		if (client_reading_fits(cf, pos, k, head)) {
+			cf->state[pos] = head ? CLIENT_POS_HEAD : CLIENT_POS_BODY;
+			return 1;
+		}
+	}
+	cf->state[pos] = CLIENT_POS_BAD;
+	return 0;
+}
+
 static void check_client(void)
 {
-	size_t pos = 0;
-	unsigned k = 0;
 	const char *s = res.client.data;
-	while (pos < res.client.len) {
+	size_t len = res.client.len;
+	struct client_frames cf = { .s = s, .len = len, .state = calloc(len + 1, 1) };
+	if (cf.state == NULL)
+		RIG_FAIL("out of memory");
+	if (!client_frames_from(&cf, 0, 0)) {
+		free(cf.state);
+		RIG_FAIL("the client received a malformed response (%s) at offset %zu of:\n%.*s",
+			 cf.worst_why ? cf.worst_why : "?", cf.worst_pos, (int)(len > 4000 ? 4000 : len), s);
+	}
+	/* Walk the framing found, recording what the checks after this read. */
+	size_t pos = 0;
+	while (pos < len) {
 		int status = 0, chunked = 0;
-		int head = k < res.nreqs && k < RIG_MAX_REQS && strcmp(res.reqs[k].method, "HEAD") == 0;
 		const char *why = NULL;
-		long r = rig_parse_response(s + pos, res.client.len - pos, head, 1, &status, &chunked, &why);
-		if (r <= 0 && k >= res.nreqs) {
-			const char *why2 = NULL;
-			long r2 = rig_parse_response(s + pos, res.client.len - pos, !head, 1, &status, &chunked, &why2);
-			if (r2 > 0)
-				r = r2;
-		}
-		if (r < 0)
-			RIG_FAIL("the client received a malformed response (%s) at offset %zu of:\n%.*s", why, pos,
-				 (int)(res.client.len > 4000 ? 4000 : res.client.len), s);
+		long r = rig_parse_response(s + pos, len - pos, cf.state[pos] == CLIENT_POS_HEAD, 1, &status, &chunked, &why);
 		if (r == 0) {
-			/* A body cut short by the backend can only be signalled by
-			 * closing: fine, but only for the last response, and only
-			 * once its head is whole. */
-			if (memmem(s + pos, res.client.len - pos, "\r\n\r\n", 4) == NULL)
-				RIG_FAIL("the client received a truncated response head at offset %zu of:\n%.*s", pos,
-					 (int)(res.client.len > 4000 ? 4000 : res.client.len), s);
 			res.truncated = 1;
-			r = (long)(res.client.len - pos);
+			r = (long)(len - pos);
 			status = status ? status : 200;
 		}
 		pos += (size_t)r;
 		res.resp_chunked |= chunked;
 		if (status == 101) {
 			res.tunnel = 1;
-			return;  /* a tunnel: what follows is not HTTP */
+			break;
 		}
 		if (status >= 200) {
 			if (res.nresp < RIG_MAX_REQS)
 				res.resp_status[res.nresp] = status;
 			res.nresp++;
-			k++;
 		}
 	}
+	free(cf.state);
 }
 
 /* Nothing to do now: no callback pending, no timer due, no watched
