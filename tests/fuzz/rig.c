@@ -867,7 +867,7 @@ struct client_frames {
 
 static int client_frames_from(struct client_frames *cf, size_t pos, unsigned k);
 
-static int client_reading_fits(struct client_frames *cf, size_t pos, unsigned k, int head)
+static int client_reading_fits(struct client_frames *cf, size_t pos, unsigned k, int head, int may_cut)
 {
 	int status = 0, chunked = 0;
 	const char *why = NULL;
@@ -883,11 +883,11 @@ static int client_reading_fits(struct client_frames *cf, size_t pos, unsigned k,
 		/* A body cut short by the backend can only be signalled by
 		 * closing: fine, but only for the last response, and only once
 		 * its head is whole. */
-		if (memmem(cf->s + pos, cf->len - pos, "\r\n\r\n", 4) != NULL)
+		if (may_cut && memmem(cf->s + pos, cf->len - pos, "\r\n\r\n", 4) != NULL)
 			return 1;
 		if (pos >= cf->worst_pos) {
 			cf->worst_pos = pos;
-			cf->worst_why = "truncated response head";
+			cf->worst_why = may_cut ? "truncated response head" : "response body cut short";
 		}
 		return 0;
 	}
@@ -903,8 +903,10 @@ static int client_frames_from(struct client_frames *cf, size_t pos, unsigned k)
 	if (cf->state[pos] != CLIENT_POS_UNKNOWN)
 		return cf->state[pos] != CLIENT_POS_BAD;
 	int head = k < res.nreqs && k < RIG_MAX_REQS && strcmp(res.reqs[k].method, "HEAD") == 0;
-	for (int attempt = 0; attempt < 2; attempt++, head = !head) {
-		if (client_reading_fits(cf, pos, k, head)) {
+	/* A reading that frames every byte beats one that needs the last
+	 * body cut short. */
+	for (int attempt = 0; attempt < 4; attempt++, head = !head) {
+		if (client_reading_fits(cf, pos, k, head, attempt >= 2)) {
 			cf->state[pos] = head ? CLIENT_POS_HEAD : CLIENT_POS_BODY;
 			return 1;
 		}
