@@ -61,9 +61,17 @@ struct selector {
 	uint8_t kind;              /* enum sl_sel */
 	const char *name;
 	size_t nlen;
-	const void *re;            /* pcre2_code * */
+	const struct crs_selre *re;
 	void *md;                  /* pcre2_match_data * to use */
 };
+
+static int has_caseless(const char *s, size_t n, const char *lit, size_t ln)
+{
+	for (size_t i = 0; i + ln <= n; i++)
+		if (strncasecmp(s + i, lit, ln) == 0)
+			return 1;
+	return 0;
+}
 
 static int sel_ok(const struct selector *sel, const char *key, size_t klen)
 {
@@ -71,7 +79,11 @@ static int sel_ok(const struct selector *sel, const char *key, size_t klen)
 		return 1;
 	if (sel->kind == SL_SEL_NAME)
 		return sel->nlen == klen && strncasecmp(sel->name, key, klen) == 0;
-	return pcre2_match(sel->re, (PCRE2_SPTR)key, klen, 0, 0, sel->md, NULL) >= 0;
+	const struct crs_selre *re = sel->re;
+	if (re->lit)
+		return re->anchored ? klen >= re->litlen && strncasecmp(key, re->lit, re->litlen) == 0
+				    : has_caseless(key, klen, re->lit, re->litlen);
+	return pcre2_match(re->re, (PCRE2_SPTR)key, klen, 0, 0, sel->md, NULL) >= 0;
 }
 
 static int emit_list(const struct seccoll *c, const struct sc_list *l, int names, const struct selector *sel,
@@ -372,7 +384,7 @@ static void build_targets(struct crs_txn *t, const struct crs_rule *cr)
 		struct build bd = { .L = L, .vname = seclang_var_name((enum sl_var)tg->var), .exclude = tg->exclude };
 		bd.vlen = strlen(bd.vname);
 		struct selector sel = { .kind = tg->sel_kind, .name = tg->sel, .nlen = tg->sel ? strlen(tg->sel) : 0,
-					.re = cr->sel_re[i], .md = t->match_data };
+					.re = cr->sel_re ? &cr->sel_re[i] : NULL, .md = t->match_data };
 		if (tg->count) {
 			bd.exclude = -1;
 			(void)gen(t, tg->var, &sel, build_emit, &bd);

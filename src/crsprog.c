@@ -378,8 +378,10 @@ static void op_free(struct crs_op *op)
 static void rule_release(struct crs_rule *cr)
 {
 	op_free(&cr->op);
-	for (size_t i = 0; cr->sel_re && i < cr->src->ntargets; i++)
-		pcre2_code_free(cr->sel_re[i]);
+	for (size_t i = 0; cr->sel_re && i < cr->src->ntargets; i++) {
+		pcre2_code_free(cr->sel_re[i].re);
+		free(cr->sel_re[i].lit);
+	}
 	free(cr->sel_re);
 }
 
@@ -410,6 +412,40 @@ static void chain_number(struct crs_program *p, struct crs_rule *cr)
 }
 
 /* ID: the chain starter's (chained rules have none of their own). */
+
+static int selre_literal_char(char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
+}
+
+/* Whether the selector regex RX (caseless, dotall, not end-anchored) is
+ * a plain literal: "^abc" a prefix, "abc" anywhere. What may follow the
+ * literal at its end (".*", "c*", "c?") matches the empty string, so it
+ * does not change which names match and is dropped. */
+static void selre_literal(struct crs_selre *s, const char *rx)
+{
+	int anchored = rx[0] == '^';
+	const char *b = rx + anchored;
+	size_t n = strlen(b);
+	for (;;) {
+		if (n >= 2 && b[n - 2] == '.' && b[n - 1] == '*')
+			n -= 2;
+		else if (n >= 2 && (b[n - 1] == '*' || b[n - 1] == '?') && selre_literal_char(b[n - 2]))
+			n -= 2;
+		else
+			break;
+	}
+	for (size_t i = 0; i < n; i++)
+		if (!selre_literal_char(b[i]))
+			return;
+	if (n > UINT16_MAX)
+		return;
+	s->lit = strndup(b, n);
+	AN(s->lit);
+	s->litlen = (uint16_t)n;
+	s->anchored = (uint8_t)anchored;
+}
+
 static int rule_compile(struct crs_program *p, const struct sl_rule *r, uint32_t id, struct crs_rule *cr)
 {
 	cr->src = r;
@@ -459,11 +495,12 @@ static int rule_compile(struct crs_program *p, const struct sl_rule *r, uint32_t
 		int code;
 		PCRE2_SIZE off;
 		/* ModSecurity compiles selector regexes caseless */
-		cr->sel_re[i] = pcre2_compile((PCRE2_SPTR)r->targets[i].sel, PCRE2_ZERO_TERMINATED,
-					      PCRE2_DOTALL | PCRE2_CASELESS | PCRE2_DOLLAR_ENDONLY, &code, &off, NULL);
-		if (!cr->sel_re[i])
+		cr->sel_re[i].re = pcre2_compile((PCRE2_SPTR)r->targets[i].sel, PCRE2_ZERO_TERMINATED,
+						 PCRE2_DOTALL | PCRE2_CASELESS | PCRE2_DOLLAR_ENDONLY, &code, &off, NULL);
+		if (!cr->sel_re[i].re)
 			return fail(p, r, "%s:/%s/: PCRE2 cannot compile the selector", seclang_var_name((enum sl_var)r->targets[i].var),
 				    r->targets[i].sel);
+		selre_literal(&cr->sel_re[i], r->targets[i].sel);
 	}
 	for (size_t i = 0; r->phase <= 2 && i < r->ntargets; i++) {
 		const char *why = var_unsupported((enum sl_var)r->targets[i].var);

@@ -36,6 +36,16 @@ struct crs_op {
 	uint8_t bytes[32];         /* @validateByteRange: allowed bytes */
 };
 
+/* A /regex/ target selector. Most of CRS's are a literal, anchored or not
+ * (TX:/^header_name_/, or paramcounter_ followed by dot-star), and one runs on every
+ * TX variable once per request header: those compare the name instead. */
+struct crs_selre {
+	void *re;                  /* pcre2_code *, always compiled */
+	char *lit;                 /* the regex as a caseless ASCII literal, or NULL */
+	uint16_t litlen;
+	uint8_t anchored;          /* ^literal: a prefix; else anywhere in the name */
+};
+
 struct crs_rule {
 	const struct sl_rule *src; /* the parsed rule: targets, actions, file, line */
 	struct crs_op op;
@@ -56,7 +66,7 @@ struct crs_rule {
 	uint32_t tsig;             /* its targets read only request data (fixed for a phase): equal
 				    * target lists, equal numbers; 0 otherwise */
 	uint16_t prefilter;        /* @rx, @pm: 1 + its bit in its chain's prefilter; 0 none (the operator runs alone) */
-	void **sel_re;             /* per target: pcre2_code * for a /regex/ selector, else NULL */
+	struct crs_selre *sel_re;  /* per target: its /regex/ selector, all NULL for the others */
 	int32_t skip_after;        /* index in its phase's list to continue after, -1 none */
 	struct crs_rule *chained;
 };

@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+#include <openssl/md5.h>
+#include <openssl/sha.h>
 #include "sectfn.h"
 #include "util.h"
 
@@ -536,73 +538,9 @@ static void utf8_to_unicode(const unsigned char *s, size_t n, struct buf *out, i
 	out->len = k;
 }
 
-/* SHA-1 (FIPS 180-4), for t:sha1: the Core Rule Set names its per-client
- * collections by a hash of address and User-Agent. */
-static uint32_t rol32(uint32_t x, int r)
-{
-	return x << r | x >> (32 - r);
-}
-
-static void sha1_block(uint32_t h[5], const unsigned char *b)
-{
-	uint32_t w[80];
-	for (int t = 0; t < 16; t++)
-		w[t] = (uint32_t)b[4 * t] << 24 | (uint32_t)b[4 * t + 1] << 16 | (uint32_t)b[4 * t + 2] << 8 | b[4 * t + 3];
-	for (int t = 16; t < 80; t++)
-		w[t] = rol32(w[t - 3] ^ w[t - 8] ^ w[t - 14] ^ w[t - 16], 1);
-	uint32_t a = h[0], bb = h[1], c = h[2], d = h[3], e = h[4];
-	for (int t = 0; t < 80; t++) {
-		uint32_t f, k;
-		if (t < 20)
-			f = (bb & c) | (~bb & d), k = 0x5A827999;
-		else if (t < 40)
-			f = bb ^ c ^ d, k = 0x6ED9EBA1;
-		else if (t < 60)
-			f = (bb & c) | (bb & d) | (c & d), k = 0x8F1BBCDC;
-		else
-			f = bb ^ c ^ d, k = 0xCA62C1D6;
-		uint32_t tmp = rol32(a, 5) + f + e + k + w[t];
-		e = d;
-		d = c;
-		c = rol32(bb, 30);
-		bb = a;
-		a = tmp;
-	}
-	h[0] += a;
-	h[1] += bb;
-	h[2] += c;
-	h[3] += d;
-	h[4] += e;
-}
-
-static void sha1(const unsigned char *s, size_t n, unsigned char digest[20])
-{
-	uint32_t h[5] = { 0x67452301, 0xEFCDAB89, 0x98BADCFE, 0x10325476, 0xC3D2E1F0 };
-	size_t i = 0;
-	for (; i + 64 <= n; i += 64)
-		sha1_block(h, s + i);
-	unsigned char tail[128] = { 0 };
-	size_t rest = n - i;
-	memcpy(tail, s + i, rest);
-	tail[rest] = 0x80;
-	size_t tl = rest + 1 + 8 <= 64 ? 64 : 128;
-	uint64_t bits = (uint64_t)n * 8;
-	for (int q = 0; q < 8; q++)
-		tail[tl - 1 - q] = (unsigned char)(bits >> (8 * q));
-	sha1_block(h, tail);
-	if (tl == 128)
-		sha1_block(h, tail + 64);
-	for (int q = 0; q < 5; q++) {
-		digest[4 * q] = (unsigned char)(h[q] >> 24);
-		digest[4 * q + 1] = (unsigned char)(h[q] >> 16);
-		digest[4 * q + 2] = (unsigned char)(h[q] >> 8);
-		digest[4 * q + 3] = (unsigned char)h[q];
-	}
-}
-
 int sectfn_supported(enum sl_tfn t)
 {
-	return t != SL_TFN_MD5 && t != SL_TFN_REMOVE_COMMENTS && t < SL_TFN__COUNT;
+	return t != SL_TFN_REMOVE_COMMENTS && t < SL_TFN__COUNT;
 }
 
 static int parity_bit(unsigned char c)
@@ -901,9 +839,18 @@ int sectfn_apply(enum sl_tfn t, const char *in, size_t n, struct buf *out)
 		out->len = 0;
 		buf_appendf(out, "%zu", n);
 		return 1;
+	/* the TLS library's digests: assembly where the CPU has the
+	 * instructions (t:sha1 runs on every User-Agent in CRS's setup) */
 	case SL_TFN_SHA1: {
-		unsigned char dg[20];
-		sha1(s, n, dg);
+		unsigned char dg[SHA_DIGEST_LENGTH];
+		SHA1((const unsigned char *)s, n, dg);
+		out->len = 0;
+		buf_append(out, dg, sizeof(dg));
+		return 1;
+	}
+	case SL_TFN_MD5: {
+		unsigned char dg[MD5_DIGEST_LENGTH];
+		MD5((const unsigned char *)s, n, dg);
 		out->len = 0;
 		buf_append(out, dg, sizeof(dg));
 		return 1;

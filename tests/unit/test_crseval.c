@@ -323,10 +323,30 @@ static void test_multipart(void)
 	seccoll_free(&C);
 }
 
+/* /regex/ selectors that are literals are compared, not run: the same
+ * names as PCRE2 (caseless) picks */
+static void test_literal_selectors(void)
+{
+	CHECK(load("SecRuleEngine On\n"
+		   "SecAction \"id:30,phase:1,pass,nolog,setvar:tx.Header_Name_a=x,setvar:tx.xheader_name_b=x,"
+		   "setvar:tx.paramcounter_c=x,setvar:tx.paramcounte=x,setvar:tx.ct=x,setvar:tx.ct__=x,setvar:tx.c=x\"\n"
+		   "SecRule TX:/^header_name_/ \"@unconditionalMatch\" \"id:31,phase:1,pass,nolog,setvar:tx.n31=+1\"\n"
+		   "SecRule TX:/header_NAME_/ \"@unconditionalMatch\" \"id:32,phase:1,pass,nolog,setvar:tx.n32=+1\"\n"
+		   "SecRule TX:/paramcounter_.*/ \"@unconditionalMatch\" \"id:33,phase:1,pass,nolog,setvar:tx.n33=+1\"\n"
+		   "SecRule TX:/^ct_*/ \"@unconditionalMatch\" \"id:34,phase:1,pass,nolog,setvar:tx.n34=+1\"\n"
+		   "SecRule TX:/^c$/ \"@unconditionalMatch\" \"id:35,phase:1,pass,nolog,setvar:tx.n35=+1\"\n"
+		   "SecRule TX:/^/ \"@unconditionalMatch\" \"id:36,phase:1,pass,nolog,setvar:tx.n36=+1\"\n") == 0);
+	run("GET", "/", NULL, NULL);
+	/* each counter counts the TX names its selector picked when its rule ran */
+	CHECK(tx_is("n31", "1") && tx_is("n32", "2") && tx_is("n33", "1") && tx_is("n34", "2") && tx_is("n35", "1"));
+	CHECK(tx_is("n36", "12"));
+}
+
 int main(void)
 {
 	crs_txn_init(&T);
 	test_targets_and_scores();
+	test_literal_selectors();
 	test_chain_and_matched_vars();
 	test_skip_after_and_ctl();
 	test_multimatch();
