@@ -144,18 +144,22 @@ $(BUILD)/llhttp/llhttp_sse42.o: $(LLHTTP_DIR)/llhttp.c $(BUILD)/.flags
 	objcopy --keep-global-symbol=llhttp__internal_execute_sse42 $@.tmp $@ && rm -f $@.tmp
 endif
 
-$(BUILD)/sluice: $(OBJ) $(LLHTTP_OBJ)
-	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
+# The static libraries built by cargo are linked in: a new build of one
+# relinks (its stamp is a prerequisite, not an input).
+LINK_DEPS = $(TLS_DEP) $(INJ_DIR)/.stamp
+
+$(BUILD)/sluice: $(OBJ) $(LLHTTP_OBJ) $(LINK_DEPS)
+	$(CC) $(LDFLAGS) -o $@ $(filter-out $(LINK_DEPS),$^) $(LIBS)
 
 $(BUILD)/demo_backend: bench/demo_backend.c $(BUILD)/.flags
 	$(CC) $(CFLAGS) -o $@ $< -lpthread $(LDFLAGS)
 
 # The CRS engine on raw requests, for the ModSecurity differential tests.
-$(BUILD)/crs_replay: tests/crs/crs_replay.c $(LIB_OBJ) $(LLHTTP_OBJ)
-	$(CC) $(CFLAGS) -o $@ $^ $(LIBS) $(LDFLAGS)
+$(BUILD)/crs_replay: tests/crs/crs_replay.c $(LIB_OBJ) $(LLHTTP_OBJ) $(LINK_DEPS)
+	$(CC) $(CFLAGS) -o $@ $(filter-out $(LINK_DEPS),$^) $(LIBS) $(LDFLAGS)
 
-$(BUILD)/unit/%: tests/unit/%.c $(LIB_OBJ) $(LLHTTP_OBJ)
-	$(CC) $(CFLAGS) -o $@ $^ $(LIBS) $(LDFLAGS)
+$(BUILD)/unit/%: tests/unit/%.c $(LIB_OBJ) $(LLHTTP_OBJ) $(LINK_DEPS)
+	$(CC) $(CFLAGS) -o $@ $(filter-out $(LINK_DEPS),$^) $(LIBS) $(LDFLAGS)
 
 deps:
 	@missing=""; for p in $(DEB_BUILD_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \

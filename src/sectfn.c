@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+#include <openssl/evp.h>
 #include <openssl/md5.h>
 #include <openssl/sha.h>
 #include "sectfn.h"
@@ -849,8 +850,9 @@ int sectfn_apply(enum sl_tfn t, const char *in, size_t n, struct buf *out)
 		return 1;
 	}
 	case SL_TFN_MD5: {
-		unsigned char dg[MD5_DIGEST_LENGTH];
-		MD5((const unsigned char *)s, n, dg);
+		unsigned char dg[MD5_DIGEST_LENGTH];  /* MD5() is deprecated in OpenSSL 3 */
+		if (!EVP_Digest(s, n, dg, NULL, EVP_md5(), NULL))
+			memset(dg, 0, sizeof(dg));
 		out->len = 0;
 		buf_append(out, dg, sizeof(dg));
 		return 1;
