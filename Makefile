@@ -198,7 +198,7 @@ e2e: all
 
 # The whole suite, then the same suite again under ASan+UBSan+LSan (the
 # harness fails a test whose sluice printed a sanitizer report), the core
-# tests on valgrind, every fuzz target for 30 s, and the bench smoke test.
+# tests on valgrind, every fuzz target for 20 s, and the bench smoke test.
 # The TLS tests again against the distribution build (Debian OpenSSL 3).
 e2e-tls: all
 	SLUICE_BIN=$(abspath $(BUILD)/sluice) DEMO_BACKEND=$(abspath $(BUILD)/demo_backend) \
@@ -299,13 +299,13 @@ bench-stats: all
 	BUILD=$(BUILD) sh bench/stats.sh
 
 # libFuzzer targets (clang-14, ASan+UBSan): tests/fuzz/README.md. `make fuzz`
-# runs each target for FUZZ_SECONDS; fuzz-smoke (part of make test) for 30 s.
+# runs each target for FUZZ_SECONDS; fuzz-smoke (part of make test) for 20 s.
 FUZZ_SECONDS ?= 300
 fuzz: deps
 	$(MAKE) -f tests/fuzz/fuzz.mk run FUZZ_SECONDS=$(FUZZ_SECONDS)
 
 fuzz-smoke: deps
-	$(MAKE) -f tests/fuzz/fuzz.mk run FUZZ_SECONDS=30
+	$(MAKE) -f tests/fuzz/fuzz.mk run FUZZ_SECONDS=20
 
 # valgrind memcheck over the core end-to-end tests (every sluice process,
 # forked workers included; a test fails on any memcheck error or definite

@@ -2,11 +2,14 @@
  * ModSecurity-style verdicts, one JSON line per request, for comparing
  * with the ModSecurity oracle (tests/e2e/test_crs_differential.py).
  *
- *   crs_replay [-s SKIPID]... [-b ROUNDS] CONF < requests
+ *   crs_replay [-s SKIPID]... [-b ROUNDS [-c KB]] CONF < requests
  *
  * -b: evaluate every request ROUNDS times and print only the mean time per
  * evaluation, with how many @rx operators the program has and how many of
  * them the prefilter covers (bench/ uses it; no output per request).
+ * -c: before each timed evaluation write KB kilobytes of other memory, as
+ * a proxy's other work does between requests: the time of a cold-cache
+ * evaluation (the writes are not timed).
  *
  * CONF is a SecLang file (its Includes are followed). The requests on
  * stdin are records "ID TAB LENGTH LF" followed by LENGTH bytes of a
@@ -55,6 +58,8 @@ static int dechunk(const char *s, const char *end, struct buf *out)
 static unsigned bench_rounds;      /* -b N: evaluate each request N times, print the mean time only */
 static double bench_us;
 static unsigned long bench_n;
+static size_t cold_bytes;          /* -c KB: memory written between timed evaluations */
+static unsigned char *cold_mem;
 
 static void replay(struct crs_txn *t, const struct crs_program *p, const char *id, const char *raw, size_t len, struct buf *out)
 {
@@ -132,6 +137,18 @@ static void replay(struct crs_txn *t, const struct crs_program *p, const char *i
 	};
 	if (bench_rounds) {
 		struct timespec a, b;
+		if (cold_bytes) {
+			for (unsigned i = 0; i < bench_rounds; i++) {
+				for (size_t k = 0; k < cold_bytes; k += 64)
+					cold_mem[k] = (unsigned char)(cold_mem[k] + i + 1);
+				clock_gettime(CLOCK_MONOTONIC, &a);
+				crs_eval_request(t, p, &rq);
+				clock_gettime(CLOCK_MONOTONIC, &b);
+				bench_us += (double)(b.tv_sec - a.tv_sec) * 1e6 + (double)(b.tv_nsec - a.tv_nsec) / 1e3;
+			}
+			bench_n += bench_rounds;
+			return;
+		}
 		clock_gettime(CLOCK_MONOTONIC, &a);
 		for (unsigned i = 0; i < bench_rounds; i++)
 			crs_eval_request(t, p, &rq);
@@ -158,15 +175,23 @@ int main(int argc, char **argv)
 	uint32_t skip[64];
 	size_t nskip = 0;
 	int i = 1;
-	for (; i < argc - 1 && (strcmp(argv[i], "-s") == 0 || strcmp(argv[i], "-b") == 0); i += 2) {
+	for (; i < argc - 1 && (strcmp(argv[i], "-s") == 0 || strcmp(argv[i], "-b") == 0 || strcmp(argv[i], "-c") == 0);
+	     i += 2) {
 		if (argv[i][1] == 'b')
 			bench_rounds = (unsigned)strtoul(argv[i + 1], NULL, 10);
+		else if (argv[i][1] == 'c')
+			cold_bytes = (size_t)strtoul(argv[i + 1], NULL, 10) * 1024;
 		else if (nskip < 64)
 			skip[nskip++] = (uint32_t)strtoul(argv[i + 1], NULL, 10);
 	}
 	if (i != argc - 1) {
-		fprintf(stderr, "usage: crs_replay [-s SKIPID]... [-b ROUNDS] CONF < requests\n");
+		fprintf(stderr, "usage: crs_replay [-s SKIPID]... [-b ROUNDS [-c KB]] CONF < requests\n");
 		return 2;
+	}
+	if (cold_bytes) {
+		cold_mem = calloc(1, cold_bytes);
+		if (!cold_mem)
+			return 1;
 	}
 	struct seclang sl;
 	seclang_init(&sl);
@@ -203,5 +228,6 @@ int main(int argc, char **argv)
 	crs_program_free(&p);
 	buf_free(&raw);
 	buf_free(&body);
+	free(cold_mem);
 	return 0;
 }
