@@ -8,7 +8,6 @@
 #include <strings.h>
 #include <time.h>
 #include "crseval.h"
-#include "libinjection.h"
 #include "netaddr.h"
 #include "secop.h"
 #include "sectfn.h"
@@ -614,15 +613,15 @@ static int op_exec(struct crs_txn *t, const struct crs_rule *cr, const char *v, 
 	case SL_OP_IP_MATCH:
 		return ip_in(op, v, vl);
 	case SL_OP_DETECT_SQLI: {
-		uint8_t fp[8];
-		if (!sluice_detect_sqli((const uint8_t *)v, vl, fp))
+		char fp[8];
+		if (!injmemo_sqli(&t->inj, v, vl, fp))
 			return 0;
 		if (cr->capture)
-			set_capture(t, 0, (const char *)fp, strlen((const char *)fp));
+			set_capture(t, 0, fp, strnlen(fp, sizeof(fp)));
 		return 1;
 	}
 	case SL_OP_DETECT_XSS:
-		return sluice_detect_xss((const uint8_t *)v, vl);
+		return injmemo_xss(&t->inj, v, vl);
 	case SL_OP_UNCONDITIONAL_MATCH:
 		return 1;
 	case SL_OP_NO_MATCH:
@@ -1233,6 +1232,7 @@ void crs_txn_free(struct crs_txn *t)
 	free(t->mvs_len);
 	pcre2_match_data_free(t->match_data);
 	pcre2_match_context_free(t->match_ctx);
+	injmemo_free(&t->inj);
 	hs_free_scratch(t->hs_scratch);
 	memset(t, 0, sizeof(*t));
 }
@@ -1346,6 +1346,7 @@ int crs_eval_request(struct crs_txn *t, const struct crs_program *p, const struc
 	pcre2_set_depth_limit(t->match_ctx, p->pcre_depth_limit ? p->pcre_depth_limit : 10000000);
 	seccoll_reset(&t->coll);
 	sectx_reset(&t->tx);
+	injmemo_clear(&t->inj);
 	rm_clear(t);
 	t->v.intercepted = 0;
 	t->v.phase = 0;

@@ -17,6 +17,7 @@
 #include <stdint.h>
 #include "buf.h"
 #include "crsprog.h"
+#include "injmemo.h"
 #include "seccoll.h"
 #include "sectx.h"
 
@@ -85,6 +86,7 @@ struct crs_txn {
 	uint64_t hs_serial;            /* the program it was cloned for */
 	void *match_data;              /* pcre2_match_data * */
 	void *match_ctx;               /* pcre2_match_context * */
+	struct injmemo inj;            /* @detectSQLi/@detectXSS answers by content */
 
 	/* MATCHED_VAR(_NAME) and MATCHED_VARS(_NAMES) of the rule or chain being run */
 	struct buf mv_name, mv_value;

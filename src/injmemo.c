@@ -1,0 +1,132 @@
+/* libinjection's answers by content, per evaluation (injmemo.h says why). */
+#include <stdlib.h>
+#include <string.h>
+#include "injmemo.h"
+#include "libinjection.h"
+#include "util.h"
+
+enum { INJ_SQLI, INJ_XSS };
+
+/* What an evaluation may keep: past it, values are checked, not kept. */
+#define INJMEMO_MAX_BYTES (1u << 20)
+
+struct injmemo_entry {
+	uint64_t hash;
+	uint32_t off, len;         /* the value's bytes in data */
+	uint32_t epoch;
+	uint8_t kind;              /* INJ_* */
+	uint8_t hit;
+	char fp[8];
+};
+
+void injmemo_clear(struct injmemo *m)
+{
+	if (++m->epoch == 0) {  /* wrapped: stale entries could look current */
+		if (m->e)
+			memset(m->e, 0, m->cap * sizeof(*m->e));
+		m->epoch = 1;
+	}
+	m->n = 0;
+	m->data.len = 0;
+}
+
+void injmemo_free(struct injmemo *m)
+{
+	free(m->e);
+	buf_free(&m->data);
+	memset(m, 0, sizeof(*m));
+}
+
+static uint64_t mix(uint64_t h)
+{
+	h ^= h >> 33;
+	h *= 0xff51afd7ed558ccdull;
+	h ^= h >> 33;
+	return h;
+}
+
+static uint64_t content_hash(const char *v, size_t n, int kind)
+{
+	uint64_t h = 0x9E3779B97F4A7C15ull ^ ((uint64_t)n << 8 | (uint64_t)kind);
+	size_t i = 0;
+	for (; i + 8 <= n; i += 8) {
+		uint64_t w;
+		memcpy(&w, v + i, 8);
+		h = mix(h ^ w) * 0xC2B2AE3D27D4EB4Full;
+	}
+	uint64_t tail = 0;
+	if (n > i)
+		memcpy(&tail, v + i, n - i);
+	return mix(h ^ tail ^ 0x165667B19E3779F9ull);
+}
+
+static void grow(struct injmemo *m)
+{
+	size_t ncap = m->cap ? m->cap * 2 : 256;
+	struct injmemo_entry *old = m->e;
+	size_t ocap = m->cap;
+	m->e = calloc(ncap, sizeof(*m->e));
+	AN(m->e);
+	m->cap = ncap;
+	for (size_t k = 0; k < ocap; k++) {
+		if (old[k].epoch != m->epoch)
+			continue;
+		size_t i = (size_t)old[k].hash & (ncap - 1);
+		while (m->e[i].epoch == m->epoch)
+			i = (i + 1) & (ncap - 1);
+		m->e[i] = old[k];
+	}
+	free(old);
+}
+
+static int check(int kind, const char *v, size_t vl, char fp[8])
+{
+	if (kind == INJ_XSS)
+		return sluice_detect_xss((const uint8_t *)v, vl);
+	memset(fp, 0, 8);
+	return sluice_detect_sqli((const uint8_t *)v, vl, (uint8_t *)fp);
+}
+
+static int lookup(struct injmemo *m, int kind, const char *v, size_t vl, char fp[8])
+{
+	if (m->epoch == 0)
+		m->epoch = 1;  /* never cleared yet: 0 is what calloc'd entries hold */
+	uint64_t h = content_hash(v, vl, kind);
+	if (m->cap) {
+		for (size_t i = (size_t)h & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
+			const struct injmemo_entry *e = &m->e[i];
+			if (e->epoch != m->epoch)
+				break;
+			if (e->hash == h && e->kind == kind && e->len == vl && (vl == 0 || memcmp(m->data.data + e->off, v, vl) == 0)) {
+				memcpy(fp, e->fp, 8);
+				return e->hit;
+			}
+		}
+	}
+	int hit = check(kind, v, vl, fp);
+	if (m->data.len + vl > INJMEMO_MAX_BYTES || vl > UINT32_MAX)
+		return hit;
+	if ((m->n + 1) * 2 > m->cap)
+		grow(m);
+	size_t i = (size_t)h & (m->cap - 1);
+	while (m->e[i].epoch == m->epoch)
+		i = (i + 1) & (m->cap - 1);
+	struct injmemo_entry *e = &m->e[i];
+	*e = (struct injmemo_entry){ .hash = h, .off = (uint32_t)m->data.len, .len = (uint32_t)vl, .epoch = m->epoch,
+				     .kind = (uint8_t)kind, .hit = (uint8_t)hit };
+	memcpy(e->fp, fp, 8);
+	buf_append(&m->data, v, vl);
+	m->n++;
+	return hit;
+}
+
+int injmemo_sqli(struct injmemo *m, const char *v, size_t vl, char fp[8])
+{
+	return lookup(m, INJ_SQLI, v, vl, fp);
+}
+
+int injmemo_xss(struct injmemo *m, const char *v, size_t vl)
+{
+	char fp[8];
+	return lookup(m, INJ_XSS, v, vl, fp);
+}

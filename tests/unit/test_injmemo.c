@@ -1,0 +1,72 @@
+/* Unit tests for src/injmemo.c: the remembered answers are libinjection's
+ * own, for every value, repeated or not, across clears and past the byte
+ * cap; values equal but for one byte or their length are told apart. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "injmemo.h"
+#include "libinjection.h"
+
+static int passed, failed;
+#define CHECK(c) do { if (c) passed++; else { failed++; \
+	fprintf(stderr, "%s:%d: CHECK(%s) failed\n", __FILE__, __LINE__, #c); } } while (0)
+
+static const char *const values[] = {
+	"", "1", "USD", "true", "1' OR '1'='1", "1' OR '1'='2", "1' OR '1'='1'", "<script>alert(1)</script>",
+	"<script>alert(1)</script", "admin'--", "admin'-", "hello world", "SELECT * FROM users WHERE id=1",
+	"javascript:alert(1)", "<img src=x onerror=alert(1)>", "\x00\x01\xff", "1 union select 1,2,3", "a\x00b",
+};
+
+static void same_as_direct(struct injmemo *m, const char *v, size_t vl)
+{
+	uint8_t want_fp[8] = { 0 };
+	int want = sluice_detect_sqli((const uint8_t *)v, vl, want_fp);
+	char fp[8];
+	int got = injmemo_sqli(m, v, vl, fp);
+	CHECK(got == want);
+	if (got && want)
+		CHECK(strncmp(fp, (const char *)want_fp, 8) == 0);
+	CHECK(injmemo_xss(m, v, vl) == sluice_detect_xss((const uint8_t *)v, vl));
+}
+
+int main(void)
+{
+	struct injmemo m = { 0 };
+	size_t nv = sizeof(values) / sizeof(values[0]);
+	/* three passes: the first fills the memo, the others read it */
+	for (int pass = 0; pass < 3; pass++)
+		for (size_t i = 0; i < nv; i++)
+			same_as_direct(&m, values[i], i == 15 ? 3 : i == 17 ? 3 : strlen(values[i]));
+	CHECK(m.n == 2 * nv);
+	/* a prefix of a remembered value is a value of its own */
+	same_as_direct(&m, "1' OR '1'='1", 5);
+	/* cleared: nothing remembered, answers unchanged */
+	injmemo_clear(&m);
+	CHECK(m.n == 0 && m.data.len == 0);
+	for (size_t i = 0; i < nv; i++)
+		same_as_direct(&m, values[i], i == 15 ? 3 : i == 17 ? 3 : strlen(values[i]));
+	/* many distinct values (the table grows) and past the byte cap (values
+	 * checked, not kept) */
+	injmemo_clear(&m);
+	static char big[4096];
+	for (int k = 0; k < 600; k++) {
+		int n = snprintf(big, sizeof(big), "%d' OR %d=%d -- %*s", k, k, k % 3 ? k : k + 1, 2000, "x");
+		same_as_direct(&m, big, (size_t)n);
+	}
+	CHECK(m.data.len <= (1u << 20));
+	for (int k = 0; k < 600; k += 7) {
+		int n = snprintf(big, sizeof(big), "%d' OR %d=%d -- %*s", k, k, k % 3 ? k : k + 1, 2000, "x");
+		same_as_direct(&m, big, (size_t)n);
+	}
+	/* the epoch wraps: entries of the old epochs must not come back */
+	injmemo_clear(&m);
+	same_as_direct(&m, "1' OR '1'='1", 12);
+	m.epoch = UINT32_MAX;
+	injmemo_clear(&m);
+	CHECK(m.epoch == 1);
+	same_as_direct(&m, "hello world", 11);
+	same_as_direct(&m, "1' OR '1'='1", 12);
+	injmemo_free(&m);
+	printf("test_injmemo: %d passed, %d failed\n", passed, failed);
+	return failed ? 1 : 0;
+}
