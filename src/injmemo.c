@@ -1,6 +1,7 @@
 /* libinjection's answers by content, per evaluation (injmemo.h says why). */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include "injmemo.h"
 #include "libinjection.h"
 #include "util.h"
@@ -9,6 +10,10 @@ enum { INJ_SQLI, INJ_XSS };
 
 /* What an evaluation may keep: past it, values are checked, not kept. */
 #define INJMEMO_MAX_BYTES (1u << 20)
+#define INJMEMO_MAX_ENTRIES 65536
+/* A value whose slot is this far from where its hash points is checked,
+ * not kept: values crafted to share a hash cost a bounded walk each. */
+#define INJMEMO_MAX_PROBE 16
 
 struct injmemo_entry {
 	uint64_t hash;
@@ -45,9 +50,19 @@ static uint64_t mix(uint64_t h)
 	return h;
 }
 
+/* Keyed per process, so which values share a hash cannot be worked out
+ * from the outside. */
+static uint64_t hash_key;
+
 static uint64_t content_hash(const char *v, size_t n, int kind)
 {
-	uint64_t h = 0x9E3779B97F4A7C15ull ^ ((uint64_t)n << 8 | (uint64_t)kind);
+	if (!hash_key) {
+		uint64_t k = 0;
+		if (getrandom(&k, sizeof(k), GRND_NONBLOCK) != (ssize_t)sizeof(k))
+			k = (uint64_t)(uintptr_t)&k ^ (uint64_t)n * 0x9E3779B97F4A7C15ull;
+		hash_key = k | 1;
+	}
+	uint64_t h = hash_key ^ ((uint64_t)n << 8 | (uint64_t)kind);
 	size_t i = 0;
 	for (; i + 8 <= n; i += 8) {
 		uint64_t w;
@@ -93,7 +108,8 @@ static int lookup(struct injmemo *m, int kind, const char *v, size_t vl, char fp
 		m->epoch = 1;  /* never cleared yet: 0 is what calloc'd entries hold */
 	uint64_t h = content_hash(v, vl, kind);
 	if (m->cap) {
-		for (size_t i = (size_t)h & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
+		size_t i = (size_t)h & (m->cap - 1);
+		for (unsigned probe = 0; probe < INJMEMO_MAX_PROBE; probe++, i = (i + 1) & (m->cap - 1)) {
 			const struct injmemo_entry *e = &m->e[i];
 			if (e->epoch != m->epoch)
 				break;
@@ -104,13 +120,14 @@ static int lookup(struct injmemo *m, int kind, const char *v, size_t vl, char fp
 		}
 	}
 	int hit = check(kind, v, vl, fp);
-	if (m->data.len + vl > INJMEMO_MAX_BYTES || vl > UINT32_MAX)
+	if (m->data.len + vl > INJMEMO_MAX_BYTES || m->n >= INJMEMO_MAX_ENTRIES)
 		return hit;
 	if ((m->n + 1) * 2 > m->cap)
 		grow(m);
 	size_t i = (size_t)h & (m->cap - 1);
-	while (m->e[i].epoch == m->epoch)
-		i = (i + 1) & (m->cap - 1);
+	for (unsigned probe = 0; m->e[i].epoch == m->epoch; probe++, i = (i + 1) & (m->cap - 1))
+		if (probe + 1 >= INJMEMO_MAX_PROBE)
+			return hit;
 	struct injmemo_entry *e = &m->e[i];
 	*e = (struct injmemo_entry){ .hash = h, .off = (uint32_t)m->data.len, .len = (uint32_t)vl, .epoch = m->epoch,
 				     .kind = (uint8_t)kind, .hit = (uint8_t)hit };
@@ -127,6 +144,6 @@ int injmemo_sqli(struct injmemo *m, const char *v, size_t vl, char fp[8])
 
 int injmemo_xss(struct injmemo *m, const char *v, size_t vl)
 {
-	char fp[8];
+	char fp[8] = { 0 };
 	return lookup(m, INJ_XSS, v, vl, fp);
 }

@@ -177,15 +177,24 @@ int main(int argc, char **argv)
 	int i = 1;
 	for (; i < argc - 1 && (strcmp(argv[i], "-s") == 0 || strcmp(argv[i], "-b") == 0 || strcmp(argv[i], "-c") == 0);
 	     i += 2) {
-		if (argv[i][1] == 'b')
+		if (argv[i][1] == 'b') {
 			bench_rounds = (unsigned)strtoul(argv[i + 1], NULL, 10);
-		else if (argv[i][1] == 'c')
-			cold_bytes = (size_t)strtoul(argv[i + 1], NULL, 10) * 1024;
-		else if (nskip < 64)
+		} else if (argv[i][1] == 'c') {
+			unsigned long kb = strtoul(argv[i + 1], NULL, 10);
+			if (kb > (1ul << 24)) {
+				fprintf(stderr, "crs_replay: -c: at most 16 GB\n");
+				return 2;
+			}
+			cold_bytes = (size_t)kb * 1024;
+		} else if (nskip < 64)
 			skip[nskip++] = (uint32_t)strtoul(argv[i + 1], NULL, 10);
 	}
 	if (i != argc - 1) {
 		fprintf(stderr, "usage: crs_replay [-s SKIPID]... [-b ROUNDS [-c KB]] CONF < requests\n");
+		return 2;
+	}
+	if (cold_bytes && !bench_rounds) {
+		fprintf(stderr, "crs_replay: -c needs -b\n");
 		return 2;
 	}
 	if (cold_bytes) {

@@ -98,10 +98,12 @@ $(FBUILD)/rig.o: tests/fuzz/rig.c tests/fuzz/rig.h $(wildcard src/*.h) $(FBUILD)
 
 # The in-process proxy rig's targets (fuzz_h2's oracles and mutator also use
 # libnghttp2's HPACK coder, already in FLIBS).
-$(FBUILD)/fuzz_request $(FBUILD)/fuzz_response $(FBUILD)/fuzz_lua_req $(FBUILD)/fuzz_h2: $(FBUILD)/%: tests/fuzz/%.c $(RIG_OBJ) $(OBJ)
+# A new cargo build of a static library they link relinks them (the stamps
+# are prerequisites, not inputs: the recipes name their inputs).
+$(FBUILD)/fuzz_request $(FBUILD)/fuzz_response $(FBUILD)/fuzz_lua_req $(FBUILD)/fuzz_h2: $(FBUILD)/%: tests/fuzz/%.c $(RIG_OBJ) $(OBJ) $(TLS_DEP) $(INJ_DIR)/.stamp
 	$(FCC) $(FCFLAGS) -Itests/fuzz -fsanitize=fuzzer -o $@ $< $(RIG_OBJ) $(OBJ) $(FLIBS)
 
-$(FBUILD)/fuzz_proxy_proto $(FBUILD)/fuzz_cfg $(FBUILD)/fuzz_route $(FBUILD)/fuzz_seclang $(FBUILD)/fuzz_crs_body $(FBUILD)/fuzz_rxlit $(FBUILD)/fuzz_handover: $(FBUILD)/%: tests/fuzz/%.c $(OBJ)
+$(FBUILD)/fuzz_proxy_proto $(FBUILD)/fuzz_cfg $(FBUILD)/fuzz_route $(FBUILD)/fuzz_seclang $(FBUILD)/fuzz_crs_body $(FBUILD)/fuzz_rxlit $(FBUILD)/fuzz_handover: $(FBUILD)/%: tests/fuzz/%.c $(OBJ) $(TLS_DEP) $(INJ_DIR)/.stamp
 	$(FCC) $(FCFLAGS) -fsanitize=fuzzer -o $@ $< $(OBJ) $(FLIBS)
 
 # Sanitizers: stop at the first report (a report is a failure), leaks

@@ -43,6 +43,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (r->nresp != 1)
 		RIG_FAIL("the client received %u final responses to its one request:\n%.*s", r->nresp,
 			 (int)r->client.len, r->client.data);
+	if (r->nown)
+		RIG_FAIL("the response fits only a request other than the client's %s (a body after HEAD, or none "
+			 "after GET):\n%.*s", head ? "HEAD" : "GET", (int)r->client.len, r->client.data);
 	if (v10 && r->resp_chunked)
 		RIG_FAIL("an HTTP/1.0 client received a chunked response:\n%.*s", (int)r->client.len, r->client.data);
 	return 0;

@@ -847,71 +847,142 @@ static void check_idle(void)
 	}
 }
 
-/* The client's bytes: responses in order. A final response to a request
- * the backend saw as HEAD has no body; for sluice's own answers (errors,
- * monitor_uri) the method is not known here, and a response it answered
- * itself also shifts which backend request the next one belongs to. So
- * either reading of each response may be the right one: the client's
- * bytes are well formed if some choice of readings frames all of them,
- * the expected reading tried first. Positions that cannot start a good
- * parse are remembered, so the search stays linear in the bytes. */
-enum { CLIENT_POS_UNKNOWN, CLIENT_POS_BAD, CLIENT_POS_HEAD, CLIENT_POS_BODY };
+/* The client's bytes: responses in order. Each final response answers
+ * either the next request the backend saw (read as that request's method:
+ * no body after HEAD, whoever made the response), or a request the backend
+ * never saw, which sluice answered itself (an error, monitor_uri): its
+ * method is not known here, so either reading goes. The first framing
+ * found wins, trying at each response the backend's request first, then
+ * sluice's own answer; readings that frame every byte before one that
+ * needs the last body cut short, which a backend answering every request
+ * in full (RIG_ANSWER_EACH, rig_whole_answers) rules out. With
+ * rig_whole_answers every request the backend saw must be answered too.
+ * Failed (offset,
+ * backend requests answered) states are remembered. A forwarded HEAD
+ * response with a body frames only as an answer of sluice's own:
+ * res.nown tells the targets that know there was none. */
+int rig_whole_answers;
+
+enum { READ_SET = 1, READ_HEAD = 2, READ_OWN = 4 };
 
 struct client_frames {
 	const char *s;
 	size_t len;
-	unsigned char *state;  /* per byte offset: CLIENT_POS_* */
-	size_t worst_pos;      /* the furthest offset a reading failed at */
+	unsigned char *reading;  /* per byte offset: READ_* of the framing found */
+	uint64_t *failed;        /* open addressing: (offset, answered) + 1 */
+	size_t nfailed, cap;
+	size_t worst_pos;        /* the furthest offset a reading failed at */
 	const char *worst_why;
+	int whole;               /* no body may be cut short */
 };
 
-static int client_frames_from(struct client_frames *cf, size_t pos, unsigned k);
+static size_t client_slot(uint64_t st, size_t cap)
+{
+	return (size_t)(st * 0x9E3779B97F4A7C15ull >> 20) & (cap - 1);
+}
 
-static int client_reading_fits(struct client_frames *cf, size_t pos, unsigned k, int head, int may_cut)
+static int client_failed(const struct client_frames *cf, uint64_t st)
+{
+	for (size_t i = cf->cap ? client_slot(st, cf->cap) : 0; cf->cap && cf->failed[i]; i = (i + 1) & (cf->cap - 1))
+		if (cf->failed[i] == st)
+			return 1;
+	return 0;
+}
+
+static void client_fail(struct client_frames *cf, uint64_t st)
+{
+	if ((cf->nfailed + 1) * 2 > cf->cap) {
+		size_t ncap = cf->cap ? cf->cap * 2 : 1024;
+		uint64_t *old = cf->failed;
+		cf->failed = calloc(ncap, sizeof(*cf->failed));
+		if (!cf->failed)
+			RIG_FAIL("out of memory");
+		for (size_t k = 0; k < cf->cap; k++)
+			if (old[k]) {
+				size_t i = client_slot(old[k], ncap);
+				while (cf->failed[i])
+					i = (i + 1) & (ncap - 1);
+				cf->failed[i] = old[k];
+			}
+		free(old);
+		cf->cap = ncap;
+	}
+	size_t i = client_slot(st, cf->cap);
+	while (cf->failed[i])
+		i = (i + 1) & (cf->cap - 1);
+	cf->failed[i] = st;
+	cf->nfailed++;
+}
+
+static void client_why(struct client_frames *cf, size_t pos, const char *why)
+{
+	if (pos >= cf->worst_pos) {
+		cf->worst_pos = pos;
+		cf->worst_why = why;
+	}
+}
+
+static int client_frames_from(struct client_frames *cf, size_t pos, unsigned answered);
+
+/* The response at POS read one way; ANSWERED: backend requests answered
+ * before it. */
+static int client_reading_fits(struct client_frames *cf, size_t pos, unsigned answered, int head, int own, int may_cut)
 {
 	int status = 0, chunked = 0;
 	const char *why = NULL;
 	long r = rig_parse_response(cf->s + pos, cf->len - pos, head, 1, &status, &chunked, &why);
 	if (r < 0) {
-		if (pos >= cf->worst_pos) {
-			cf->worst_pos = pos;
-			cf->worst_why = why;
-		}
+		client_why(cf, pos, why);
 		return 0;
 	}
 	if (r == 0) {
-		/* A body cut short by the backend can only be signalled by
-		 * closing: fine, but only for the last response, and only once
-		 * its head is whole. */
+		/* A body cut short can only be signalled by closing: fine, but
+		 * only for the last response, and only once its head is whole. */
 		if (may_cut && memmem(cf->s + pos, cf->len - pos, "\r\n\r\n", 4) != NULL)
 			return 1;
-		if (pos >= cf->worst_pos) {
-			cf->worst_pos = pos;
-			cf->worst_why = may_cut ? "truncated response head" : "response body cut short";
-		}
+		client_why(cf, pos, may_cut ? "truncated response head" : "response body cut short");
 		return 0;
 	}
 	if (status == 101)
 		return 1;  /* a tunnel: what follows is not HTTP */
-	return client_frames_from(cf, pos + (size_t)r, status >= 200 ? k + 1 : k);
+	return client_frames_from(cf, pos + (size_t)r, status >= 200 && !own ? answered + 1 : answered);
 }
 
-static int client_frames_from(struct client_frames *cf, size_t pos, unsigned k)
+struct client_way {
+	int head, own, cut;
+};
+
+static int client_frames_from(struct client_frames *cf, size_t pos, unsigned answered)
 {
-	if (pos == cf->len)
-		return 1;
-	if (cf->state[pos] != CLIENT_POS_UNKNOWN)
-		return cf->state[pos] != CLIENT_POS_BAD;
-	int head = k < res.nreqs && k < RIG_MAX_REQS && strcmp(res.reqs[k].method, "HEAD") == 0;
-	/* A reading that frames every byte beats one that needs the last
-	 * body cut short. */
-	for (int attempt = 0; attempt < 4; attempt++, head = !head) {
-		if (client_reading_fits(cf, pos, k, head, attempt >= 2)) {
-			cf->state[pos] = head ? CLIENT_POS_HEAD : CLIENT_POS_BODY;
+	if (pos == cf->len) {
+		if (!rig_whole_answers || answered == res.nreqs)
 			return 1;
+		client_why(cf, pos, "a request the backend answered got no response");
+		return 0;
+	}
+	uint64_t st = ((uint64_t)pos << 20 | (answered & 0xfffff)) + 1;
+	if (client_failed(cf, st))
+		return 0;
+	/* what may be read here, in order of preference */
+	struct client_way way[8];
+	int n = 0;
+	if (answered < res.nreqs) {
+		int known = answered < RIG_MAX_REQS, head = known && strcmp(res.reqs[answered].method, "HEAD") == 0;
+		for (int cut = 0; cut <= !cf->whole; cut++) {
+			way[n++] = (struct client_way){ head, 0, cut };
+			if (!known)
+				way[n++] = (struct client_way){ !head, 0, cut };
 		}
 	}
-	cf->state[pos] = CLIENT_POS_BAD;
+	for (int cut = 0; cut <= !cf->whole; cut++)
+		for (int head = 0; head < 2; head++)
+			way[n++] = (struct client_way){ head, 1, cut };
+	for (int w = 0; w < n; w++)
+		if (client_reading_fits(cf, pos, answered, way[w].head, way[w].own, way[w].cut)) {
+			cf->reading[pos] = (unsigned char)(READ_SET | (way[w].head ? READ_HEAD : 0) | (way[w].own ? READ_OWN : 0));
+			return 1;
+		}
+	client_fail(cf, st);
 	return 0;
 }
 
@@ -919,11 +990,14 @@ static void check_client(void)
 {
 	const char *s = res.client.data;
 	size_t len = res.client.len;
-	struct client_frames cf = { .s = s, .len = len, .state = calloc(len + 1, 1) };
-	if (cf.state == NULL)
+	struct client_frames cf = { .s = s, .len = len, .reading = calloc(len + 1, 1),
+				    .whole = rig_whole_answers || cur_mode == RIG_ANSWER_EACH };
+	if (cf.reading == NULL)
 		RIG_FAIL("out of memory");
-	if (!client_frames_from(&cf, 0, 0)) {
-		free(cf.state);
+	int framed = client_frames_from(&cf, 0, 0);
+	free(cf.failed);
+	if (!framed) {
+		free(cf.reading);
 		RIG_FAIL("the client received a malformed response (%s) at offset %zu of:\n%.*s",
 			 cf.worst_why ? cf.worst_why : "?", cf.worst_pos, (int)(len > 4000 ? 4000 : len), s);
 	}
@@ -932,7 +1006,7 @@ static void check_client(void)
 	while (pos < len) {
 		int status = 0, chunked = 0;
 		const char *why = NULL;
-		long r = rig_parse_response(s + pos, len - pos, cf.state[pos] == CLIENT_POS_HEAD, 1, &status, &chunked, &why);
+		long r = rig_parse_response(s + pos, len - pos, (cf.reading[pos] & READ_HEAD) != 0, 1, &status, &chunked, &why);
 		if (r == 0) {
 			res.truncated = 1;
 			r = (long)(len - pos);
@@ -948,9 +1022,10 @@ static void check_client(void)
 			if (res.nresp < RIG_MAX_REQS)
 				res.resp_status[res.nresp] = status;
 			res.nresp++;
+			res.nown += (cf.reading[pos - (size_t)r] & READ_OWN) != 0;
 		}
 	}
-	free(cf.state);
+	free(cf.reading);
 }
 
 /* Nothing to do now: no callback pending, no timer due, no watched
@@ -1022,6 +1097,7 @@ const struct rig_result *rig_exchange2(int listener, const uint8_t *in, size_t n
 	if (flags & RIG_CLIENT_STALL)
 		flags |= RIG_WAIT_CLOSE;
 	res.resp_chunked = res.tunnel = res.truncated = 0;
+	res.nown = 0;
 	cur_mode = mode;
 	cur_resp = resp;
 	cur_resp_len = resp_len;

@@ -79,6 +79,8 @@ struct rig_result {
 	unsigned nconns;      /* backend connections accepted */
 	struct buf bodies;    /* de-chunked request bodies, one after the other */
 	unsigned nresp;       /* final responses the client received */
+	unsigned nown;        /* of them, read as sluice's own answers to requests the
+			       * backend never saw (check_client in rig.c) */
 	int resp_status[RIG_MAX_REQS];
 	int resp_chunked;     /* some response to the client was chunked */
 	int tunnel;           /* the client got a 101: what followed was not parsed */
@@ -127,6 +129,11 @@ extern size_t rig_nsplit;
  * it takes the worker for quiet (default 0: it only looks). A target may
  * raise it to re-run an input whose outcome depends on timing. */
 extern int rig_settle_ms;
+
+/* Set when the backend always answers in full: a response to the client
+ * may then not be read as cut short, and every request the backend saw
+ * must have its response (default 0: the last may be cut short). */
+extern int rig_whole_answers;
 
 /* Strict parsers used as oracles (exposed for the targets' own checks).
  * Return the length of one complete message at P, 0 if more bytes are

@@ -58,6 +58,19 @@ int main(void)
 		int n = snprintf(big, sizeof(big), "%d' OR %d=%d -- %*s", k, k, k % 3 ? k : k + 1, 2000, "x");
 		same_as_direct(&m, big, (size_t)n);
 	}
+	/* more distinct values than it keeps entries: the rest are checked,
+	 * answers unchanged, the table bounded */
+	injmemo_clear(&m);
+	size_t wrong = 0;
+	for (int k = 0; k < 70000; k++) {
+		char small[16];
+		int n = snprintf(small, sizeof(small), k % 5 ? "v%d" : "%d' or 1=1", k);
+		uint8_t fp[8];
+		char got_fp[8];
+		wrong += injmemo_sqli(&m, small, (size_t)n, got_fp) != sluice_detect_sqli((const uint8_t *)small, (size_t)n, fp);
+	}
+	CHECK(wrong == 0);
+	CHECK(m.n <= 65536 && m.cap <= 2 * 65536 * 2);
 	/* the epoch wraps: entries of the old epochs must not come back */
 	injmemo_clear(&m);
 	same_as_direct(&m, "1' OR '1'='1", 12);
