@@ -24,6 +24,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	static int ready;
 	if (!ready) {
 		rig_init(NULL, NULL, NULL);
+		rig_whole_answers = 1;
 		ready = 1;
 	}
 	if (size == 0)
