@@ -278,6 +278,12 @@ bench-tier: all
 $(BUILD)/srcload: bench/srcload.c $(BUILD)/.flags
 	$(CC) $(CFLAGS) -o $@ $< $(LDFLAGS)
 
+# A TLS handshake load client cheaper than the server (bench/tlsload.c):
+# AWS-LC only; --wrap=EVP_DigestVerify serves its benchmark-only -x flag.
+$(BUILD)/tlsload: bench/tlsload.c $(AWSLC_DIR)/.stamp
+	$(CC) -std=c11 $(O) -g $(WARN) -D_GNU_SOURCE -I$(AWSLC_DIR)/include -DBORINGSSL_PREFIX_SYMBOLS_H -o $@ $< \
+	  $(AWSLC_DIR)/lib/libssl.a $(AWSLC_DIR)/lib/libcrypto.a -Wl,--wrap=EVP_DigestVerify -lpthread
+
 bench-reuse: all $(BUILD)/srcload
 	BUILD=$(BUILD) sh bench/reuse.sh
 
