@@ -411,8 +411,6 @@ static void chain_number(struct crs_program *p, struct crs_rule *cr)
 	cr->chain = (uint16_t)p->nchains++;
 }
 
-/* ID: the chain starter's (chained rules have none of their own). */
-
 static int selre_literal_char(char c)
 {
 	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
@@ -446,6 +444,7 @@ static void selre_literal(struct crs_selre *s, const char *rx)
 	s->anchored = (uint8_t)anchored;
 }
 
+/* ID: the chain starter's (chained rules have none of their own). */
 static int rule_compile(struct crs_program *p, const struct sl_rule *r, uint32_t id, struct crs_rule *cr)
 {
 	cr->src = r;
