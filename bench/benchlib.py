@@ -549,6 +549,48 @@ def wrk_cmd(pin, threads, conns, seconds, url, extra=()):
     return pin + ["wrk", f"-t{threads}", f"-c{conns}", f"-d{seconds}s", "--latency", *extra, url]
 
 
+# bench/tlsload.c: one thread, epoll, AWS-LC, a new connection (and, over
+# https, a full or resumed handshake) per request. It costs 2-3x less CPU per
+# TLS connection than wrk, so on two cores the proxy, not the client, is what
+# saturates. The .sh wrappers build it (make build/tlsload).
+TLSLOAD = os.environ.get("TLSLOAD") or os.path.join(ROOT, "build", "tlsload")
+
+
+def have_tlsload():
+    return os.access(TLSLOAD, os.X_OK)
+
+
+def tlsload_cmd(pin, conns, seconds, url, version="1.3", resume=False, verify=False):
+    """The tlsload command line: CONNS connections for SECONDS against URL
+    (http:// = no TLS), TLS VERSION only, offering each slot's last session
+    when RESUME. Unless VERIFY, -x: the server's handshake signature is not
+    checked (the server's work is the same; the client saves an ECDSA verify,
+    about a third of its CPU)."""
+    cmd = pin + [TLSLOAD, "-c", str(conns), "-d", str(seconds)]
+    if url.startswith("https://"):
+        cmd += ["-V", version] + (["-r"] if resume else []) + ([] if verify else ["-x"])
+    return cmd + [url]
+
+
+def parse_tlsload(out):
+    """parse_wrk() of tlsload's wrk-compatible part (its request latency, not
+    the connection-time distribution printed after it), plus resumed (count
+    of resumed handshakes), client_us (its own CPU per connection) and
+    conn_p50/conn_p99 (ms from connect() to the end of the response)."""
+    head, _, rest = out.partition("Connection time")
+    r = parse_wrk(head)
+    m = re.search(r"tlsload: connections (\d+), resumed (\d+)", out)
+    r["resumed"] = int(m.group(2)) if m else None
+    m = re.search(r"client cpu [\d.]+ s \([\d.]+% of a core\), ([\d.]+) us/conn", out)
+    r["client_us"] = float(m.group(1)) if m else None
+    conn = dict(re.findall(r"^\s+(50|99)%\s+([\d.]+(?:us|ms|s))\s*$", rest, re.M))
+    for pct in ("50", "99"):
+        v = conn.get(pct)
+        mv = re.fullmatch(r"([\d.]+)(us|ms|s)", v) if v else None
+        r["conn_p" + pct] = float(mv.group(1)) * UNIT_MS[mv.group(2)] if mv else None
+    return r
+
+
 def run_wrk(cmd, seconds, outfile=None):
     """Run a wrk command of SECONDS; its output (also written to OUTFILE,
     after the command line, when given)."""

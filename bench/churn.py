@@ -29,17 +29,20 @@ sluice build that cannot be found (AWS-LC needs cargo to build) is left out,
 and the report says so.
 
 Two parts (PARTS):
-  cases  closed loop, wrk -c50: every case (certificate x TLS version) on
-         every target, round after round. Per run: connections (=
-         handshakes = requests) per second, mean and p99 time per request,
-         failure rate (wrk socket errors + non-2xx responses over all
-         attempts), and the headline: the proxy's own CPU µs per handshake
-         (utime+stime of its processes ÷ handshakes), because the client
-         (wrk, which verifies each handshake's signature) saturates before
-         the proxy does. Scaling: the SCALE cases run again with 2 workers
+  cases  closed loop, 50 connections of bench/tlsload.c (CLIENT=tlsload, the
+         default; CLIENT=wrk for wrk): every case (certificate x TLS
+         version) on every target, round after round. Per run:
+         connections (= handshakes = requests) per second, mean and p99
+         time per request, failure rate (socket errors + non-2xx responses
+         over all attempts), and the headline: the proxy's own CPU µs per
+         handshake (utime+stime of its processes ÷ handshakes). tlsload is
+         one thread on AWS-LC that costs 2-3x less CPU per connection than
+         wrk and (-x) skips checking the server's signature, so the proxy
+         saturates before the client does; with wrk the client was the
+         limit on two cores. Scaling: the SCALE cases run again with 2 workers
          (sluice `workers: 2`, HAProxy `nbthread 2`, nginx
          `worker_processes 2`), the proxy then allowed on every CPU while
-         wrk and the backend stay where they were.
+         the client and the backend stay where they were.
   ramp   open loop, h2load: new connections offered at a fixed rate (TLS 1.3
          ECDSA, one request each), rising step by step, for the best sluice
          build (sluice-awslc when there is one) and HAProxy, one worker each:
@@ -57,8 +60,11 @@ Usage: sh bench/churn.sh  (or `make bench-churn`). Environment knobs:
   PARTS=a,b        cases,ramp (both)
   DURATION=N       seconds per measured wrk run (4; QUICK 1)
   WARMUP=N         unmeasured wrk seconds before each measured run (1; QUICK 0)
-  CONNECTIONS=N    wrk connections (50)
-  WRK_THREADS=N    wrk threads (1)
+  CONNECTIONS=N    client connections (50)
+  CLIENT=tlsload|wrk  the cases' client (tlsload; wrk when build/tlsload
+                   is missing, with a note)
+  CLIENT_VERIFY=1  tlsload verifies the server's handshake signature
+  WRK_THREADS=N    wrk threads, CLIENT=wrk (1)
   ROUNDS=N         rounds; each round runs every case on every target once (3)
   CASES=a,b        1-worker cases, CERT-VERSION with CERT ecdsa|rsa, VERSION 1.2|1.3
                    (ecdsa-1.2,ecdsa-1.3,rsa-1.2,rsa-1.3; QUICK ecdsa-1.3,rsa-1.3)
@@ -126,6 +132,10 @@ DURATION = env_int("DURATION", 1 if QUICK else 4, 1)
 WARMUP = env_int("WARMUP", 0 if QUICK else 1, 0)
 CONNECTIONS = env_int("CONNECTIONS", 50, 1)
 WRK_THREADS = env_int("WRK_THREADS", 1, 1)
+CLIENT = os.environ.get("CLIENT", "tlsload")
+CLIENT_VERIFY = os.environ.get("CLIENT_VERIFY", "") not in ("", "0")
+if CLIENT not in ("tlsload", "wrk"):
+    sys.exit(f"{PROG}: CLIENT must be tlsload or wrk, not {CLIENT!r}")
 ROUNDS = env_int("ROUNDS", 3, 1)
 NOISE_PCT = env_int("NOISE_PCT", 25)
 QUIET_BUDGET = env_int("QUIET_BUDGET", 0 if QUICK else 30)
@@ -361,24 +371,40 @@ def start_origin(d):
     return p, ports, " ".join(cmd), conf
 
 
-# ---------------------------------------------------------------- wrk (the cases)
+# ---------------------------------------------------------------- the cases' client
 
-def wrk_cmd(port, seconds):
-    return benchlib.wrk_cmd(LOAD_PIN, WRK_THREADS, CONNECTIONS, seconds, f"https://127.0.0.1:{port}/",
-                            ["-H", "Connection: close"])
+def load_cmd(port, seconds, c):
+    """The cases' client command: tlsload (TLS version pinned to the case's,
+    as the servers' are) or, CLIENT=wrk, wrk -H "Connection: close"."""
+    url = f"https://127.0.0.1:{port}/"
+    if CLIENT == "tlsload":
+        return benchlib.tlsload_cmd(LOAD_PIN, CONNECTIONS, seconds, url, version=c["ver"], verify=CLIENT_VERIFY)
+    return benchlib.wrk_cmd(LOAD_PIN, WRK_THREADS, CONNECTIONS, seconds, url, ["-H", "Connection: close"])
 
 
-def wrk_mean_ms(out):
-    m = re.search(r"^\s+Latency\s+([\d.]+)(us|ms|s|m)\s", out, re.M)
+def client_text():
+    if CLIENT == "tlsload":
+        return (f"`tlsload{'' if CLIENT_VERIFY else ' -x'} -c{CONNECTIONS}` (bench/tlsload.c: one thread, "
+                "AWS-LC, a new connection per request"
+                + (")" if CLIENT_VERIFY else "; -x: the server's handshake signature is not checked, "
+                   "which leaves the server's work unchanged)"))
+    return f"`wrk -t{WRK_THREADS} -c{CONNECTIONS} -H \"Connection: close\"`"
+
+
+def mean_ms(out):
+    """wrk's `Latency Avg`, or tlsload's `Latency Distribution (mean X)`."""
+    m = (re.search(r"^\s+Latency\s+([\d.]+)(us|ms|s|m)\s", out, re.M)
+         or re.search(r"Latency Distribution \(mean ([\d.]+)(us|ms|s)\)", out))
     return float(m.group(1)) * {"us": 0.001, "ms": 1.0, "s": 1000.0, "m": 60000.0}[m.group(2)] if m else None
 
 
 def measure(tgt, c, rnd, d, port, proxy, origin):
     if WARMUP:
-        run_wrk(wrk_cmd(port, WARMUP), WARMUP)
+        run_wrk(load_cmd(port, WARMUP, c), WARMUP)
     raw = os.path.join(d, "raw", f"r{rnd + 1}-{c['key']}-{tgt}.txt")
-    r = measure_wrk(lambda: run_wrk(wrk_cmd(port, DURATION), DURATION, raw), proxy, origin,
-                    parse=lambda out: dict(parse_wrk(out), mean=wrk_mean_ms(out)))
+    parse = benchlib.parse_tlsload if CLIENT == "tlsload" else parse_wrk
+    r = measure_wrk(lambda: run_wrk(load_cmd(port, DURATION, c), DURATION, raw), proxy, origin,
+                    parse=lambda out: dict(parse(out), mean=mean_ms(out)))
     r.update(label=tgt, case=c["key"], round=rnd + 1, raw=os.path.relpath(raw, d))
     if not r["requests"]:
         r["cpu_us"] = None
@@ -575,7 +601,7 @@ def chart(path, summ, targets):
     w1 = [c["key"] for c in CASES if c["workers"] == 1]
     panels = [("Proxy CPU µs per full handshake (lower is better)", w1, "cpu_us"),
               ("Connections (= full handshakes) per second", w1, "rps"),
-              ("Mean time per request, ms (wrk)", w1, "mean")]
+              ("Mean time per request, ms (client)", w1, "mean")]
     if SCALE_KEYS:
         panels.append(("Scaling: CPS with 1 and 2 workers",
                        [k for s in SCALE_KEYS for k in (f"{s}-w1", f"{s}-w2")], "rps"))
@@ -598,7 +624,7 @@ def chart(path, summ, targets):
         ax.set_axisbelow(True)
     axes.flat[0].legend(fontsize=8)
     fig.suptitle(f"Connection churn, full TLS handshake per request, PROXY v2 to the backend "
-                 f"(nginx: X-Forwarded-For)\nwrk -t{WRK_THREADS} -c{CONNECTIONS} -d{DURATION}s, "
+                 f"(nginx: X-Forwarded-For)\n{CLIENT} -c{CONNECTIONS} -d{DURATION}s, "
                  f"{ROUNDS} rounds, medians (bars: min–max)", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -713,7 +739,7 @@ def report_ramp(L, steps, targets, chart_ramp_line):
              "less one, ÷ the time from the first one's end to the last one's: a latency common to all "
              "shifts both ends alike); *proxy µs/conn* = the proxy's CPU time ÷ 2xx responses; "
              "*request* times (h2load `--log-file`, per request) run from writing the request on the "
-             "handshaken connection to the end of the response (as wrk's above); *connect* = h2load's "
+             "handshaken connection to the end of the response (as the cases' client above); *connect* = h2load's "
              "`time for connect`, from `connect()` to the end of the TLS handshake (the wait in the "
              "listen backlog included): the handshake latency; *first byte* = from `connect()` to the "
              "first response byte, all of it. *load CPU* = h2load's CPU + the origin's, which share "
@@ -832,8 +858,8 @@ def write_report(outdir, d, runs, steps, targets, idents, facts, commands, confs
     L = ["# churn — connection churn with TLS offload (a full handshake per request, PROXY v2 to the backend)", ""]
     L.append(f"Run {started_at} UTC, {elapsed:.0f} s in all. {'QUICK mode. ' if QUICK else ''}Parts: "
              f"{', '.join(PARTS)}. "
-             + (f"Cases: {ROUNDS} round(s) × {DURATION} s measured wrk runs (after {WARMUP} s of unmeasured "
-                f"warm-up each), `wrk -t{WRK_THREADS} -c{CONNECTIONS} -H \"Connection: close\"` over "
+             + (f"Cases: {ROUNDS} round(s) × {DURATION} s measured load runs (after {WARMUP} s of unmeasured "
+                f"warm-up each), {client_text()} over "
                 f"https: every request is a new TCP connection and a full TLS handshake (tickets and "
                 f"session caches off on every server), targets {', '.join(targets)}. " if CASES else "")
              + (f"Ramp: open-loop h2load, {', '.join(RAMP_TARGETS)}. " if RAMP_TARGETS else "")
@@ -842,7 +868,7 @@ def write_report(outdir, d, runs, steps, targets, idents, facts, commands, confs
              + (f" sluice-base (BASELINE) is compared with {BASE_OF}." if "sluice-base" in targets else "")
              + (" **Left out:** " + " ".join(LEFT_OUT) if LEFT_OUT else "")
              + f" Pinning: {PIN_TEXT}; with 2 workers the "
-             f"proxy may use every CPU ({ALL_CPUS}) while wrk and the origin stay where they are.")
+             f"proxy may use every CPU ({ALL_CPUS}) while the client and the origin stay where they are.")
     L.append("")
     L.append(f"Reference (OCI Flexible Load Balancer, Locust): {OCI['cps']:,} CPS per load balancer "
              f"at {OCI['mean_ms']} ms mean, 120,000 with two (linear scale-out), failures ≤ "
@@ -869,15 +895,15 @@ def write_report(outdir, d, runs, steps, targets, idents, facts, commands, confs
         L.append("CPS = connections per second = handshakes/s = requests/s. **Proxy CPU µs/hs** = "
                  "utime+stime of the proxy's processes ÷ handshakes (the headline: lower = more "
                  "handshakes per core); *at 100% CPU* = 10⁶ ÷ that, the CPS one worker would reach "
-                 "if the client kept up. Failure rate = (wrk socket errors + non-2xx) ÷ attempts "
+                 "if the client kept up. Failure rate = (client socket errors + non-2xx) ÷ attempts "
                  "(completed requests + socket errors), summed over all runs. mean and p99 leave "
                  "out connect and handshake; *cycle ms* = connections ÷ CPS includes them (see "
-                 "[What was measured](#what-was-measured)). wrk CPU % near 100 means the client was "
-                 "the limit.")
+                 "[What was measured](#what-was-measured)). Client CPU % near 100 means the client was "
+                 "the limit; proxy CPU % near 100, the proxy.")
         L.append("")
         L.append("| case | target | runs | CPS median (min–max) | proxy CPU µs/hs median (min–max) | "
                  "at 100% CPU | proxy CPU % | mean ms | p99 ms | cycle ms | failures | failure rate | "
-                 "≤ 0.001% | wrk CPU % |")
+                 "≤ 0.001% | client CPU % |")
         L.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|:-:|---:|")
         for c in CASES:
             for t in targets:
@@ -958,9 +984,9 @@ def write_report(outdir, d, runs, steps, targets, idents, facts, commands, confs
             L.append(f"The same load with sluice `workers: 2`, HAProxy `nbthread 2`, nginx "
                      f"`worker_processes 2` (nginx with `reuseport`, as sluice opens one SO_REUSEPORT "
                      f"socket per worker). With 1 worker the proxy has CPU {PROXY_PIN[-1] if PROXY_PIN else '(any)'} "
-                     f"to itself; with 2 it may run on every CPU ({ALL_CPUS}), including the one wrk and the "
-                     "origin are pinned to. On a 2-CPU machine that second CPU is not free: wrk (which "
-                     "does a full handshake per request too, verifying each server signature) and the "
+                     f"to itself; with 2 it may run on every CPU ({ALL_CPUS}), including the one the client "
+                     "and the origin are pinned to. On a 2-CPU machine that second CPU is not free: the "
+                     "client (which does a full handshake per request too) and the "
                      "origin already use most of it. So CPS cannot double here: the second worker takes "
                      "CPU away from the client that drives it. The OCI figure scaled linearly because "
                      "each load balancer had its own machines. Proxy CPU µs per handshake should stay "
@@ -970,7 +996,7 @@ def write_report(outdir, d, runs, steps, targets, idents, facts, commands, confs
             L.append("")
             L.append("| case | target | CPS 1 worker | CPS 2 workers | scale factor (per round) | "
                      "CPU µs/hs 1 worker | CPU µs/hs 2 workers | 2 ÷ 1 CPU µs/hs | proxy CPU % 1 → 2 | "
-                     "wrk CPU % 1 → 2 | mean ms 1 → 2 |")
+                     "client CPU % 1 → 2 | mean ms 1 → 2 |")
             L.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
             for k in SCALE_KEYS:
                 for t in targets:
@@ -1015,7 +1041,7 @@ def write_report(outdir, d, runs, steps, targets, idents, facts, commands, confs
         L.append("## Every run (in the order they ran)")
         L.append("")
         L.append("| round | case | target | CPS | requests | mean ms | p50 ms | p99 ms | proxy CPU µs/hs | "
-                 "proxy CPU % | origin CPU µs/req | wrk CPU % | others' CPU % | socket errors | non-2xx | raw |")
+                 "proxy CPU % | origin CPU µs/req | client CPU % | others' CPU % | socket errors | non-2xx | raw |")
         L.append("|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
         for r in runs:
             L.append(f"| {r['round']} | {r['case']} | {r['label']} | {fmt(r['rps'])} | {r['requests']} | "
@@ -1030,7 +1056,7 @@ def write_report(outdir, d, runs, steps, targets, idents, facts, commands, confs
         L.append("- Cases: each round runs every case, and within a case every target once, the target "
                  "order rotating by one each round. Each target is started fresh for its run with only "
                  "that case's certificate and `min_version = max_version` = the case's version, checked "
-                 f"(identity probe, first run of each case), warmed up ({WARMUP} s of wrk, unmeasured), "
+                 f"(identity probe, first run of each case), warmed up ({WARMUP} s of load, unmeasured), "
                  "measured, stopped (SIGTERM). The origin stays up throughout.")
     L.append("- Servers: tickets and session caches off everywhere (sluice `tickets: off`, "
              "`session_cache: 0`; HAProxy `no-tls-tickets`, `tune.ssl.cachesize 0`; nginx "
@@ -1046,14 +1072,15 @@ def write_report(outdir, d, runs, steps, targets, idents, facts, commands, confs
              "and nginx: master + workers; HAProxy: one process), read just before and after the "
              f"measured run, ÷ requests completed. Clock tick = 1/{CLK_TCK} s.")
     if CASES:
-        L.append("- Times (cases): wrk times a request from its write to the end of its response, once the "
-                 "connection is up and the handshake done, so *mean* (wrk `Latency Avg`) and *p99* "
-                 "(`--latency` 99%) leave out the TCP connect and the TLS handshake. *cycle ms* adds "
-                 "them back on average: each of the N connections wrk keeps busy goes through connect, "
+        L.append("- Times (cases): the client (tlsload or wrk alike) times a request from its write to "
+                 "the end of its response, once the "
+                 "connection is up and the handshake done, so *mean* and *p99* "
+                 "leave out the TCP connect and the TLS handshake. *cycle ms* adds "
+                 "them back on average: each of the N connections the client keeps busy goes through connect, "
                  "handshake, request, response and close one after the other, so by Little's law a "
                  "cycle takes N ÷ CPS on average.")
     if RAMP_TARGETS:
-        L.append(f"- Ramp: h2load (`--h1 -t1`, pinned with wrk's CPUs) in rate mode, {RAMP_SECONDS} s of "
+        L.append(f"- Ramp: h2load (`--h1 -t1`, pinned with the client's CPUs) in rate mode, {RAMP_SECONDS} s of "
                  "offered load per step; CPU read over the whole h2load run. Steps run target by target, "
                  "the order alternating each step, so both proxies meet the machine in the same state.")
     L.append(noise_note(NOISE_PCT, ATTEMPTS, QUIET_BUDGET))
@@ -1068,7 +1095,7 @@ def write_report(outdir, d, runs, steps, targets, idents, facts, commands, confs
         L.append(f"# {k}\n{v}")
     if CASES:
         L.append(f"# load (warm-up uses -d{WARMUP}s)")
-        L.append(" ".join(wrk_cmd("PORT", DURATION)))
+        L.append(" ".join(load_cmd("PORT", DURATION, {"ver": "VERSION"})))
     if RAMP_TARGETS:
         L.append(f"# ramp, one step: R connections every P ms, N = offered CPS x {RAMP_SECONDS} s in all")
         L.append(" ".join(h2load_cmd("PORT", "R", "P", "N", "LOG.tsv")))
@@ -1095,7 +1122,12 @@ def facts_software():
 # ---------------------------------------------------------------- main
 
 def main():
-    tools = ("haproxy", "nginx", "openssl") + (("wrk",) if CASES else ()) + (("h2load",) if RAMP_TARGETS else ())
+    global CLIENT
+    if CASES and CLIENT == "tlsload" and not benchlib.have_tlsload():
+        LEFT_OUT.append(f"No {os.path.relpath(benchlib.TLSLOAD, ROOT)} (make build/tlsload): wrk drives the "
+                        "cases, and on two cores it saturates before the proxies.")
+        CLIENT = "wrk"
+    tools = ("haproxy", "nginx", "openssl") + (("wrk",) if CASES and CLIENT == "wrk" else ()) + (("h2load",) if RAMP_TARGETS else ())
     need_tools(PROG, tools + (("taskset",) if PROXY_PIN else ()), "bench/churn.sh")
     started, outdir, d = results_dirs("churn")
     t_start = time.monotonic()
@@ -1170,7 +1202,7 @@ def main():
             return
         runs.append(r)
         log(f"r{rnd + 1} {c['key']:12} {tgt:16} {r['rps']:>8,.0f} CPS  cpu {fmt(r['cpu_us'], 1):>6} us/hs "
-            f"({fmt(r['cpu_pct'])}%)  wrk {fmt(r['wrk_cpu_pct'])}%  mean {fmt(r['mean'], 2)} ms  "
+            f"({fmt(r['cpu_pct'])}%)  {CLIENT} {fmt(r['wrk_cpu_pct'])}%  mean {fmt(r['mean'], 2)} ms  "
             f"p99 {fmt(r['p99'], 2)} ms  fail {r['failures']}"
             + (f"  PROBLEMS: {r['problems']}" if r["problems"] else ""))
 

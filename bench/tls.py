@@ -8,11 +8,11 @@ body), alternating target by target, round after round:
 
   plain      baseline: the same Connection: close load over plain HTTP, to
              tell the TLS part of a handshake's cost from the TCP/HTTP part
-  full       full handshakes: wrk -H "Connection: close" over https, tickets
+  full       full handshakes: a new connection per request over https, tickets
              and session caches OFF on every server; ECDSA P-256 vs RSA-2048
              certificate (one per run), TLS 1.2 vs 1.3 (min = max version)
   resumed    the same with tickets ON (and each server's default session
-             cache): what wrk resumes, and what it costs; ECDSA, 1.2 and 1.3
+             cache): what the client resumes, and what it costs; ECDSA, 1.2 and 1.3
   keepalive  wrk keepalive over https (ECDSA, TLS 1.3)
   memory     RSS growth of the proxy's processes over N idle TLS connections
              (handshake done, one request each, then idle), per connection
@@ -21,17 +21,26 @@ body), alternating target by target, round after round:
              libraries)
 
 Headline for handshakes: the proxy's own CPU time per handshake (utime+stime
-from /proc/PID/stat over its process tree ÷ completed requests), because on
-ECDSA the client (wrk, which verifies every handshake's signature) saturates
-before the proxy does; handshakes/s is reported too. The report ends with
+from /proc/PID/stat over its process tree ÷ completed requests); handshakes/s
+is reported too. The Connection: close cases (plain, full, resumed) are
+driven by bench/tlsload.c (CLIENT=tlsload, the default): one thread on
+AWS-LC that costs 2-3x less CPU per TLS connection than wrk and, with -x,
+skips checking the server's handshake signature, so on two cores the proxy
+saturates before the client does (with wrk, which verifies every signature,
+the client was the limit and the proxies ran at 60-90% of a core).
+Keepalive runs on wrk (tlsload opens a connection per request). The report ends with
 issue 21's targets for sluice-awslc (proxy CPU per handshake or request as a
 share of HAProxy's, memory per idle TLS connection), met or missed.
 
 Usage: sh bench/tls.sh  (or `make bench-tls`). Environment knobs:
   QUICK=1          1 round, 2 s runs, resumption samples only where resumed
-  DURATION=N       seconds per measured wrk run (3; QUICK 2)
-  WARMUP=N         unmeasured wrk seconds before each measured run (1)
-  CONNECTIONS=N    wrk connections (50)
+  DURATION=N       seconds per measured load run (3; QUICK 2)
+  WARMUP=N         unmeasured load seconds before each measured run (1)
+  CONNECTIONS=N    client connections (50)
+  CLIENT=tlsload|wrk  the client of the Connection: close cases (tlsload;
+                   wrk when build/tlsload is missing, with a note)
+  CLIENT_VERIFY=1  tlsload verifies the server's handshake signature (off:
+                   -x, the server's work is the same either way)
   ROUNDS=N         rounds; each round runs every target once per case (3; QUICK 1)
   IDLE_CONNS=N     idle TLS connections for the memory part (2000)
   SPEED_SECONDS=N  seconds per openssl speed test (3; QUICK 1)
@@ -47,7 +56,7 @@ Usage: sh bench/tls.sh  (or `make bench-tls`). Environment knobs:
   RESULTS=dir      results root (bench/results)
 
 Output: RESULTS/<UTC timestamp>/tls.md, tls.png, tls/ (certificates,
-configs, raw wrk output, logs); RESULTS/latest/ gets a copy and report.md
+configs, raw client output, logs); RESULTS/latest/ gets a copy and report.md
 links it. Every process started here is stopped by its PID on exit.
 """
 import datetime
@@ -93,6 +102,11 @@ ATTEMPTS = 3
 POOL = 64                     # backend connections each proxy may keep / open
 MEM_CONCURRENCY = 50          # handshakes in flight while the memory client opens connections
 
+CLIENT = os.environ.get("CLIENT", "tlsload")
+CLIENT_VERIFY = os.environ.get("CLIENT_VERIFY", "") not in ("", "0")
+if CLIENT not in ("tlsload", "wrk"):
+    sys.exit(f"{PROG}: CLIENT must be tlsload or wrk, not {CLIENT!r}")
+
 for p in PARTS:
     if p not in ALL_PARTS:
         sys.exit(f"{PROG}: unknown part {p!r} in PARTS (known: {','.join(ALL_PARTS)})")
@@ -102,7 +116,7 @@ for t in TARGETS:
 
 PROXY_PIN, LOAD_PIN, PIN_TEXT = pinning(PIN)
 
-# The cases measured with wrk. mode: full (no resumption possible), resumed
+# The cases measured. mode: full (no resumption possible), resumed
 # (tickets on), keepalive (no Connection: close).
 CASES = []
 if "plain" in PARTS:
@@ -223,35 +237,64 @@ def probe(port, ver, tries=3):
     return err, facts
 
 
-# ---------------------------------------------------------------- wrk runs
+# ---------------------------------------------------------------- load runs
 
-def wrk_cmd(port, seconds, close, scheme="https"):
-    return benchlib.wrk_cmd(LOAD_PIN, 1, CONNECTIONS, seconds, f"{scheme}://127.0.0.1:{port}/",
-                            ["-H", "Connection: close"] if close else [])
+def uses_tlsload(case):
+    return CLIENT == "tlsload" and case["mode"] != "keepalive"
+
+
+def load_cmd(port, seconds, case):
+    """The client command of CASE: tlsload for a Connection: close case
+    (unless CLIENT=wrk), wrk for keepalive."""
+    scheme = "http" if case["mode"] == "plain" else "https"
+    url = f"{scheme}://127.0.0.1:{port}/"
+    if uses_tlsload(case):
+        return benchlib.tlsload_cmd(LOAD_PIN, CONNECTIONS, seconds, url, version=case["ver"],
+                                    resume=case["mode"] == "resumed", verify=CLIENT_VERIFY)
+    return benchlib.wrk_cmd(LOAD_PIN, 1, CONNECTIONS, seconds, url,
+                            ["-H", "Connection: close"] if case["mode"] != "keepalive" else [])
+
+
+def client_name(case):
+    return "tlsload" if uses_tlsload(case) else "wrk"
+
+
+def close_client():
+    """The Connection: close cases' client, for the report."""
+    if CLIENT == "tlsload":
+        return "tlsload" + ("" if CLIENT_VERIFY else " -x") + ", one thread, a new connection per request"
+    return "wrk `-t1 -H \"Connection: close\"`"
+
+
+def client_text():
+    keep = any(c["mode"] == "keepalive" for c in CASES)
+    if CLIENT == "wrk":
+        return "wrk `-t1` for every case"
+    return "tlsload for the Connection: close cases" + (", wrk `-t1` for keepalive" if keep else "")
 
 
 def measure(tgt, case, rnd, d, port, proxy, backend):
-    close = case["mode"] != "keepalive"
-    scheme = "http" if case["mode"] == "plain" else "https"
     if WARMUP:
-        run_wrk(wrk_cmd(port, WARMUP, close, scheme), WARMUP)
+        run_wrk(load_cmd(port, WARMUP, case), WARMUP)
     raw = os.path.join(d, "raw", f"r{rnd + 1}-{case['key']}-{tgt}.txt")
-    r = measure_wrk(lambda: run_wrk(wrk_cmd(port, DURATION, close, scheme), DURATION, raw), proxy, backend)
+    r = measure_wrk(lambda: run_wrk(load_cmd(port, DURATION, case), DURATION, raw), proxy, backend,
+                    parse=benchlib.parse_tlsload if uses_tlsload(case) else parse_wrk)
     r.update(label=tgt, case=case["key"], round=rnd + 1, raw=os.path.relpath(raw, d))
     return r
 
 
 def sample_resumption(tgt, case, d, bport, certs, notes):
-    """A short wrk run against a proxy started with a request log that
-    records whether each TLS session was resumed. Returns (resumed, total)."""
+    """A short run of the case's client against a proxy started with a
+    request log that records whether each TLS session was resumed. Returns
+    (resumed, total)."""
     logf = os.path.join(d, "samples", f"{tgt}-{case['key']}.log")
     os.makedirs(os.path.dirname(logf), exist_ok=True)
     proxy, port, _, _ = start_proxy(tgt, d, bport, case, certs, access_log=logf)
     if proxy is None:
         notes.append(f"{tgt}, {case['key']}: the sample proxy (with a request log) did not start")
         return None
-    run_wrk(wrk_cmd(port, 1, case["mode"] != "keepalive"), 1,
-            os.path.join(d, "samples", f"{tgt}-{case['key']}.wrk.txt"))
+    run_wrk(load_cmd(port, 1, case), 1,
+            os.path.join(d, "samples", f"{tgt}-{case['key']}.{client_name(case)}.txt"))
     stop(proxy)
     time.sleep(0.1)
     text = read_tail(logf, 0)
@@ -430,7 +473,7 @@ def chart(path, summ, mem, targets):
     for ax in list(axes.flat)[len(panels):]:
         ax.axis("off")
     axes.flat[0].legend(fontsize=8)
-    fig.suptitle(f"sluice TLS: one proxy worker, wrk -t1 -c{CONNECTIONS} -d{DURATION}s, "
+    fig.suptitle(f"sluice TLS: one proxy worker, {client_text()}, -c{CONNECTIONS} -d{DURATION}s, "
                  f"{ROUNDS} rounds, medians (bars: min–max)", fontsize=11)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -615,7 +658,7 @@ def report_issue21(L, runs, mem, samples, targets, tgt="sluice-awslc", ref="slui
     if all(v and v[1] for v in sm.values()):
         share = {t: v[0] / v[1] * 100 for t, v in sm.items()}
         L.append("")
-        L.append(f"Resumed share in the TLS 1.3 wrk sample: {tgt} {share[tgt]:.0f}%, HAProxy "
+        L.append(f"Resumed share in the TLS 1.3 client sample: {tgt} {share[tgt]:.0f}%, HAProxy "
                  f"{share['haproxy']:.0f}%"
                  + (": they differ, so the resumed ratio compares different mixes of full and "
                     "resumed handshakes." if abs(share[tgt] - share["haproxy"]) > 10 else "."))
@@ -647,8 +690,9 @@ def write_report(outdir, d, runs, mem, speed, samples, probes, targets, facts, c
     L.append("# TLS benchmark — TLS termination through one proxy worker")
     L.append("")
     L.append(f"Run {started_at} UTC, {elapsed:.0f} s in all. {'QUICK mode. ' if QUICK else ''}"
-             f"{ROUNDS} round(s) × {DURATION} s measured wrk runs (after {WARMUP} s of unmeasured "
-             f"warm-up each), wrk `-t1 -c{CONNECTIONS}` over https, {BODY_SIZE}-byte responses from "
+             f"{ROUNDS} round(s) × {DURATION} s measured load runs (after {WARMUP} s of unmeasured "
+             f"warm-up each), {CONNECTIONS} client connections ({client_text()}), {BODY_SIZE}-byte "
+             "responses from "
              f"one nginx origin (static `return 200`) behind every proxy. Pinning: {PIN_TEXT}. "
              f"Targets: {', '.join(targets)}; sluice with `workers: 1`, HAProxy `nbthread 1`, "
              "nginx `worker_processes 1`, all on the same certificate files.")
@@ -666,7 +710,7 @@ def write_report(outdir, d, runs, mem, speed, samples, probes, targets, facts, c
             L.append("## Full handshakes (Connection: close; tickets and session caches off)")
             L.append("")
             L.append("Every request is a new TCP connection and a full TLS handshake "
-                     "(`wrk -H \"Connection: close\"`); no server can resume (checked below). "
+                     f"({close_client()}); no server can resume (checked below). "
                      "**Proxy CPU µs per handshake** is the headline: utime+stime of the proxy's "
                      "processes ÷ handshakes completed. *TLS part* subtracts the same proxy's CPU "
                      "per connection for the same load over plain HTTP (the *no TLS* rows: TCP "
@@ -674,26 +718,27 @@ def write_report(outdir, d, runs, mem, speed, samples, probes, targets, facts, c
                      "adds. *at 100% CPU* = 10⁶ ÷ µs/handshake, the rate one core would reach if "
                      "the proxy were the bottleneck; *÷ sign/s* divides handshakes/s (and, in "
                      "brackets, the at-100% rate) by the signing limit of the proxy's TLS library "
-                     "on one core (see [Signing limits](#signing-limits)). wrk CPU % near 100 "
-                     "means the client was the limit.")
+                     "on one core (see [Signing limits](#signing-limits)). Client CPU % near 100 "
+                     "means the client was the limit; proxy CPU % near 100, the proxy.")
         elif mode == "resumed":
             L.append("## Resumed handshakes (Connection: close; tickets on)")
             L.append("")
             L.append("Same load, with session tickets on (HAProxy and nginx defaults, sluice "
-                     "`tickets: on`). wrk keeps the session of a connection for its next one; "
+                     f"`tickets: on`). The client ({close_client()}) offers each connection slot's "
+                     "last session on its next connection; "
                      "the share of handshakes that were really resumed is in the "
                      "[resumption check](#resumption-check).")
         else:
             L.append("## Keepalive TLS (no Connection: close)")
             L.append("")
-            L.append("wrk keeps its connections: 50 handshakes, then requests only.")
+            L.append(f"wrk keeps its connections: {CONNECTIONS} handshakes, then requests only.")
         L.append("")
         unit = "req" if mode == "keepalive" else "hs"
         L.append(f"| case | target | runs | {unit}/s median (min–max) | proxy CPU µs/{unit} median "
                  f"(min–max) | proxy CPU % of a core | p50 ms | p99 ms | "
                  + ("TLS part µs/hs | at 100% CPU | ÷ sign/s | " if mode == "full" else "")
-                 + ("resumed (wrk sample) | " if mode == "resumed" else "")
-                 + "wrk CPU % | errors |")
+                 + ("resumed (client sample) | " if mode == "resumed" else "")
+                 + "client CPU % | errors |")
         L.append("|---|---|---:|---:|---:|---:|---:|---:|" + ("---:|---:|---:|" if mode == "full" else "")
                  + ("---:|" if mode == "resumed" else "") + "---:|---:|")
         for c in cs:
@@ -743,12 +788,13 @@ def write_report(outdir, d, runs, mem, speed, samples, probes, targets, facts, c
         L.append("")
         L.append("*Python probe*: three HTTPS requests on three connections, each offering the "
                  "previous connection's session (Python `ssl`, `session=`); how many of the last "
-                 "two resumed. *wrk sample*: a separate 1 s wrk run (same command) against the "
+                 "two resumed. *client sample*: a separate 1 s run of the case's client (same "
+                 "command) against the "
                  "same configuration plus a request log of the TLS resumed flag (sluice access "
                  "log `resumed=`, HAProxy `%[ssl_fc_is_resumed]`, nginx `$ssl_session_reused`), "
                  "run once per case in round 1: resumed / logged requests.")
         L.append("")
-        L.append("| case | target | negotiated | Python probe: resumed | wrk sample: resumed |")
+        L.append("| case | target | negotiated | Python probe: resumed | client sample: resumed |")
         L.append("|---|---|---|---:|---:|")
         for c in CASES:
             if c["mode"] == "plain":
@@ -839,12 +885,13 @@ def write_report(outdir, d, runs, mem, speed, samples, probes, targets, facts, c
     L.append("## Every run (in the order they ran)")
     L.append("")
     L.append("| round | case | target | req/s | requests | p50 ms | p99 ms | proxy CPU µs/req | "
-             "proxy CPU % | wrk CPU % | others' CPU % | socket errors | non-2xx | raw |")
-    L.append("|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+             "proxy CPU % | client CPU % | client µs/conn | others' CPU % | socket errors | non-2xx | raw |")
+    L.append("|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     for r in runs:
         L.append(f"| {r['round']} | {r['case']} | {r['label']} | {fmt(r['rps'])} | {r['requests']} | "
                  f"{fmt(r['p50'], 2)} | {fmt(r['p99'], 2)} | {fmt(r['cpu_us'], 1)} | {fmt(r['cpu_pct'])} | "
-                 f"{fmt(r['wrk_cpu_pct'])} | {fmt(r['other_pct'])}{' ⚠' if r['noisy'] else ''} | "
+                 f"{fmt(r['wrk_cpu_pct'])} | {fmt(r.get('client_us'), 1)} | "
+                 f"{fmt(r['other_pct'])}{' ⚠' if r['noisy'] else ''} | "
                  f"{r['sock_errors']} | {r['non2xx']} | [{os.path.basename(r['raw'])}](tls/{r['raw']}) |")
     L.append("")
     if mem:
@@ -867,15 +914,24 @@ def write_report(outdir, d, runs, mem, speed, samples, probes, targets, facts, c
              "keepalive), and within a case every target once, the target order rotating by one "
              "each round. Each target is started fresh for its run with only that case's "
              "certificate and `min_version = max_version`, checked with the Python probe (must "
-             f"answer 200 with {BODY_SIZE} bytes), warmed up with an unmeasured wrk run, measured, "
+             f"answer 200 with {BODY_SIZE} bytes), warmed up with an unmeasured load run, measured, "
              "stopped (SIGTERM). The origin stays up throughout.")
     L.append("- Proxy CPU: utime+stime from `/proc/PID/stat` over the proxy's process tree, read "
-             "just before and after the measured run, ÷ requests wrk completed (with "
+             "just before and after the measured run, ÷ requests the client completed (with "
              "`Connection: close`, one request = one handshake). Clock tick = "
-             f"1/{CLK_TCK} s. wrk CPU % is wrk's own CPU (of one core): near 100% means the client "
-             "was the limit, not the proxy; proxy CPU % near 100% means the proxy was.")
-    L.append(f"- Noise: others' CPU (all CPUs' busy time minus proxy, origin and wrk) at or above "
-             f"{NOISE_PCT}% of a CPU, or a wrk run lasting over 10% longer than asked, makes a run "
+             f"1/{CLK_TCK} s. Client CPU % is the client's own CPU (of one core): near 100% means "
+             "the client was the limit, not the proxy; proxy CPU % near 100% means the proxy was. "
+             "*client µs/conn*: tlsload's own CPU (getrusage) per connection.")
+    L.append(f"- Clients: {client_text()}. tlsload (bench/tlsload.c) is one thread on epoll linked "
+             "against AWS-LC: connect, handshake (TLS version pinned to the case's, X25519 key "
+             "share), one `GET /` with `Connection: close`, read to EOF, close, next; no chain "
+             "verification (as wrk)"
+             + ("." if CLIENT_VERIFY else
+                ", and `-x`: the server's handshake signature is not checked either, which saves "
+                "the client an ECDSA verify per handshake and leaves the server's work unchanged.")
+             + " Resumed cases use `-r` (each connection slot offers its last session).")
+    L.append(f"- Noise: others' CPU (all CPUs' busy time minus proxy, origin and client) at or above "
+             f"{NOISE_PCT}% of a CPU, or a load run lasting over 10% longer than asked, makes a run "
              f"noisy; the script waits for quiet before each run and re-runs a noisy one up to "
              f"{ATTEMPTS - 1} times within {QUIET_BUDGET} s in all; medians use clean runs only.")
     drift = []
@@ -888,7 +944,7 @@ def write_report(outdir, d, runs, mem, speed, samples, probes, targets, facts, c
                  + ", ".join(drift) + ". The same work costing more in one round than in another "
                  "means the machine (shared caches, SMT siblings, the hypervisor) slowed down for "
                  "everyone; the per-round ratios are immune to it.")
-    L.append("- errors = wrk socket errors + non-2xx responses + (sluice only) TLS handshake "
+    L.append("- errors = client socket errors + non-2xx responses + (sluice only) TLS handshake "
              "failures/errors sluice logged at info level.")
     L.append("")
     L.append("## Commands (exact)")
@@ -900,11 +956,12 @@ def write_report(outdir, d, runs, mem, speed, samples, probes, targets, facts, c
     for k, v in commands.items():
         L.append(f"# {k}\n{v}")
     L.append("# load, full/resumed (warm-up uses -d" + str(WARMUP) + "s)")
-    L.append(" ".join(wrk_cmd("PORT", DURATION, True)))
-    L.append("# load, no TLS baseline")
-    L.append(" ".join(wrk_cmd("PORT", DURATION, True, "http")))
+    for c in CASES:
+        if c["mode"] != "keepalive" and (c["cert"] == "ecdsa" or c["mode"] == "plain"):
+            L.append(f"# {c['key']} (rsa: the same)" if c["mode"] == "full" else f"# {c['key']}")
+            L.append(" ".join(load_cmd("PORT", DURATION, c)))
     L.append("# load, keepalive")
-    L.append(" ".join(wrk_cmd("PORT", DURATION, False)))
+    L.append(" ".join(load_cmd("PORT", DURATION, {"mode": "keepalive", "cert": "ecdsa", "ver": "1.3"})))
     L.append("# memory: Python asyncio client, source in bench/tls.py (MEM_CLIENT)")
     L.append(" ".join(LOAD_PIN + ["/usr/bin/python3", "-c", "MEM_CLIENT", "PORT", str(IDLE_CONNS),
                                   str(MEM_CONCURRENCY)]))
@@ -938,6 +995,8 @@ def facts_software():
            ("nginx", cmd_out(["nginx", "-V"]).splitlines()[0].replace("nginx version: ", "")
             + ", " + next((ln for ln in cmd_out(["nginx", "-V"]).splitlines() if "OpenSSL" in ln), "")),
            ("wrk", wrk_version() + f" (linked to {wrk_ssl.group(0) if wrk_ssl else '?'})"),
+           ("tlsload", f"{os.path.relpath(benchlib.TLSLOAD, ROOT)} (bench/tlsload.c, AWS-LC)"
+            if CLIENT == "tlsload" else "not used (CLIENT=wrk)"),
            ("openssl", cmd_out(["openssl", "version"])),
            ("python3 ssl", f"{sys.version.split()[0]}, {ssl.OPENSSL_VERSION}"),
            ("RLIMIT_NOFILE", " ".join(str(x) for x in resource.getrlimit(resource.RLIMIT_NOFILE)))]
@@ -972,6 +1031,12 @@ def main():
         targets.append(t)
     if not targets:
         sys.exit(f"{PROG}: nothing to measure")
+    global CLIENT
+    if CLIENT == "tlsload" and not benchlib.have_tlsload():
+        notes.append(f"no {os.path.relpath(benchlib.TLSLOAD, ROOT)} (make build/tlsload): wrk drives "
+                     "every case, and on two cores it saturates before the proxies on TLS")
+        log(notes[-1])
+        CLIENT = "wrk"
     # Run copies: others may rebuild build*/ while the benchmark runs.
     os.makedirs(os.path.join(d, "bin"), exist_ok=True)
     for t in targets:
@@ -983,8 +1048,8 @@ def main():
             SLUICE_SRC[lib] = src
             SLUICE[lib] = (dst, tls_line)
     log(f"results in {outdir}")
-    wrk_runs = ROUNDS * len(CASES) * len(targets)
-    log(f"{wrk_runs} wrk runs of ~{DURATION + WARMUP + 1.5:.0f} s, "
+    load_runs = ROUNDS * len(CASES) * len(targets)
+    log(f"{load_runs} load runs of ~{DURATION + WARMUP + 1.5:.0f} s, "
         f"{ROUNDS * len(targets) if 'memory' in PARTS else 0} memory runs; {PIN_TEXT}")
     facts = machine_facts(facts_software())
     certs, cert_cmds = make_certs(d)
@@ -1029,7 +1094,7 @@ def main():
             notes.append(f"round {rnd + 1}, {case['key']}, {tgt}: {pr}")
         runs.append(r)
         log(f"r{rnd + 1} {case['key']:19} {tgt:16} {r['rps']:>9,.0f} req/s  cpu {fmt(r['cpu_us'], 1):>7} "
-            f"us/req ({fmt(r['cpu_pct'])}%)  wrk {fmt(r['wrk_cpu_pct'])}%  p99 {fmt(r['p99'], 2)} ms"
+            f"us/req ({fmt(r['cpu_pct'])}%)  {client_name(case)} {fmt(r['wrk_cpu_pct'])}%  p99 {fmt(r['p99'], 2)} ms"
             + (f"  PROBLEMS: {r['problems']}" if r["problems"] else ""))
 
     for rnd in range(ROUNDS):
@@ -1038,14 +1103,14 @@ def main():
         for case in CASES:
             for tgt in order:
                 one_run(tgt, case, rnd)
-            # Resumption sample (round 1): does wrk resume against this config?
+            # Resumption sample (round 1): does the client resume against this config?
             if rnd == 0 and case["cert"] == "ecdsa" and case["mode"] != "keepalive" and \
                     (case["mode"] == "resumed" or not QUICK):
                 for tgt in order:
                     sm = sample_resumption(tgt, case, d, bport, certs, notes)
                     if sm:
                         samples[(tgt, case["key"])] = sm
-                        log(f"   sample {case['key']} {tgt}: wrk resumed {sm[0]}/{sm[1]}")
+                        log(f"   sample {case['key']} {tgt}: {client_name(case)} resumed {sm[0]}/{sm[1]}")
         if "memory" in PARTS:
             mcase = {"mode": "memory", "cert": "ecdsa", "ver": "1.3", "key": "memory-ecdsa-1.3"}
             for tgt in order:

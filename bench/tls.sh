@@ -29,4 +29,10 @@ have_lib OpenSSL || make TLS=openssl all
 # the run goes on and bench/tls.py reports sluice-awslc as left out.
 have_lib AWS-LC || make TLS=awslc all || echo "bench/tls.sh: make TLS=awslc all failed: no sluice-awslc" >&2
 
+# The Connection: close cases' client (bench/tlsload.c, on AWS-LC): without
+# it the run falls back to wrk and says so.
+[ "${CLIENT:-tlsload}" != tlsload ] ||
+	env -u BUILD -u MAKEFLAGS -u MAKELEVEL make -s build/tlsload ||
+	echo "$0: make build/tlsload failed: wrk drives every case" >&2
+
 exec "$(py)" bench/tls.py "$@"

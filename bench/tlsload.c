@@ -14,9 +14,13 @@
  * them), then its own: errors by kind, resumed handshakes, and the client's
  * own CPU (getrusage user+sys) per completed connection.
  *
- * Build: make build/tlsload (not part of `make all`). Measured against nginx
- * and sluice in the issue-21 note of 2026-11-27; not yet used by
- * bench/tls.py or bench/churn.py.
+ * An http:// target drops TLS: the same loop over plain TCP, so a plain
+ * Connection: close baseline is measured with the same client as the TLS
+ * cases.
+ *
+ * Build: make build/tlsload (not part of `make all`); bench/tls.py and
+ * bench/churn.py use it for every Connection: close case (CLIENT=wrk there
+ * goes back to wrk).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -74,6 +78,7 @@ static const char *sigalgs = "ecdsa_secp256r1_sha256,rsa_pss_rsae_sha256,rsa_pkc
 static int timeout_ms = 5000;
 static int quiet_shutdown = 1;    /* -C: send close_notify before closing */
 static int skip_verify;           /* -x: accept the server's handshake signature unchecked */
+static int plain;                 /* http:// target: no TLS */
 
 /* Linked with -Wl,--wrap=EVP_DigestVerify: libssl's ssl_public_key_verify
  * (the check of the server's CertificateVerify / ServerKeyExchange
@@ -256,19 +261,49 @@ static int want(struct conn *c, int r)
 	}
 }
 
-static void conn_read(struct conn *c)
+static void keep_head(struct conn *c, const char *buf, size_t n)
+{
+	if (c->hlen < sizeof(c->head)) {
+		size_t k = sizeof(c->head) - c->hlen;
+		if (k > n)
+			k = n;
+		memcpy(c->head + c->hlen, buf, k);
+		c->hlen += k;
+	}
+}
+
+static void conn_read_plain(struct conn *c)
 {
 	static char buf[16384];
 	for (;;) {
+		ssize_t r = read(c->fd, buf, sizeof(buf));
+		if (r > 0) {
+			keep_head(c, buf, (size_t)r);
+			continue;
+		}
+		if (r == 0 || (errno == ECONNRESET && c->hlen))
+			conn_done(c);
+		else if (errno == EAGAIN || errno == EWOULDBLOCK)
+			set_events(c, EPOLLIN);
+		else if (errno != EINTR)
+			conn_fail(c, E_READ);
+		else
+			continue;
+		return;
+	}
+}
+
+static void conn_read(struct conn *c)
+{
+	static char buf[16384];
+	if (plain) {
+		conn_read_plain(c);
+		return;
+	}
+	for (;;) {
 		int r = SSL_read(c->ssl, buf, sizeof(buf));
 		if (r > 0) {
-			if (c->hlen < sizeof(c->head)) {
-				size_t k = sizeof(c->head) - c->hlen;
-				if (k > (size_t)r)
-					k = (size_t)r;
-				memcpy(c->head + c->hlen, buf, k);
-				c->hlen += k;
-			}
+			keep_head(c, buf, (size_t)r);
 			continue;
 		}
 		int e = SSL_get_error(c->ssl, r);
@@ -292,7 +327,20 @@ static void conn_read(struct conn *c)
 
 static void conn_write(struct conn *c)
 {
-	int r = SSL_write(c->ssl, req + c->wpos, (int)(reqlen - c->wpos));
+	int r;
+	if (plain) {
+		ssize_t w = write(c->fd, req + c->wpos, reqlen - c->wpos);
+		if (w < 0) {
+			if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+				set_events(c, EPOLLOUT);
+			else
+				conn_fail(c, E_WRITE);
+			return;
+		}
+		r = (int)w;
+	} else {
+		r = SSL_write(c->ssl, req + c->wpos, (int)(reqlen - c->wpos));
+	}
 	if (r > 0) {
 		c->wpos += (size_t)r;
 		if (c->wpos == reqlen) {
@@ -327,6 +375,12 @@ static void conn_connected(struct conn *c)
 	socklen_t len = sizeof(err);
 	if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0 || err) {
 		conn_fail(c, E_CONNECT);
+		return;
+	}
+	if (plain) {
+		c->st = ST_WRITE;
+		c->t_req = now_us();
+		conn_write(c);
 		return;
 	}
 	c->ssl = SSL_new(ctx);
@@ -414,7 +468,7 @@ static int parse_sigalg(const char *s, uint16_t *out)
 static void usage(void)
 {
 	fprintf(stderr,
-		"usage: tlsload [options] host:port | https://host:port/path\n"
+		"usage: tlsload [options] host:port | https://host:port/path | http://host:port/path\n"
 		"  -c N       concurrent connections (50)\n"
 		"  -d SEC     duration in seconds (10)\n"
 		"  -n COUNT   stop after COUNT completed connections instead\n"
@@ -461,8 +515,12 @@ int main(int argc, char **argv)
 	/* target: [https://]host:port[/path] ([v6]:port works too) */
 	char target[256];
 	const char *tg = argv[optind];
-	if (strncmp(tg, "https://", 8) == 0)
+	if (strncmp(tg, "https://", 8) == 0) {
 		tg += 8;
+	} else if (strncmp(tg, "http://", 7) == 0) {
+		tg += 7;
+		plain = 1;
+	}
 	snprintf(target, sizeof(target), "%s", tg);
 	char *slash = strchr(target, '/');
 	if (slash) {
@@ -535,10 +593,14 @@ int main(int argc, char **argv)
 	if (!conns || !evs)
 		die("out of memory");
 
-	printf("Running %s test @ https://%s:%s%s\n", duration > 0 ? "timed" : "counted", host, port, path);
-	printf("  tlsload, 1 thread, %d connections, TLS %s%s, groups %s%s\n", nconns,
-	       tls_ver == TLS1_3_VERSION ? "1.3" : "1.2", resume ? " (resumption on)" : " (full handshakes)",
-	       groups, skip_verify ? ", server signature NOT verified (-x)" : "");
+	printf("Running %s test @ http%s://%s:%s%s\n", duration > 0 ? "timed" : "counted", plain ? "" : "s", host,
+	       port, path);
+	if (plain)
+		printf("  tlsload, 1 thread, %d connections, plain HTTP\n", nconns);
+	else
+		printf("  tlsload, 1 thread, %d connections, TLS %s%s, groups %s%s\n", nconns,
+		       tls_ver == TLS1_3_VERSION ? "1.3" : "1.2", resume ? " (resumption on)" : " (full handshakes)",
+		       groups, skip_verify ? ", server signature NOT verified (-x)" : "");
 	fflush(stdout);
 
 	double c0 = cpu_s();
