@@ -306,12 +306,14 @@ bench-stats: all
 
 # libFuzzer targets (clang-14, ASan+UBSan): tests/fuzz/README.md. `make fuzz`
 # runs each target for FUZZ_SECONDS; fuzz-smoke (part of make test) for 20 s.
+# FUZZ_JOBS targets fuzz at a time, each on a core of its own.
 FUZZ_SECONDS ?= 300
+FUZZ_JOBS ?= $(shell nproc)
 fuzz: deps
-	$(MAKE) -f tests/fuzz/fuzz.mk run FUZZ_SECONDS=$(FUZZ_SECONDS)
+	$(MAKE) -f tests/fuzz/fuzz.mk -j$(FUZZ_JOBS) -O run FUZZ_SECONDS=$(FUZZ_SECONDS)
 
 fuzz-smoke: deps
-	$(MAKE) -f tests/fuzz/fuzz.mk run FUZZ_SECONDS=20
+	$(MAKE) -f tests/fuzz/fuzz.mk -j$(FUZZ_JOBS) -O run FUZZ_SECONDS=20
 
 # valgrind memcheck over the core end-to-end tests (every sluice process,
 # forked workers included; a test fails on any memcheck error or definite

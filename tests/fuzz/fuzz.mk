@@ -1,7 +1,7 @@
 # libFuzzer targets for sluice (tests/fuzz/README.md). Standalone:
 #   make -f tests/fuzz/fuzz.mk [all]                 build every target into build-fuzz/
 #   make -f tests/fuzz/fuzz.mk run FUZZ_SECONDS=N    replay the regressions, then fuzz
-#                                                    each target N seconds (one at a time)
+#                                                    each target N seconds (-jN -O: N at a time)
 #   make -f tests/fuzz/fuzz.mk run FUZZ_TARGETS="fuzz_cfg" ...   a subset
 #   make -f tests/fuzz/fuzz.mk replay                the regressions only
 #   make -f tests/fuzz/fuzz.mk FUZZ_TLS=openssl ...  the same against Debian's OpenSSL 3
@@ -59,9 +59,10 @@ LLHTTP_OBJ = $(FBUILD)/llhttp/api.o $(FBUILD)/llhttp/http.o $(FBUILD)/llhttp/llh
 SRC     = $(filter-out src/main.c,$(wildcard src/*.c))
 OBJ     = $(patsubst src/%.c,$(FBUILD)/%.o,$(SRC)) $(FBUILD)/dashboard.o $(LLHTTP_OBJ)
 BINS    = $(addprefix $(FBUILD)/,$(FUZZ_TARGETS))
+RUNS    = $(addprefix run-,$(FUZZ_TARGETS))
 RIG_OBJ = $(FBUILD)/rig.o
 
-.PHONY: all run replay toolchain FORCE
+.PHONY: all run replay toolchain FORCE $(RUNS)
 all: $(BINS)
 
 toolchain:
@@ -135,17 +136,23 @@ replay: $(BINS)
 	  fi; \
 	done
 
-run: replay
-	@fail=""; for tm in $(foreach t,$(FUZZ_TARGETS),$(t):$(MAXLEN_$(t))); do \
-	  t=$${tm%%:*}; maxlen=$${tm##*:}; c=$(FBUILD)/corpus/$$t; a=$(FBUILD)/artifacts/$$t/; \
-	  if [ "$(FUZZ_FRESH)" = 1 ]; then rm -rf $$c; fi; \
-	  mkdir -p $$c $$a; cp -n tests/fuzz/corpus/$$t/* $$c/ 2>/dev/null || true; \
-	  echo "== $$t: $(FUZZ_SECONDS) s"; \
-	  $(FUZZ_ENV) $(FBUILD)/$$t -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
-	    -dict=tests/fuzz/$$t.dict -max_len=$$maxlen -timeout=10 -rss_limit_mb=2048 \
-	    -artifact_prefix=$$a $(FUZZ_EXTRA) $$c >$(FBUILD)/$$t.log 2>&1; rc=$$?; \
-	  grep -E '^#[0-9]+[[:space:]]+(DONE|pulse|NEW|REDUCE|INITED)' $(FBUILD)/$$t.log | tail -1; \
-	  grep -E '^stat::(number_of_executed_units|average_exec_per_sec|new_units_added|peak_rss_mb)' $(FBUILD)/$$t.log | tr '\n' ' '; echo; \
-	  if [ $$rc -ne 0 ]; then tail -60 $(FBUILD)/$$t.log; echo "FAIL: $$t (exit $$rc; log $(FBUILD)/$$t.log, reproducer in $$a)"; fail="$$fail $$t"; fi; \
-	done; \
+# One make target per fuzz target, so `make -j2 -O` runs two at a time (the
+# Makefile's fuzz and fuzz-smoke do): each still gets FUZZ_SECONDS of a whole
+# core. A failing target leaves $(FBUILD)/<target>.failed and lets the others
+# finish; `run` then fails naming every one.
+run: $(RUNS)
+	@fail=""; for t in $(FUZZ_TARGETS); do [ ! -f $(FBUILD)/$$t.failed ] || fail="$$fail $$t"; done; \
 	if [ -n "$$fail" ]; then echo "fuzz: FAILED:$$fail"; exit 1; fi; echo "fuzz: all targets clean"
+
+$(RUNS): run-%: replay
+	@t=$*; maxlen=$(MAXLEN_$*); c=$(FBUILD)/corpus/$$t; a=$(FBUILD)/artifacts/$$t/; \
+	rm -f $(FBUILD)/$$t.failed; \
+	if [ "$(FUZZ_FRESH)" = 1 ]; then rm -rf $$c; fi; \
+	mkdir -p $$c $$a; cp -n tests/fuzz/corpus/$$t/* $$c/ 2>/dev/null || true; \
+	echo "== $$t: $(FUZZ_SECONDS) s"; \
+	$(FUZZ_ENV) $(FBUILD)/$$t -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+	  -dict=tests/fuzz/$$t.dict -max_len=$$maxlen -timeout=10 -rss_limit_mb=2048 \
+	  -artifact_prefix=$$a $(FUZZ_EXTRA) $$c >$(FBUILD)/$$t.log 2>&1; rc=$$?; \
+	grep -E '^#[0-9]+[[:space:]]+(DONE|pulse|NEW|REDUCE|INITED)' $(FBUILD)/$$t.log | tail -1; \
+	grep -E '^stat::(number_of_executed_units|average_exec_per_sec|new_units_added|peak_rss_mb)' $(FBUILD)/$$t.log | tr '\n' ' '; echo; \
+	if [ $$rc -ne 0 ]; then tail -60 $(FBUILD)/$$t.log; echo "FAIL: $$t (exit $$rc; log $(FBUILD)/$$t.log, reproducer in $$a)"; touch $(FBUILD)/$$t.failed; fi
