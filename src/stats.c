@@ -5,6 +5,7 @@
 #include "cfg-t.h"
 #include "shm.h"
 #include "util.h"
+#include "vgmem.h"
 
 #define ROWS (SHM_MAX_WORKERS + 1)   /* the last row: workers that have exited */
 #define RETIRED SHM_MAX_WORKERS
@@ -42,6 +43,7 @@ int stats_init(void)
 	if (p == MAP_FAILED)
 		return -1;
 	region = p;
+	vg_mem_noaccess(p, size); /* defined block by block in stats_block() */
 	p = mmap(NULL, sizeof(*tags) * (STATS_MAX_TAGS + 1), PROT_READ | PROT_WRITE,
 		 MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (p == MAP_FAILED)
@@ -110,7 +112,9 @@ void stats_tags_each(void (*fn)(const char *tag, const uint64_t *n, void *ctx), 
 
 struct stats_block *stats_block(int w, int slot)
 {
-	return &region[(size_t)w * SHM_MAX_SLOTS + (size_t)slot];
+	struct stats_block *b = &region[(size_t)w * SHM_MAX_SLOTS + (size_t)slot];
+	vg_mem_defined(b, sizeof(*b));
+	return b;
 }
 
 size_t stats_bucket(uint64_t us)
