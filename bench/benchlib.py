@@ -475,7 +475,7 @@ def pinning(pin):
         proxy_cpus = str(cpus[0])
         load_cpus = ",".join(str(c) for c in cpus[1:])
         return (["taskset", "-c", proxy_cpus], ["taskset", "-c", load_cpus],
-                f"proxy (all its processes) on CPU {proxy_cpus}; wrk and the backend "
+                f"proxy (all its processes) on CPU {proxy_cpus}; the load client and the backend "
                 f"on CPU {load_cpus} (taskset -c)")
     return [], [], ("nothing pinned" + ("" if pin else " (PIN=0)")
                     + (f" (only {len(cpus)} CPU)" if len(cpus) < 2 else ""))

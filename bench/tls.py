@@ -278,7 +278,7 @@ def measure(tgt, case, rnd, d, port, proxy, backend):
         run_wrk(load_cmd(port, WARMUP, case), WARMUP)
     raw = os.path.join(d, "raw", f"r{rnd + 1}-{case['key']}-{tgt}.txt")
     r = measure_wrk(lambda: run_wrk(load_cmd(port, DURATION, case), DURATION, raw), proxy, backend,
-                    parse=benchlib.parse_tlsload if uses_tlsload(case) else parse_wrk)
+                    parse=benchlib.parse_tlsload if uses_tlsload(case) else benchlib.parse_wrk)
     r.update(label=tgt, case=case["key"], round=rnd + 1, raw=os.path.relpath(raw, d))
     return r
 
