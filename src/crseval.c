@@ -7,36 +7,12 @@
 #include <string.h>
 #include <strings.h>
 #include <time.h>
+#include "crscache.h"
 #include "crseval.h"
 #include "netaddr.h"
 #include "secop.h"
 #include "sectfn.h"
 #include "util.h"
-
-struct crs_target {
-	uint32_t name, nlen;       /* in tbuf */
-	const char *value;         /* stable storage, or NULL: then voff in tbuf */
-	uint32_t voff, vlen;
-	uint8_t stable;            /* the value stays where it is for the phase (cacheable) */
-};
-
-/* Keys of the transformation cache, per value: a chain's result (with its
- * prefilter bits), or the result of a sequence of steps that changed the
- * value (up to SEQ_MAX of them, 6 bits each: exact, no collision), which
- * chains that differ only by steps without effect share. */
-#define TC_CHAIN(c) (1ull << 63 | (c))
-#define SEQ_MAX 10
-
-struct crs_tcache {
-	const char *src;           /* the value's place (stable for the phase) */
-	uint32_t slen, epoch;
-	uint64_t key;              /* TC_CHAIN(chain), or a step sequence */
-	uint8_t same;              /* no step changed it: the result is the value itself */
-	uint32_t off, len;         /* the result, in tc_data */
-	uint32_t pf;               /* its prefilter bits in pf_bits, PF_NONE before the scan */
-};
-
-#define PF_NONE UINT32_MAX
 
 struct crs_rmtarget {
 	uint8_t by_tag;
@@ -877,172 +853,41 @@ static int try_value(struct crs_txn *t, const struct crs_rule *link, const struc
 	return MATCH;
 }
 
-/* ---- the transformation cache ---- */
-
-static size_t tc_hash(const char *src, uint32_t slen, uint64_t key)
-{
-	uint64_t h = (uint64_t)(uintptr_t)src * 0x9E3779B97F4A7C15ull ^ ((uint64_t)slen << 32 ^ key) * 0xC2B2AE3D27D4EB4Full;
-	return (size_t)(h ^ h >> 29);
-}
-
-static struct crs_tcache *tc_find(struct crs_txn *t, const char *src, uint32_t slen, uint64_t key)
-{
-	if (!t->tc_cap)
-		return NULL;
-	for (size_t i = tc_hash(src, slen, key) & (t->tc_cap - 1);; i = (i + 1) & (t->tc_cap - 1)) {
-		struct crs_tcache *e = &t->tc[i];
-		if (e->epoch != t->tc_epoch)
-			return NULL;
-		if (e->src == src && e->slen == slen && e->key == key)
-			return e;
-	}
-}
-
-/* An entry whose result is the value itself (SAME), or LEN bytes at OFF in
- * tc_data. Returns it (valid until the next put). */
-static struct crs_tcache *tc_put(struct crs_txn *t, const char *src, uint32_t slen, uint64_t key, uint32_t off, size_t len,
-				 int same)
-{
-	if ((t->tc_n + 1) * 2 > t->tc_cap) {
-		size_t ncap = t->tc_cap ? t->tc_cap * 2 : 256;
-		struct crs_tcache *old = t->tc;
-		size_t ocap = t->tc_cap;
-		t->tc = calloc(ncap, sizeof(*t->tc));
-		AN(t->tc);
-		t->tc_cap = ncap;
-		uint32_t epoch = t->tc_epoch;
-		for (size_t k = 0; k < ocap; k++) {
-			if (old[k].epoch != epoch)
-				continue;
-			size_t i = tc_hash(old[k].src, old[k].slen, old[k].key) & (ncap - 1);
-			while (t->tc[i].epoch == epoch)
-				i = (i + 1) & (ncap - 1);
-			t->tc[i] = old[k];
-		}
-		free(old);
-	}
-	size_t i = tc_hash(src, slen, key) & (t->tc_cap - 1);
-	while (t->tc[i].epoch == t->tc_epoch)
-		i = (i + 1) & (t->tc_cap - 1);
-	t->tc[i] = (struct crs_tcache){ .src = src, .slen = slen, .epoch = t->tc_epoch, .key = key, .same = (uint8_t)same,
-					.off = off, .len = (uint32_t)len, .pf = PF_NONE };
-	t->tc_n++;
-	return &t->tc[i];
-}
-
-/* V's bytes into tc_data: their offset. */
-static uint32_t tc_keep(struct crs_txn *t, const char *v, size_t vl)
-{
-	uint32_t off = (uint32_t)t->tc_data.len;
-	buf_append(&t->tc_data, v, vl);
-	buf_append(&t->tc_data, "", 1);  /* never an empty buffer, and a NUL after each */
-	return off;
-}
-
-/* TG's value through LINK's chain, into the cache: steps that cannot
- * change it skipped, the others' results shared with every chain that
- * reaches the same sequence of effective steps. */
-static struct crs_tcache *transform_cached(struct crs_txn *t, const struct crs_rule *link, const struct crs_target *tg)
-{
-	const char *v = tg->value;
-	size_t vl = tg->vlen;
-	uint32_t voff = UINT32_MAX;  /* where V is in tc_data, when it is */
-	uint64_t seq = 0;
-	int nseq = 0, cur = 0;
-	for (int k = 0; k < link->ntfn; k++) {
-		enum sl_tfn step = (enum sl_tfn)link->tfn[k];
-		if (sectfn_unchanged(step, v, vl))
-			continue;  /* most values of ordinary traffic: no copy */
-		if (nseq >= 0 && nseq < SEQ_MAX) {
-			seq = seq << 6 | (uint64_t)(step + 1);
-			nseq++;
-			const struct crs_tcache *done = tc_find(t, tg->value, tg->vlen, seq);
-			if (done) {
-				voff = done->off;
-				vl = done->len;
-				v = t->tc_data.data + voff;
-				continue;
-			}
-		} else {
-			nseq = -1;  /* too long to key: this chain's alone */
-		}
-		struct buf *out = &t->val[cur];
-		(void)sectfn_apply(step, v, vl, out);
-		v = out->data ? out->data : "";
-		vl = out->len;
-		cur ^= 1;
-		voff = UINT32_MAX;
-		if (nseq > 0) {
-			voff = tc_keep(t, v, vl);
-			(void)tc_put(t, tg->value, tg->vlen, seq, voff, vl, 0);
-			v = t->tc_data.data + voff;
-		}
-	}
-	if (v == tg->value)
-		return tc_put(t, tg->value, tg->vlen, TC_CHAIN(link->chain), 0, vl, 1);
-	if (voff == UINT32_MAX)
-		voff = tc_keep(t, v, vl);
-	return tc_put(t, tg->value, tg->vlen, TC_CHAIN(link->chain), voff, vl, 0);
-}
-
-struct pf_scan_ctx {
-	uint64_t *bits;
-	const uint16_t *bit;
-};
-
-static int pf_hit(unsigned id, unsigned long long from, unsigned long long to, unsigned flags, void *ctx)
-{
-	(void)from, (void)to, (void)flags;
-	const struct pf_scan_ctx *c = ctx;
-	unsigned b = c->bit[id];
-	c->bits[b >> 6] |= 1ull << (b & 63);
-	return 0;
-}
-
-/* The prefilter bits of PF's literals in V, into pf_bits. */
-static uint32_t pf_scan(struct crs_txn *t, const struct crs_prefilter *pf, const char *v, size_t vl)
-{
-	unsigned nbits = pf->nbits;
-	size_t words = (nbits + 63) / 64;
-	if (t->pf_n + words > t->pf_cap) {
-		t->pf_cap = (t->pf_n + words) * 2;
-		t->pf_bits = realloc(t->pf_bits, t->pf_cap * sizeof(*t->pf_bits));
-		AN(t->pf_bits);
-	}
-	uint32_t off = (uint32_t)t->pf_n;
-	memset(t->pf_bits + off, 0, words * sizeof(*t->pf_bits));
-	t->pf_n += words;
-	struct pf_scan_ctx c = { t->pf_bits + off, pf->bit };
-	(void)hs_scan(pf->hs, vl ? v : "", (unsigned)vl, 0, t->hs_scratch, pf_hit, &c);
-	return off;
-}
-
-/* Whether LINK's regex can match the cached value E (V) at all: its
- * chain's literals, scanned once per value (the bits kept with E). */
-static int pf_may_match(struct crs_txn *t, const struct crs_rule *link, struct crs_tcache *e, const char *v)
-{
-	const struct crs_prefilter *pf = &t->prog->pf[link->chain];
-	if (e->pf == PF_NONE)
-		e->pf = pf_scan(t, pf, v, e->len);
-	unsigned bit = link->prefilter - 1u;
-	return (t->pf_bits[e->pf + (bit >> 6)] >> (bit & 63)) & 1;
-}
-
 /* A new phase: values may have moved (the body processor appends). An
  * entry is live when its epoch is the current one; 0 is never current
  * (calloc'd entries are 0). */
 static void tc_clear(struct crs_txn *t)
 {
-	if (++t->tc_epoch == 0) {  /* wrapped: the stale entries could look current */
-		if (t->tc)
-			memset(t->tc, 0, t->tc_cap * sizeof(*t->tc));
+	if (crscache_clear(t))
 		for (unsigned k = 0; k <= CRS_TL_SLOTS; k++)
 			t->tl[k].epoch = 0;
-		t->tc_epoch = 1;
+}
+
+/* LINK (in prefilter group G) on the target list L: only the values that
+ * have its bit can match (all of them, negated), as in run_rule. */
+static int run_grouped(struct crs_txn *t, const struct crs_rule *link, const struct crs_rule *starter,
+		       const struct crs_tlist *L, const struct crs_pfgroup *g)
+{
+	if (!link->op.negated && !crscache_has_bit(t, g->uni, link))
+		return NO_MATCH;
+	const uint32_t *view = t->grp_view + g->view;
+	int matched = 0;
+	for (size_t i = 0; i < L->ntg; i++) {
+		int yes = crscache_has_bit(t, view[i], link);
+		if (!yes && !link->op.negated)
+			continue;
+		const struct crs_target *tg = &L->tg[i];
+		struct crs_tcache *e = crscache_find(t, tg->value, tg->vlen, TC_CHAIN(link->chain));
+		AN(e);  /* the group's filling put it there */
+		const char *v = e->same ? e->src : t->tc_data.data + e->off;
+		t->pf_seen = yes ? PF_SEEN_YES : PF_SEEN_NO;
+		int rc = try_value(t, link, starter, L->buf.data + tg->name, tg->nlen, v, e->len);
+		t->pf_seen = PF_SEEN_UNKNOWN;
+		if (rc == STOP)
+			return STOP;
+		matched |= rc == MATCH;
 	}
-	t->tc_n = 0;
-	t->tc_data.len = 0;
-	t->pf_n = 0;
+	return matched ? MATCH : NO_MATCH;
 }
 
 /* One rule of a chain on all its targets: MATCH if any value matched. */
@@ -1058,6 +903,11 @@ static int run_rule(struct crs_txn *t, const struct crs_rule *link, const struct
 	build_targets(t, link);
 	int matched = 0;
 	const struct crs_tlist *L = t->cur;
+	if (link->pf_group) {
+		const struct crs_pfgroup *g = crscache_group(t, link, L->tg, L->ntg);
+		if (g && g->n == L->ntg)
+			return run_grouped(t, link, starter, L, g);
+	}
 	for (size_t i = 0; i < L->ntg; i++) {
 		const struct crs_target *tg = &L->tg[i];
 		const char *name = L->buf.data + tg->name;
@@ -1066,14 +916,14 @@ static int run_rule(struct crs_txn *t, const struct crs_rule *link, const struct
 		int tfn_changed = 0, rc;
 		int cur = 0;
 		if (!link->multi_match && (link->ntfn || link->prefilter) && tg->stable) {
-			struct crs_tcache *e = tc_find(t, tg->value, tg->vlen, TC_CHAIN(link->chain));
+			struct crs_tcache *e = crscache_find(t, tg->value, tg->vlen, TC_CHAIN(link->chain));
 			if (!e)
-				e = transform_cached(t, link, tg);
+				e = crscache_transform(t, link, tg->value, tg->vlen);
 			v = e->same ? e->src : t->tc_data.data + e->off;
 			/* @rx: no literal of its regex in the value, the regex cannot
 			 * match (no PCRE2 run); @pm: whether a phrase is in it */
 			if (link->prefilter) {
-				t->pf_seen = pf_may_match(t, link, e, v) ? PF_SEEN_YES : PF_SEEN_NO;
+				t->pf_seen = crscache_pf_may_match(t, link, e, v) ? PF_SEEN_YES : PF_SEEN_NO;
 				if (t->pf_seen == PF_SEEN_NO && !link->op.negated) {
 					t->pf_seen = PF_SEEN_UNKNOWN;
 					continue;  /* what try_value would conclude */
@@ -1166,6 +1016,8 @@ static int run_phase(struct crs_txn *t, int phase)
 			continue;
 		if (!cr->reads_all && !(cr->reads[0] & t->present[0]) && !(cr->reads[1] & t->present[1]))
 			continue;  /* no value to look at: no match, nothing run */
+		if (crscache_group_rules_out(t, cr))
+			continue;  /* no value has a literal it needs: no match, nothing run */
 		clear_matched(t);
 		int rc = run_chain(t, cr);
 		clear_matched(t);
@@ -1223,6 +1075,8 @@ void crs_txn_free(struct crs_txn *t)
 	free(t->tc);
 	buf_free(&t->tc_data);
 	free(t->pf_bits);
+	free(t->grp);
+	free(t->grp_view);
 	free(t->hdr);
 	buf_free(&t->scratch);
 	buf_free(&t->scratch2);
@@ -1335,6 +1189,7 @@ int crs_eval_request(struct crs_txn *t, const struct crs_program *p, const struc
 {
 	t->prog = p;
 	t->rq = rq;
+	crscache_begin(t, p);
 	if (p->hs_scratch && t->hs_serial != p->serial) {
 		hs_free_scratch(t->hs_scratch);
 		t->hs_scratch = NULL;

@@ -57,6 +57,7 @@ struct crs_tlist;
 #define CRS_TL_SLOTS 8
 struct crs_rmtarget;
 struct crs_tcache;
+struct crs_pfgroup;
 
 struct crs_txn {
 	const struct crs_program *prog;
@@ -78,6 +79,10 @@ struct crs_txn {
 	uint64_t *pf_bits;             /* prefilter results of cached values (crs_tcache.pf) */
 	size_t pf_n, pf_cap;
 	uint8_t pf_seen;               /* enum crs_pf_seen: the prefilter's word on the value being tried */
+	struct crs_pfgroup *grp;       /* per prefilter group of the program (crscache.h) */
+	size_t grp_cap;
+	uint32_t *grp_view;            /* the groups' values' bits (offsets in pf_bits) */
+	size_t grp_view_n, grp_view_cap;
 	struct buf scratch;            /* macro expansions */
 	struct sc_header *hdr;         /* the request's headers as Apache merges them */
 	size_t hdr_cap;

@@ -606,8 +606,10 @@ static void target_signatures(struct crs_program *p)
 					const struct sl_target *tg = &r->targets[k];
 					if (!var_fixed_in_phase((enum sl_var)tg->var))
 						break;
-					buf_appendf(&b, "%d/%d/%d/%d/%s|", tg->var, tg->sel_kind, tg->exclude, tg->count,
-						    tg->sel ? tg->sel : "");
+					/* the selector's length first: a quoted one may hold '|' and '/' */
+					const char *sel = tg->sel ? tg->sel : "";
+					buf_appendf(&b, "%d/%d/%d/%d/%zu:%s|", tg->var, tg->sel_kind, tg->exclude, tg->count,
+						    strlen(sel), sel);
 				}
 				if (k < r->ntargets)
 					continue;
@@ -753,6 +755,42 @@ static int prefilter_build(struct crs_program *p)
 	return rc;
 }
 
+/* Number the prefilter groups (crscache.h): the rules with a prefilter
+ * bit whose target list is fixed for the phase (a signature) and holds no
+ * count (a count's value is made per rule, not cached), by (target
+ * signature, chain): such rules read the same transformed values. */
+static void prefilter_groups(struct crs_program *p)
+{
+	uint64_t *keys = NULL;
+	unsigned n = 0;
+	for (int ph = 1; ph <= 5; ph++)
+		for (size_t i = 0; i < p->nphase[ph]; i++)
+			for (struct crs_rule *cr = &p->phase[ph][i]; cr; cr = cr->chained) {
+				const struct sl_rule *r = cr->src;
+				if (r->kind != SL_RULE || !cr->prefilter || !cr->tsig || cr->multi_match)
+					continue;
+				size_t k = 0;
+				while (k < r->ntargets && !r->targets[k].count)
+					k++;
+				if (k < r->ntargets)
+					continue;
+				uint64_t key = (uint64_t)cr->tsig << 16 | cr->chain;
+				unsigned g = 0;
+				while (g < n && keys[g] != key)
+					g++;
+				if (g == n) {
+					if (n == UINT16_MAX)
+						continue;
+					keys = realloc(keys, (n + 1) * sizeof(*keys));
+					AN(keys);
+					keys[n++] = key;
+				}
+				cr->pf_group = (uint16_t)(g + 1);
+			}
+	p->npf_groups = n;
+	free(keys);
+}
+
 int crs_compile(struct crs_program *p, struct seclang *sl, const uint32_t *skip, size_t nskip)
 {
 	static uint64_t serials;
@@ -800,7 +838,10 @@ int crs_compile(struct crs_program *p, struct seclang *sl, const uint32_t *skip,
 		}
 	}
 	target_signatures(p);
-	return prefilter_build(p);
+	if (prefilter_build(p) < 0)
+		return -1;
+	prefilter_groups(p);
+	return 0;
 }
 
 void crs_program_free(struct crs_program *p)

@@ -66,6 +66,8 @@ struct crs_rule {
 	uint32_t tsig;             /* its targets read only request data (fixed for a phase): equal
 				    * target lists, equal numbers; 0 otherwise */
 	uint16_t prefilter;        /* @rx, @pm: 1 + its bit in its chain's prefilter; 0 none (the operator runs alone) */
+	uint16_t pf_group;         /* 1 + its prefilter group (crscache.h): the rules with a prefilter bit,
+				    * the same target list (tsig, no counts) and chain; 0 none */
 	struct crs_selre *sel_re;  /* per target: its /regex/ selector, all NULL for the others */
 	int32_t skip_after;        /* index in its phase's list to continue after, -1 none */
 	struct crs_rule *chained;
@@ -100,6 +102,7 @@ struct crs_program {
 	uint8_t (*chains)[CRS_MAX_TFN + 1];  /* distinct tfn sequences: length, then the steps */
 	unsigned nchains;
 	struct crs_prefilter *pf;  /* [nchains] */
+	unsigned npf_groups;       /* distinct crs_rule.pf_group */
 	unsigned pf_rules;         /* @rx rules with a prefilter (and all @rx rules: rx_rules) */
 	unsigned rx_rules;
 	uint64_t serial;           /* unique per compiled program: a transaction's scratch is for one */

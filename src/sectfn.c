@@ -613,6 +613,100 @@ int sectfn_unchanged(enum sl_tfn t, const char *in, size_t n)
 	}
 }
 
+/* Per byte, the features it gives a value (F_SLASH: a comment may start). */
+enum { F_SLASH = 1u << 16 };
+static const uint32_t byte_features[256] = {
+	[0] = SECTFN_F_NUL,
+	['\t'] = SECTFN_F_WS, ['\n'] = SECTFN_F_WS, ['\v'] = SECTFN_F_WS, ['\f'] = SECTFN_F_WS, ['\r'] = SECTFN_F_WS,
+	[' '] = SECTFN_F_WS,
+	['%'] = SECTFN_F_PCT_PLUS, ['+'] = SECTFN_F_PCT_PLUS, ['&'] = SECTFN_F_AMP, ['\\'] = SECTFN_F_BSLASH, ['/'] = F_SLASH,
+	['A' ... 'Z'] = SECTFN_F_UPPER,
+	[0x80 ... 0x9f] = SECTFN_F_HIGH, [NBSP] = SECTFN_F_HIGH | SECTFN_F_WS, [0xa1 ... 0xff] = SECTFN_F_HIGH,
+};
+
+/* 16 bytes at a time (GCC's vector extension: SSE2 on x86-64): headers
+ * are long, and most of their bytes are none of these. */
+typedef unsigned char v16 __attribute__((vector_size(16)));
+typedef signed char v16s __attribute__((vector_size(16)));
+
+static int v16_any(v16s m)
+{
+	uint64_t w[2];
+	memcpy(w, &m, sizeof(w));
+	return (w[0] | w[1]) != 0;
+}
+
+static v16s v16_ws(v16 c)
+{
+	return (v16s)(c == ' ') | (v16s)(c - (unsigned char)'\t' < 5) | (v16s)(c == NBSP);
+}
+
+uint32_t sectfn_features(const char *in, size_t n)
+{
+	const unsigned char *s = (const unsigned char *)in;
+	uint32_t f = 0;
+	size_t i = 0;
+	if (n >= 17) {
+		v16s up = { 0 }, pp = { 0 }, amp = { 0 }, bs = { 0 }, nul = { 0 }, hi = { 0 }, ws = { 0 }, com = { 0 }, cmp = { 0 };
+		for (; i + 17 <= n; i += 16) {
+			v16 c, d;  /* d: the bytes that follow c's */
+			memcpy(&c, s + i, sizeof(c));
+			memcpy(&d, s + i + 1, sizeof(d));
+			v16s w = v16_ws(c), sp = (v16s)(c == ' ');
+			up |= (v16s)(c - (unsigned char)'A' < 26);
+			pp |= (v16s)(c == '%') | (v16s)(c == '+');
+			amp |= (v16s)(c == '&');
+			bs |= (v16s)(c == '\\');
+			nul |= (v16s)(c == 0);
+			hi |= (v16s)(c >= 0x80);
+			ws |= w;
+			com |= (v16s)(c == '/') & (v16s)(d == '*');
+			cmp |= (w & ~sp) | (sp & v16_ws(d));
+		}
+		f |= (v16_any(up) ? SECTFN_F_UPPER : 0) | (v16_any(pp) ? SECTFN_F_PCT_PLUS : 0) |
+		     (v16_any(amp) ? SECTFN_F_AMP : 0) | (v16_any(bs) ? SECTFN_F_BSLASH : 0) | (v16_any(nul) ? SECTFN_F_NUL : 0) |
+		     (v16_any(hi) ? SECTFN_F_HIGH : 0) | (v16_any(ws) ? SECTFN_F_WS : 0) |
+		     (v16_any(com) ? SECTFN_F_COMMENT : 0) | (v16_any(cmp) ? SECTFN_F_COMPRESS : 0);
+	}
+	for (; i < n; i++) {
+		uint32_t b = byte_features[s[i]];
+		f |= b;
+		if (!(b & (F_SLASH | SECTFN_F_WS)))
+			continue;
+		if (s[i] == '/' && i + 1 < n && s[i + 1] == '*')
+			f |= SECTFN_F_COMMENT;
+		if ((b & SECTFN_F_WS) && (s[i] != ' ' || (i + 1 < n && is_ws(s[i + 1]))))
+			f |= SECTFN_F_COMPRESS;
+	}
+	if (n && c_isspace(s[0]))
+		f |= SECTFN_F_TRIM_L;
+	if (n && c_isspace(s[n - 1]))
+		f |= SECTFN_F_TRIM_R;
+	return f & ~(uint32_t)F_SLASH;
+}
+
+int sectfn_unchanged_f(enum sl_tfn t, uint32_t f)
+{
+	switch (t) {
+	case SL_TFN_LOWERCASE: return !(f & SECTFN_F_UPPER);
+	case SL_TFN_URL_DECODE:
+	case SL_TFN_URL_DECODE_UNI: return !(f & SECTFN_F_PCT_PLUS);
+	case SL_TFN_HTML_ENTITY_DECODE: return !(f & SECTFN_F_AMP);
+	case SL_TFN_JS_DECODE:
+	case SL_TFN_CSS_DECODE: return !(f & SECTFN_F_BSLASH);
+	case SL_TFN_REMOVE_NULLS:
+	case SL_TFN_REPLACE_NULLS: return !(f & SECTFN_F_NUL);
+	case SL_TFN_REPLACE_COMMENTS: return !(f & SECTFN_F_COMMENT);
+	case SL_TFN_UTF8_TO_UNICODE: return !(f & SECTFN_F_HIGH);
+	case SL_TFN_REMOVE_WHITESPACE: return !(f & SECTFN_F_WS);
+	case SL_TFN_COMPRESS_WHITESPACE: return !(f & SECTFN_F_COMPRESS);
+	case SL_TFN_TRIM: return !(f & (SECTFN_F_TRIM_L | SECTFN_F_TRIM_R));
+	case SL_TFN_TRIM_LEFT: return !(f & SECTFN_F_TRIM_L);
+	case SL_TFN_TRIM_RIGHT: return !(f & SECTFN_F_TRIM_R);
+	default: return 0;
+	}
+}
+
 int sectfn_apply(enum sl_tfn t, const char *in, size_t n, struct buf *out)
 {
 	const unsigned char *s = (const unsigned char *)in;

@@ -8,6 +8,7 @@
 #define SLUICE_SECTFN_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include "buf.h"
 #include "seclang.h"
 
@@ -24,5 +25,25 @@ int sectfn_apply(enum sl_tfn t, const char *in, size_t n, struct buf *out);
  * a value without '%' or '+' has nothing to URL-decode. 0 when T may
  * change it (or is not one of the steps looked at this way). */
 int sectfn_unchanged(enum sl_tfn t, const char *in, size_t n);
+
+/* What sectfn_unchanged looks for, for every step at once: one pass over
+ * a value that many transformation chains start from gives its features,
+ * and sectfn_unchanged_f(T, features) then answers exactly as
+ * sectfn_unchanged(T, value) does, without another pass. */
+enum {
+	SECTFN_F_UPPER = 1u << 0,     /* A-Z */
+	SECTFN_F_PCT_PLUS = 1u << 1,  /* '%' or '+' */
+	SECTFN_F_AMP = 1u << 2,
+	SECTFN_F_BSLASH = 1u << 3,
+	SECTFN_F_NUL = 1u << 4,
+	SECTFN_F_COMMENT = 1u << 5,   /* "slash star" */
+	SECTFN_F_HIGH = 1u << 6,      /* a byte >= 0x80 */
+	SECTFN_F_WS = 1u << 7,        /* whitespace, NBSP included */
+	SECTFN_F_COMPRESS = 1u << 8,  /* whitespace that compressWhitespace changes */
+	SECTFN_F_TRIM_L = 1u << 9,    /* starts with C-locale whitespace */
+	SECTFN_F_TRIM_R = 1u << 10,   /* ends with it */
+};
+uint32_t sectfn_features(const char *in, size_t n);
+int sectfn_unchanged_f(enum sl_tfn t, uint32_t features);
 
 #endif

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "crseval.h"
+#include "sectfn.h"
 
 static int passed, failed;
 #define CHECK(c) do { if (c) passed++; else { failed++; \
@@ -176,6 +177,76 @@ static void test_prefilter(void)
 	CHECK(tx_is("u", "1") && tx_is("n", "3") && tx_is("p", "bar") && tx_is("c", "sel") && tx_is("s", "1"));
 	run("GET", "/?r=hello", NULL, NULL);
 	CHECK(tx_is("u", NULL) && tx_is("n", "1") && tx_is("p", NULL) && tx_is("c", NULL) && tx_is("s", NULL));
+}
+
+/* The prefilter group (crscache.h) of rule ID's LINK-th link: its pf_group, 0 if none. */
+static unsigned group_of(uint32_t id, int link)
+{
+	for (int ph = 1; ph <= 2; ph++)
+		for (size_t i = 0; i < P.nphase[ph]; i++)
+			if (P.phase[ph][i].src->id == id) {
+				const struct crs_rule *cr = &P.phase[ph][i];
+				while (link-- > 0 && cr)
+					cr = cr->chained;
+				return cr ? cr->pf_group : 0;
+			}
+	return 0;
+}
+
+/* Prefilter groups: a rule none of whose values has its bit is passed
+ * over, but a negated one, a chain's second link and a rule that reads a
+ * count still see every value, and the first rule of a group in a phase
+ * finds the values scanned. */
+static void test_prefilter_groups(void)
+{
+	CHECK(load("SecRuleEngine On\n"
+		   "SecRule ARGS|REQUEST_HEADERS:X \"@rx union\\s+select\" \"id:60,phase:1,pass,t:none,t:lowercase,setvar:tx.u=+1\"\n"
+		   "SecRule ARGS|REQUEST_HEADERS:X \"!@rx union\" \"id:61,phase:1,pass,t:none,t:lowercase,setvar:tx.n=+1\"\n"
+		   "SecRule ARGS|REQUEST_HEADERS:X \"@rx evil\" \"id:62,phase:1,pass,t:none,t:lowercase,chain,setvar:tx.c1=+1\"\n"
+		   "  SecRule ARGS|REQUEST_HEADERS:X \"@rx bad\" \"t:none,t:lowercase,setvar:tx.c2=+1\"\n"
+		   "SecRule ARGS|REQUEST_HEADERS:X \"@pm foo bar\" \"id:63,phase:1,pass,t:none,t:lowercase,setvar:tx.p=+1\"\n"
+		   "SecRule &ARGS|ARGS \"@rx 2\" \"id:64,phase:1,pass,t:none,t:lowercase,setvar:tx.cnt=+1\"\n"
+		   "SecRule ARGS:x \"@streq 1\" \"id:65,phase:1,pass,nolog,ctl:ruleRemoveTargetById=66;ARGS:q\"\n"
+		   "SecRule ARGS|REQUEST_HEADERS:X \"@rx union\\s+select\" \"id:66,phase:1,pass,t:none,t:lowercase,setvar:tx.r=+1\"\n"
+		   "SecRule ARGS|REQUEST_HEADERS:X \"@rx union\\s+select\" \"id:67,phase:2,pass,t:none,t:lowercase,setvar:tx.u2=+1\"\n"
+		   "SecRule ARGS|REQUEST_HEADERS:X \"@rx evil\" \"id:68,phase:2,pass,t:none,t:lowercase,setvar:tx.e2=+1\"\n") == 0);
+	unsigned g = group_of(60, 0);
+	CHECK(g && group_of(61, 0) == g && group_of(62, 0) == g && group_of(62, 1) == g && group_of(63, 0) == g);
+	CHECK(group_of(66, 0) == g && group_of(67, 0) == g);
+	CHECK(group_of(64, 0) == 0);  /* a count is made per rule: no group */
+	/* no value has any bit: only the negated rule and the count match */
+	run("GET", "/?a=hello&b=world", "X: plain\n", NULL);
+	CHECK(tx_is("u", NULL) && tx_is("n", "3") && tx_is("c1", NULL) && tx_is("c2", NULL) && tx_is("p", NULL));
+	CHECK(tx_is("cnt", "1") && tx_is("r", NULL) && tx_is("u2", NULL) && tx_is("e2", NULL));
+	/* the chain's first link matches, its second link's bit is on no value */
+	run("GET", "/?a=EVIL&b=world", "X: plain\n", NULL);
+	CHECK(tx_is("c1", "1") && tx_is("c2", NULL) && tx_is("n", "3") && tx_is("e2", "1"));
+	/* both links; the negated rule skips the value with its literal */
+	run("GET", "/?a=evil&b=Bad", "X: union  select\n", NULL);
+	CHECK(tx_is("c1", "1") && tx_is("c2", "1") && tx_is("n", "2") && tx_is("u", "1") && tx_is("u2", "1"));
+	/* @pm's bit is its answer; ctl removed a target of 66 only */
+	run("GET", "/?x=1&q=union%20select&f=FOO", NULL, NULL);
+	CHECK(tx_is("p", "1") && tx_is("u", "1") && tx_is("r", NULL) && tx_is("u2", "1") && tx_is("n", "2"));
+}
+
+/* sectfn_unchanged_f on a value's features answers as sectfn_unchanged. */
+static void test_tfn_features(void)
+{
+	static const char alphabet[] = "aZ%+&\\/* \t\n\x00\xa0\xc3\x0b.";
+	unsigned seed = 12345;
+	int bad = 0;
+	for (int k = 0; k < 20000; k++) {
+		char v[48];
+		size_t n = (size_t)(k % 48);
+		for (size_t i = 0; i < n; i++) {
+			seed = seed * 1103515245u + 12345u;
+			v[i] = alphabet[(seed >> 16) % (sizeof(alphabet) - 1)];
+		}
+		uint32_t f = sectfn_features(v, n);
+		for (int t = 0; t < SL_TFN__COUNT; t++)
+			bad += sectfn_unchanged_f((enum sl_tfn)t, f) != sectfn_unchanged((enum sl_tfn)t, v, n);
+	}
+	CHECK(bad == 0);
 }
 
 /* SecPcreMatchLimit: a regex that gives up sets TX:MSC_PCRE_LIMITS_EXCEEDED. */
@@ -352,6 +423,8 @@ int main(void)
 	test_multimatch();
 	test_captures_and_macros();
 	test_prefilter();
+	test_prefilter_groups();
+	test_tfn_features();
 	test_pcre_limits();
 	test_engine_modes();
 	test_bodies();

@@ -1,0 +1,239 @@
+/* The CRS engine's per-phase caches (crscache.h says what and why). */
+#include <hs/hs.h>
+#include <stdlib.h>
+#include <string.h>
+#include "crscache.h"
+#include "sectfn.h"
+#include "util.h"
+
+static size_t tc_hash(const char *src, uint32_t slen, uint64_t key)
+{
+	uint64_t h = (uint64_t)(uintptr_t)src * 0x9E3779B97F4A7C15ull ^ ((uint64_t)slen << 32 ^ key) * 0xC2B2AE3D27D4EB4Full;
+	return (size_t)(h ^ h >> 29);
+}
+
+struct crs_tcache *crscache_find(struct crs_txn *t, const char *src, uint32_t slen, uint64_t key)
+{
+	if (!t->tc_cap)
+		return NULL;
+	for (size_t i = tc_hash(src, slen, key) & (t->tc_cap - 1);; i = (i + 1) & (t->tc_cap - 1)) {
+		struct crs_tcache *e = &t->tc[i];
+		if (e->epoch != t->tc_epoch)
+			return NULL;
+		if (e->src == src && e->slen == slen && e->key == key)
+			return e;
+	}
+}
+
+/* An entry whose result is the value itself (SAME), or LEN bytes at OFF in
+ * tc_data. Returns it (valid until the next put). */
+static struct crs_tcache *tc_put(struct crs_txn *t, const char *src, uint32_t slen, uint64_t key, uint32_t off, size_t len,
+				 int same)
+{
+	if ((t->tc_n + 1) * 2 > t->tc_cap) {
+		size_t ncap = t->tc_cap ? t->tc_cap * 2 : 256;
+		struct crs_tcache *old = t->tc;
+		size_t ocap = t->tc_cap;
+		t->tc = calloc(ncap, sizeof(*t->tc));
+		AN(t->tc);
+		t->tc_cap = ncap;
+		uint32_t epoch = t->tc_epoch;
+		for (size_t k = 0; k < ocap; k++) {
+			if (old[k].epoch != epoch)
+				continue;
+			size_t i = tc_hash(old[k].src, old[k].slen, old[k].key) & (ncap - 1);
+			while (t->tc[i].epoch == epoch)
+				i = (i + 1) & (ncap - 1);
+			t->tc[i] = old[k];
+		}
+		free(old);
+	}
+	size_t i = tc_hash(src, slen, key) & (t->tc_cap - 1);
+	while (t->tc[i].epoch == t->tc_epoch)
+		i = (i + 1) & (t->tc_cap - 1);
+	t->tc[i] = (struct crs_tcache){ .src = src, .slen = slen, .epoch = t->tc_epoch, .key = key, .same = (uint8_t)same,
+					.off = off, .len = (uint32_t)len, .pf = PF_NONE };
+	t->tc_n++;
+	return &t->tc[i];
+}
+
+/* V's bytes into tc_data: their offset. */
+static uint32_t tc_keep(struct crs_txn *t, const char *v, size_t vl)
+{
+	uint32_t off = (uint32_t)t->tc_data.len;
+	buf_append(&t->tc_data, v, vl);
+	buf_append(&t->tc_data, "", 1);  /* never an empty buffer, and a NUL after each */
+	return off;
+}
+
+/* VALUE's features (sectfn_features), looked for once per phase: the
+ * values of a request go through some twenty chains, most of whose steps
+ * leave them as they are. Kept under key TC_INFO, OFF holding them. */
+static uint32_t value_features(struct crs_txn *t, const char *value, size_t vlen)
+{
+	const struct crs_tcache *e = crscache_find(t, value, (uint32_t)vlen, TC_INFO);
+	if (e)
+		return e->off;
+	uint32_t f = sectfn_features(value, vlen);
+	(void)tc_put(t, value, (uint32_t)vlen, TC_INFO, f, 0, 0);
+	return f;
+}
+
+/* VALUE through LINK's chain, into the cache: steps that cannot
+ * change it skipped, the others' results shared with every chain that
+ * reaches the same sequence of effective steps. */
+struct crs_tcache *crscache_transform(struct crs_txn *t, const struct crs_rule *link, const char *value, size_t vlen)
+{
+	const char *v = value;
+	size_t vl = vlen;
+	uint32_t voff = UINT32_MAX;  /* where V is in tc_data, when it is */
+	uint64_t seq = 0;
+	int nseq = 0, cur = 0;
+	uint32_t feat = link->ntfn ? value_features(t, value, vlen) : 0;
+	for (int k = 0; k < link->ntfn; k++) {
+		enum sl_tfn step = (enum sl_tfn)link->tfn[k];
+		if (v == value ? sectfn_unchanged_f(step, feat) : sectfn_unchanged(step, v, vl))
+			continue;  /* most values of ordinary traffic: no copy */
+		if (nseq >= 0 && nseq < SEQ_MAX) {
+			seq = seq << 6 | (uint64_t)(step + 1);
+			nseq++;
+			const struct crs_tcache *done = crscache_find(t, value, (uint32_t)vlen, seq);
+			if (done) {
+				voff = done->off;
+				vl = done->len;
+				v = t->tc_data.data + voff;
+				continue;
+			}
+		} else {
+			nseq = -1;  /* too long to key: this chain's alone */
+		}
+		struct buf *out = &t->val[cur];
+		(void)sectfn_apply(step, v, vl, out);
+		v = out->data ? out->data : "";
+		vl = out->len;
+		cur ^= 1;
+		voff = UINT32_MAX;
+		if (nseq > 0) {
+			voff = tc_keep(t, v, vl);
+			(void)tc_put(t, value, (uint32_t)vlen, seq, voff, vl, 0);
+			v = t->tc_data.data + voff;
+		}
+	}
+	if (v == value)
+		return tc_put(t, value, (uint32_t)vlen, TC_CHAIN(link->chain), 0, vl, 1);
+	if (voff == UINT32_MAX)
+		voff = tc_keep(t, v, vl);
+	return tc_put(t, value, (uint32_t)vlen, TC_CHAIN(link->chain), voff, vl, 0);
+}
+
+struct pf_scan_ctx {
+	uint64_t *bits;
+	const uint16_t *bit;
+};
+
+static int pf_hit(unsigned id, unsigned long long from, unsigned long long to, unsigned flags, void *ctx)
+{
+	(void)from, (void)to, (void)flags;
+	const struct pf_scan_ctx *c = ctx;
+	unsigned b = c->bit[id];
+	c->bits[b >> 6] |= 1ull << (b & 63);
+	return 0;
+}
+
+/* WORDS zeroed words in pf_bits: their offset (pf_bits may move). */
+static uint32_t pf_alloc(struct crs_txn *t, size_t words)
+{
+	if (t->pf_n + words > t->pf_cap) {
+		t->pf_cap = (t->pf_n + words) * 2;
+		t->pf_bits = realloc(t->pf_bits, t->pf_cap * sizeof(*t->pf_bits));
+		AN(t->pf_bits);
+	}
+	uint32_t off = (uint32_t)t->pf_n;
+	memset(t->pf_bits + off, 0, words * sizeof(*t->pf_bits));
+	t->pf_n += words;
+	return off;
+}
+
+/* The prefilter bits of PF's literals in V, into pf_bits. */
+static uint32_t pf_scan(struct crs_txn *t, const struct crs_prefilter *pf, const char *v, size_t vl)
+{
+	size_t words = (pf->nbits + 63) / 64;
+	uint32_t off = pf_alloc(t, words);
+	struct pf_scan_ctx c = { t->pf_bits + off, pf->bit };
+	/* A failed scan must not rule anything out (a group's union would skip
+	 * whole rules): every bit set, every rule's operator decides. */
+	if (hs_scan(pf->hs, vl ? v : "", (unsigned)vl, 0, t->hs_scratch, pf_hit, &c) != HS_SUCCESS)
+		memset(t->pf_bits + off, 0xff, words * sizeof(*t->pf_bits));
+	return off;
+}
+
+/* Whether LINK's regex can match the cached value E (V) at all: its
+ * chain's literals, scanned once per value (the bits kept with E). */
+int crscache_pf_may_match(struct crs_txn *t, const struct crs_rule *link, struct crs_tcache *e, const char *v)
+{
+	const struct crs_prefilter *pf = &t->prog->pf[link->chain];
+	if (e->pf == PF_NONE)
+		e->pf = pf_scan(t, pf, v, e->len);
+	unsigned bit = link->prefilter - 1u;
+	return (t->pf_bits[e->pf + (bit >> 6)] >> (bit & 63)) & 1;
+}
+
+int crscache_clear(struct crs_txn *t)
+{
+	int wrapped = 0;
+	if (++t->tc_epoch == 0) {  /* wrapped: the stale entries could look current */
+		if (t->tc)
+			memset(t->tc, 0, t->tc_cap * sizeof(*t->tc));
+		if (t->grp)
+			memset(t->grp, 0, t->grp_cap * sizeof(*t->grp));
+		t->tc_epoch = 1;
+		wrapped = 1;
+	}
+	t->tc_n = 0;
+	t->tc_data.len = 0;
+	t->pf_n = 0;
+	t->grp_view_n = 0;
+	return wrapped;
+}
+
+void crscache_begin(struct crs_txn *t, const struct crs_program *p)
+{
+	if (p->npf_groups <= t->grp_cap)
+		return;
+	t->grp = realloc(t->grp, p->npf_groups * sizeof(*t->grp));
+	AN(t->grp);
+	memset(t->grp + t->grp_cap, 0, (p->npf_groups - t->grp_cap) * sizeof(*t->grp));
+	t->grp_cap = p->npf_groups;
+}
+
+const struct crs_pfgroup *crscache_group(struct crs_txn *t, const struct crs_rule *link, const struct crs_target *tg,
+					 size_t ntg)
+{
+	struct crs_pfgroup *g = &t->grp[link->pf_group - 1u];
+	if (g->epoch == t->tc_epoch)
+		return g;
+	for (size_t i = 0; i < ntg; i++)
+		if (!tg[i].stable)
+			return NULL;  /* not expected: a group's variables are the request's */
+	if (t->grp_view_n + ntg > t->grp_view_cap) {
+		t->grp_view_cap = (t->grp_view_n + ntg) * 2;
+		t->grp_view = realloc(t->grp_view, t->grp_view_cap * sizeof(*t->grp_view));
+		AN(t->grp_view);
+	}
+	const struct crs_prefilter *pf = &t->prog->pf[link->chain];
+	size_t words = (pf->nbits + 63) / 64;
+	uint32_t view = (uint32_t)t->grp_view_n, uni = pf_alloc(t, words);
+	t->grp_view_n += ntg;
+	for (size_t i = 0; i < ntg; i++) {
+		struct crs_tcache *e = crscache_find(t, tg[i].value, tg[i].vlen, TC_CHAIN(link->chain));
+		if (!e)
+			e = crscache_transform(t, link, tg[i].value, tg[i].vlen);
+		if (e->pf == PF_NONE)
+			e->pf = pf_scan(t, pf, e->same ? e->src : t->tc_data.data + e->off, e->len);
+		t->grp_view[view + i] = e->pf;
+		for (size_t w = 0; w < words; w++)
+			t->pf_bits[uni + w] |= t->pf_bits[e->pf + w];
+	}
+	*g = (struct crs_pfgroup){ .epoch = t->tc_epoch, .uni = uni, .view = view, .n = (uint32_t)ntg };
+	return g;
+}

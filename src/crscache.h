@@ -1,0 +1,99 @@
+/* The CRS engine's per-phase caches (crseval.h): a value's result through
+ * a transformation chain, and the prefilter bits of its chain's literal
+ * scan (crsprog.h, struct crs_prefilter), kept for the phase.
+ *
+ * Prefilter groups: the rules that share a target list and a chain
+ * (crs_rule.pf_group) look at the same transformed values and read their
+ * bits from the same scans. The first of them to run in a phase records
+ * each value's bits and their union; the others then test their bit in the
+ * union — a rule none of whose values has it cannot match, and costs a
+ * test instead of a pass over its values — and otherwise visit only the
+ * values that have it. Internal to the engine: it shares struct crs_txn's
+ * cache fields with crseval.c. */
+#ifndef SLUICE_CRSCACHE_H
+#define SLUICE_CRSCACHE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "crseval.h"
+
+/* One value of a rule's target list (its name and copied values are in
+ * the list's buffer). */
+struct crs_target {
+	uint32_t name, nlen;       /* in tbuf */
+	const char *value;         /* stable storage, or NULL: then voff in tbuf */
+	uint32_t voff, vlen;
+	uint8_t stable;            /* the value stays where it is for the phase (cacheable) */
+};
+
+/* Keys of the transformation cache, per value: a chain's result (with its
+ * prefilter bits), or the result of a sequence of steps that changed the
+ * value (up to SEQ_MAX of them, 6 bits each: exact, no collision), which
+ * chains that differ only by steps without effect share. */
+#define TC_CHAIN(c) (1ull << 63 | (c))
+#define SEQ_MAX 10
+#define TC_INFO 0                  /* the value's own features (no step sequence is 0) */
+
+struct crs_tcache {
+	const char *src;           /* the value's place (stable for the phase) */
+	uint32_t slen, epoch;
+	uint64_t key;              /* TC_CHAIN(chain), or a step sequence */
+	uint8_t same;              /* no step changed it: the result is the value itself */
+	uint32_t off, len;         /* the result, in tc_data */
+	uint32_t pf;               /* its prefilter bits in pf_bits, PF_NONE before the scan */
+};
+
+#define PF_NONE UINT32_MAX
+
+/* A prefilter group's record for one phase. */
+struct crs_pfgroup {
+	uint32_t epoch;            /* the phase (tc_epoch) it was filled in; another: not filled */
+	uint32_t uni;              /* the union of its values' bits, in pf_bits */
+	uint32_t view;             /* each value's bits (as an offset in pf_bits), in grp_view */
+	uint32_t n;                /* how many values */
+};
+
+/* The cached entry of value SRC (SLEN bytes) under KEY, or NULL. The
+ * pointer is valid until the next entry is added. */
+struct crs_tcache *crscache_find(struct crs_txn *t, const char *src, uint32_t slen, uint64_t key);
+
+/* Value V (stable for the phase) through LINK's chain, into the cache. */
+struct crs_tcache *crscache_transform(struct crs_txn *t, const struct crs_rule *link, const char *v, size_t vl);
+
+/* Whether LINK's operator can match the cached value E (its result V) at
+ * all: its chain's literals, scanned once per value (the bits kept with E). */
+int crscache_pf_may_match(struct crs_txn *t, const struct crs_rule *link, struct crs_tcache *e, const char *v);
+
+/* A new phase: every entry and group record goes stale. Returns 1 when
+ * the epoch wrapped (the caller's own epoch-tagged records must be reset). */
+int crscache_clear(struct crs_txn *t);
+
+/* Before evaluating with P: room for P's group records. */
+void crscache_begin(struct crs_txn *t, const struct crs_program *p);
+
+/* LINK's group record for this phase, filled from TG[0..NTG) (LINK's
+ * target list) if it was not yet: every value transformed and scanned, as
+ * LINK's own pass would have done. NULL when the list holds a value that
+ * cannot be cached (the caller then takes the ordinary way). */
+const struct crs_pfgroup *crscache_group(struct crs_txn *t, const struct crs_rule *link, const struct crs_target *tg,
+					 size_t ntg);
+
+/* Whether BITS (an offset in pf_bits) has LINK's prefilter bit. */
+static inline int crscache_has_bit(const struct crs_txn *t, uint32_t bits, const struct crs_rule *link)
+{
+	unsigned bit = link->prefilter - 1u;
+	return (t->pf_bits[bits + (bit >> 6)] >> (bit & 63)) & 1;
+}
+
+/* 1 when LINK (not negated, in a group) certainly matches no value in
+ * this phase: its group was filled and no value has its bit. 0 when it
+ * may match, or nothing is known yet. */
+static inline int crscache_group_rules_out(const struct crs_txn *t, const struct crs_rule *link)
+{
+	if (!link->pf_group || link->op.negated)
+		return 0;
+	const struct crs_pfgroup *g = &t->grp[link->pf_group - 1u];
+	return g->epoch == t->tc_epoch && !crscache_has_bit(t, g->uni, link);
+}
+
+#endif
