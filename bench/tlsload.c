@@ -14,6 +14,13 @@
  * them), then its own: errors by kind, resumed handshakes, and the client's
  * own CPU (getrusage user+sys) per completed connection.
  *
+ * -R CPS makes it open loop: connections start on a fixed schedule (CPS per
+ * second), each on a free slot of the -c; a start whose time has come while
+ * every slot is busy waits for one, and how late starts ran is reported. The
+ * offered rate then does not bend to the server's speed, so a rising -R can
+ * find the server's knee (not used by bench/churn.py's ramp yet: it runs
+ * h2load, which on 2 cores saturates before the proxies).
+ *
  * An http:// target drops TLS: the same loop over plain TCP, so a plain
  * Connection: close baseline is measured with the same client as the TLS
  * cases.
@@ -79,6 +86,7 @@ static int timeout_ms = 5000;
 static int quiet_shutdown = 1;    /* -C: send close_notify before closing */
 static int skip_verify;           /* -x: accept the server's handshake signature unchecked */
 static int plain;                 /* http:// target: no TLS */
+static double rate;               /* -R: connections started per second (open loop); 0: closed loop */
 
 /* Linked with -Wl,--wrap=EVP_DigestVerify: libssl's ssl_public_key_verify
  * (the check of the server's CertificateVerify / ServerKeyExchange
@@ -107,6 +115,11 @@ static long errs[E_NKINDS];
 static uint32_t *lat_req, *lat_conn; /* µs per completed connection */
 static size_t nlat, caplat;
 static int stopping;
+/* -R */
+static struct conn **freelist;    /* idle slots */
+static int nfree;
+static long scheduled, late;      /* starts whose time came; of them, started over 1 ms late */
+static uint64_t max_late;         /* µs */
 
 static uint64_t now_us(void)
 {
@@ -157,6 +170,16 @@ static void conn_close(struct conn *c)
 
 static void conn_start(struct conn *c);
 
+/* A slot whose connection ended: closed loop, its next connection now; open
+ * loop, back to the free slots for the schedule. */
+static void slot_next(struct conn *c)
+{
+	if (rate)
+		freelist[nfree++] = c;
+	else if (!stopping)
+		conn_start(c);
+}
+
 static void conn_fail(struct conn *c, enum err kind)
 {
 	if (!errs[kind]++) { /* the first of each kind, for diagnosis */
@@ -169,8 +192,7 @@ static void conn_fail(struct conn *c, enum err kind)
 	}
 	ERR_clear_error();
 	conn_close(c);
-	if (!stopping)
-		conn_start(c);
+	slot_next(c);
 }
 
 static void record(uint32_t **a, uint64_t v)
@@ -203,8 +225,7 @@ static void conn_done(struct conn *c)
 	conn_close(c);
 	if (total && completed >= total)
 		stopping = 1;
-	if (!stopping)
-		conn_start(c);
+	slot_next(c);
 }
 
 static void conn_start(struct conn *c)
@@ -219,7 +240,9 @@ static void conn_start(struct conn *c)
 	c->fd = socket(addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (c->fd < 0) {
 		errs[E_CONNECT]++;
-		c->st = ST_IDLE; /* retried by the timeout scan */
+		c->st = ST_IDLE; /* closed loop: retried by the timeout scan */
+		if (rate)
+			freelist[nfree++] = c;
 		return;
 	}
 	active++;
@@ -233,6 +256,8 @@ static void conn_start(struct conn *c)
 	if (connect(c->fd, (struct sockaddr *)&addr, addrlen) < 0 && errno != EINPROGRESS) {
 		errs[E_CONNECT]++;
 		conn_close(c); /* idle: the 100 ms scan starts it again (no recursion) */
+		if (rate)
+			freelist[nfree++] = c;
 	}
 }
 
@@ -397,6 +422,24 @@ static void conn_connected(struct conn *c)
 	conn_handshake(c);
 }
 
+/* -R: start the connections whose time has come, as far as slots are free. */
+static void rate_starts(uint64_t t0, uint64_t t)
+{
+	long due = (long)((double)(t - t0) * rate / 1e6) + 1;
+	if (total && due > total)
+		due = total;
+	while (scheduled < due && nfree && !stopping) {
+		uint64_t when = t0 + (uint64_t)((double)scheduled * 1e6 / rate);
+		uint64_t lateness = t > when ? t - when : 0;
+		if (lateness > max_late)
+			max_late = lateness;
+		if (lateness > 1000)
+			late++;
+		scheduled++;
+		conn_start(freelist[--nfree]);
+	}
+}
+
 static void conn_event(struct conn *c)
 {
 	switch (c->st) {
@@ -472,6 +515,8 @@ static void usage(void)
 		"  -c N       concurrent connections (50)\n"
 		"  -d SEC     duration in seconds (10)\n"
 		"  -n COUNT   stop after COUNT completed connections instead\n"
+		"  -R CPS     open loop: start CPS connections per second on a fixed schedule\n"
+		"             (at most -c at once; a start with no free slot waits for one)\n"
 		"  -r         resume: offer each slot's previous session (ticket/ID)\n"
 		"  -V 1.2|1.3 TLS version (1.3)\n"
 		"  -s NAME    SNI name (none)\n"
@@ -488,12 +533,13 @@ static void usage(void)
 int main(int argc, char **argv)
 {
 	int o;
-	while ((o = getopt(argc, argv, "c:d:n:rV:s:H:g:S:t:Cxh")) != -1) {
+	while ((o = getopt(argc, argv, "c:d:n:R:rV:s:H:g:S:t:Cxh")) != -1) {
 		switch (o) {
 		case 'c': nconns = atoi(optarg); break;
 		case 'd': duration = atof(optarg); break;
 		case 'n': total = atol(optarg); duration = 0; break;
 		case 'r': resume = 1; break;
+		case 'R': rate = atof(optarg); if (rate <= 0) usage(); break;
 		case 'V':
 			if (strcmp(optarg, "1.2") == 0) tls_ver = TLS1_2_VERSION;
 			else if (strcmp(optarg, "1.3") == 0) tls_ver = TLS1_3_VERSION;
@@ -590,7 +636,8 @@ int main(int argc, char **argv)
 		die("epoll_create1");
 	struct conn *conns = calloc((size_t)nconns, sizeof(*conns));
 	struct epoll_event *evs = calloc((size_t)nconns, sizeof(*evs));
-	if (!conns || !evs)
+	freelist = calloc((size_t)nconns, sizeof(*freelist));
+	if (!conns || !evs || !freelist)
 		die("out of memory");
 
 	printf("Running %s test @ http%s://%s:%s%s\n", duration > 0 ? "timed" : "counted", plain ? "" : "s", host,
@@ -608,7 +655,10 @@ int main(int argc, char **argv)
 	uint64_t next_scan = t0 + 100000;
 	for (int i = 0; i < nconns; i++) {
 		conns[i].fd = -1;
-		conn_start(&conns[i]);
+		if (rate)
+			freelist[nfree++] = &conns[nconns - 1 - i];
+		else
+			conn_start(&conns[i]);
 	}
 	for (;;) {
 		uint64_t t = now_us();
@@ -616,10 +666,18 @@ int main(int argc, char **argv)
 			stopping = 1;
 		if (stopping)
 			break;
-		int wait_ms = (int)((next_scan > t ? next_scan - t : 0) / 1000) + 1;
-		int n = epoll_wait(ep, evs, nconns, wait_ms);
+		uint64_t next = next_scan;
+		if (rate) {
+			rate_starts(t0, t);
+			uint64_t due = t0 + (uint64_t)((double)scheduled * 1e6 / rate);
+			if (nfree && due < next)
+				next = due;  /* else a slot freed by an event comes first */
+		}
+		uint64_t wait_us = next > t ? next - t : 0;
+		struct timespec ts = {(time_t)(wait_us / 1000000u), (long)(wait_us % 1000000u) * 1000};
+		int n = epoll_pwait2(ep, evs, nconns, &ts, NULL);
 		if (n < 0 && errno != EINTR)
-			die("epoll_wait");
+			die("epoll_pwait2");
 		for (int i = 0; i < n && !stopping; i++)
 			conn_event(evs[i].data.ptr);
 		t = now_us();
@@ -629,7 +687,7 @@ int main(int argc, char **argv)
 				struct conn *c = &conns[i];
 				if (c->st != ST_IDLE && t > c->t_deadline)
 					conn_fail(c, E_TIMEOUT);
-				else if (c->st == ST_IDLE && !(total && started >= total))
+				else if (!rate && c->st == ST_IDLE && !(total && started >= total))
 					conn_start(c); /* socket() had failed */
 			}
 		}
@@ -661,6 +719,9 @@ int main(int argc, char **argv)
 	printf("\n");
 	printf("tlsload: conn/s %.1f, client cpu %.3f s (%.1f%% of a core), %.1f us/conn\n", completed / secs, cpu,
 	       cpu / secs * 100, completed ? cpu * 1e6 / completed : 0.0);
+	if (rate)
+		printf("tlsload: offered %.1f/s, started %ld, late %ld (started over 1 ms after their time), max lateness %.2f ms\n",
+		       rate, scheduled, late, max_late / 1e3);
 	SSL_CTX_free(ctx);
 	return completed ? 0 : 1;
 }
