@@ -560,34 +560,68 @@ def have_tlsload():
     return os.access(TLSLOAD, os.X_OK)
 
 
-def tlsload_cmd(pin, conns, seconds, url, version="1.3", resume=False, verify=False):
+def tlsload_cmd(pin, conns, seconds, url, version="1.3", resume=False, verify=False, rate=None, count=None,
+                timeout_s=None):
     """The tlsload command line: CONNS connections for SECONDS against URL
     (http:// = no TLS), TLS VERSION only, offering each slot's last session
     when RESUME. Unless VERIFY, -x: the server's handshake signature is not
     checked (the server's work is the same; the client saves an ECDSA verify,
-    about a third of its CPU)."""
-    cmd = pin + [TLSLOAD, "-c", str(conns), "-d", str(seconds)]
+    about a third of its CPU). RATE: open loop, RATE connections started a
+    second, at most CONNS at once; COUNT: stop after that many connections
+    instead of SECONDS; TIMEOUT_S: per connection."""
+    cmd = pin + [TLSLOAD, "-c", str(conns)] + (["-n", str(count)] if count else ["-d", str(seconds)])
+    if rate:
+        cmd += ["-R", str(rate)]
+    if timeout_s:
+        cmd += ["-t", str(int(timeout_s * 1000))]
     if url.startswith("https://"):
         cmd += ["-V", version] + (["-r"] if resume else []) + ([] if verify else ["-x"])
     return cmd + [url]
 
 
+def tlsload_dist(out, title):
+    """tlsload's distribution whose title starts with TITLE ("Latency
+    Distribution": request write to response end; "Connection time":
+    connect() to EOF; "Handshake time": connect() to handshake done), in ms:
+    {"mean", "p50", "p75", "p90", "p99", "max"}; {} when absent."""
+    lines = out.splitlines()
+    for i, ln in enumerate(lines):
+        m = re.match(rf"^\s+{re.escape(title)}.*\(mean ([\d.]+)(us|ms|s)\)\s*$", ln)
+        if not m:
+            continue
+        d = {"mean": float(m.group(1)) * UNIT_MS[m.group(2)]}
+        for nxt in lines[i + 1:]:
+            q = re.match(r"^\s+(\d+%|max)\s+([\d.]+)(us|ms|s)\s*$", nxt)
+            if not q:
+                break
+            d["max" if q.group(1) == "max" else "p" + q.group(1)[:-1]] = float(q.group(2)) * UNIT_MS[q.group(3)]
+        return d
+    return {}
+
+
 def parse_tlsload(out):
-    """parse_wrk() of tlsload's wrk-compatible part (its request latency, not
-    the connection-time distribution printed after it), plus resumed (count
-    of resumed handshakes), client_us (its own CPU per connection) and
-    conn_p50/conn_p99 (ms from connect() to the end of the response)."""
-    head, _, rest = out.partition("Connection time")
+    """parse_wrk() of tlsload's wrk-compatible part (its request latency,
+    before the other distributions), plus resumed (count of resumed
+    handshakes), client_us (its own CPU per connection), conn_p50/conn_p99
+    (ms from connect() to EOF), hs_mean/hs_p50/hs_p99/hs_max (ms from
+    connect() to handshake done), req_mean (ms), completions (responses
+    ended per second, first to last) and, with -R, late and max_late_ms."""
+    head, _, _ = out.partition("Connection time")
     r = parse_wrk(head)
     m = re.search(r"tlsload: connections (\d+), resumed (\d+)", out)
     r["resumed"] = int(m.group(2)) if m else None
     m = re.search(r"client cpu [\d.]+ s \([\d.]+% of a core\), ([\d.]+) us/conn", out)
     r["client_us"] = float(m.group(1)) if m else None
-    conn = dict(re.findall(r"^\s+(50|99)%\s+([\d.]+(?:us|ms|s))\s*$", rest, re.M))
-    for pct in ("50", "99"):
-        v = conn.get(pct)
-        mv = re.fullmatch(r"([\d.]+)(us|ms|s)", v) if v else None
-        r["conn_p" + pct] = float(mv.group(1)) * UNIT_MS[mv.group(2)] if mv else None
+    conn, hs = tlsload_dist(out, "Connection time"), tlsload_dist(out, "Handshake time")
+    r["conn_p50"], r["conn_p99"] = conn.get("p50"), conn.get("p99")
+    r.update(hs_mean=hs.get("mean"), hs_p50=hs.get("p50"), hs_p99=hs.get("p99"), hs_max=hs.get("max"),
+             req_mean=tlsload_dist(out, "Latency Distribution").get("mean"))
+    m = re.search(r"tlsload: completions ([\d.]+)/s", out)
+    r["completions"] = float(m.group(1)) if m else None
+    m = re.search(r"tlsload: offered [\d.]+/s, started (\d+), late (\d+) .*max lateness ([\d.]+) ms", out)
+    r["late"], r["max_late_ms"] = (int(m.group(2)), float(m.group(3))) if m else (None, None)
+    m = re.search(r"errors connect (\d+) handshake (\d+) write (\d+) read (\d+) timeout (\d+) status (\d+)", out)
+    r["errors_total"] = sum(int(x) for x in m.groups()) if m else None
     return r
 
 

@@ -155,7 +155,11 @@ RAMP_STEPS = env_list("RAMP_STEPS", "300,600,1200,2400,4800" if QUICK else
                       int)
 RAMP_SECONDS = env_int("RAMP_SECONDS", 2 if QUICK else 4, 1)
 RAMP_CASE = env_names("RAMP_CASE", ALL_CASES, "ecdsa-1.3", "case")
-RAMP_TIMEOUT = 15              # h2load -T: seconds a connection may stay open (a hung one fails)
+RAMP_TIMEOUT = 15              # seconds a connection may stay open (a hung one fails): h2load -T, tlsload -t
+RAMP_CLIENT = os.environ.get("RAMP_CLIENT", "tlsload")
+if RAMP_CLIENT not in ("tlsload", "h2load"):
+    sys.exit(f"{PROG}: RAMP_CLIENT must be tlsload or h2load, not {RAMP_CLIENT!r}")
+RAMP_CONNS = env_int("RAMP_CONNS", 1000, 1)  # tlsload -c: connections in flight at most
 RAMP_KNEE_PCT = 95             # achieved below this % of offered: the knee
 RAMP_CPU_PCT = 98              # proxy CPU at or above this: the knee
 if len(RAMP_CASE) != 1:
@@ -525,6 +529,8 @@ def request_log(logfile):
 
 
 def measure_ramp(tgt, cps, d, port, proxy, origin):
+    if RAMP_CLIENT == "tlsload":
+        return measure_ramp_tlsload(tgt, cps, d, port, proxy, origin)
     rate, period = rate_args(cps)
     offered = rate * 1000 / period
     n = max(1, round(offered * RAMP_SECONDS))
@@ -561,8 +567,58 @@ def measure_ramp(tgt, cps, d, port, proxy, origin):
              mean=sum(times) / len(times) if times else None, p50=pct(times, 50), p99=pct(times, 99),
              achieved=achieved, achieved_pct=achieved / offered * 100 if offered else None,
              errors=r["total"] - r["requests"] if r["total"] else n)
+    return ramp_verdict(r)
+
+
+def tlsload_ramp_cmd(port, cps, n):
+    """Open loop: CPS new connections a second on a fixed schedule, N in
+    all, at most RAMP_CONNS in flight, one Connection: close request each."""
+    return benchlib.tlsload_cmd(LOAD_PIN, RAMP_CONNS, 0, f"https://127.0.0.1:{port}/", version=RAMP["ver"],
+                                verify=CLIENT_VERIFY, rate=cps, count=n, timeout_s=RAMP_TIMEOUT)
+
+
+def measure_ramp_tlsload(tgt, cps, d, port, proxy, origin):
+    n = max(1, round(cps * RAMP_SECONDS))
+    raw = os.path.join(d, "raw", f"ramp-{tgt}-{cps}.txt")
+    cmd = tlsload_ramp_cmd(port, cps, n)
+
+    def run():
+        try:
+            cp = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                timeout=RAMP_SECONDS + RAMP_TIMEOUT + 60)
+            out = cp.stdout
+        except subprocess.TimeoutExpired as e:
+            out = (e.stdout or b"").decode("utf-8", "replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
+            out += "\n(tlsload killed: it overran its time)\n"
+        write(raw, " ".join(cmd) + "\n" + out)
+        return out
+
+    def parse(out):
+        r = benchlib.parse_tlsload(out)
+        done = r["requests"]                    # responses, whatever their status
+        r["requests"] = done - r["non2xx"]      # 2xx
+        r["total"] = n
+        r["sock_errors"] = n - done
+        if r["sock_errors"]:
+            r["sock_detail"] = f"tlsload: {r['sock_errors']} of {n} connections got no response"
+        return r
+
+    r = measure_wrk(run, proxy, origin, parse=parse)
+    r["problems"] = [p.replace("wrk completed", "tlsload completed") for p in r["problems"]]
+    # Achieved: the rate responses ended at, first to last (tlsload's own
+    # figure); responses ÷ run time when there are too few.
+    achieved = r["completions"] if r["completions"] and r["requests"] > 10 else r["rps"]
+    r.update(label=tgt, step=cps, offered=float(cps), clients=n, raw=os.path.relpath(raw, d), log=None,
+             mean=r["req_mean"], conn_mean=r["hs_mean"], conn_max=r["hs_max"], ttfb_mean=None,
+             achieved=achieved, achieved_pct=achieved / cps * 100 if cps else None,
+             errors=n - r["requests"])
+    return ramp_verdict(r)
+
+
+def ramp_verdict(r):
+    """The load side's CPU and the step's knee conditions."""
     r["h2load_cpu_pct"] = r.pop("wrk_cpu_pct")
-    # The load side: h2load and the origin, pinned together (CPU 1 of 2).
+    # The load side: the client and the origin, pinned together (CPU 1 of 2).
     r["load_cpu_pct"] = r["h2load_cpu_pct"] + r["backend_cpu_us"] * max(r["requests"], 1) / r["wall"] / 1e4
     why = []
     if r["achieved_pct"] is None or r["achieved_pct"] < RAMP_KNEE_PCT:
@@ -681,7 +737,7 @@ def chart_ramp(path, steps, targets):
         ax.yaxis.set_major_formatter(plain)
         ax.yaxis.set_minor_formatter(matplotlib.ticker.FuncFormatter(
             lambda v, _: f"{v:g}" if str(f"{v:g}")[0] in "25" else ""))
-    fig.suptitle(f"Ramp: open-loop h2load --h1, {case_name(RAMP, False)}, one request per connection "
+    fig.suptitle(f"Ramp: open-loop {RAMP_CLIENT}, {case_name(RAMP, False)}, one request per connection "
                  f"(Connection: close), {RAMP_SECONDS} s per step, one proxy worker pinned", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -724,10 +780,18 @@ def report_ramp(L, steps, targets, chart_ramp_line):
     L.append("## Ramp: offered connection rate rising to the knee")
     L.append("")
     rate_ex, per_ex = rate_args(RAMP_STEPS[0])
-    L.append(f"Open loop: h2load (HTTP/1.1, `--h1`) opens new connections at a fixed rate whatever the "
-             f"proxy does (`-r R --rate-period P`: R connections every P ms; {RAMP_STEPS[0]:,} CPS = "
-             f"{rate_ex} every {per_ex} ms), for {RAMP_SECONDS} s per step, one `Connection: close` "
-             f"request on each (`-n` = `-c`): every connection is a full handshake ({case_name(RAMP, False)}, "
+    if RAMP_CLIENT == "tlsload":
+        how = (f"tlsload (bench/tlsload.c, `-R CPS`) starts new connections on a fixed schedule whatever the "
+               f"proxy does ({RAMP_STEPS[0]:,} CPS = one every {1e3 / RAMP_STEPS[0]:.1f} ms; at most "
+               f"{RAMP_CONNS:,} in flight, a start finding none free waits and its lateness is in the raw "
+               f"output), for {RAMP_SECONDS} s per step, one `Connection: close` request on each"
+               + ("" if CLIENT_VERIFY else ", the server's signature not checked (`-x`)"))
+    else:
+        how = (f"h2load (HTTP/1.1, `--h1`) opens new connections at a fixed rate whatever the "
+               f"proxy does (`-r R --rate-period P`: R connections every P ms; {RAMP_STEPS[0]:,} CPS = "
+               f"{rate_ex} every {per_ex} ms), for {RAMP_SECONDS} s per step, one `Connection: close` "
+               f"request on each (`-n` = `-c`)")
+    L.append(f"Open loop: {how}: every connection is a full handshake ({case_name(RAMP, False)}, "
              "tickets and caches off) and a new PROXY-v2 backend connection. One proxy worker "
              f"(thread), pinned as above; each proxy started fresh for each step, the two taking turns. A "
              f"step meets a *knee condition* when the proxy achieved less than {RAMP_KNEE_PCT}% of the "
@@ -735,14 +799,15 @@ def report_ramp(L, steps, targets, chart_ramp_line):
              "such step that the next one confirms (a lone one, followed by a step that meets none, was "
              "noise: the climb goes on). A target stops one step past its knee.")
     L.append("")
-    L.append("*achieved* = the rate responses completed at (2xx responses in h2load's per-request log, "
-             "less one, ÷ the time from the first one's end to the last one's: a latency common to all "
+    src = ("tlsload's distributions" if RAMP_CLIENT == "tlsload" else "h2load's per-request log, `--log-file`")
+    L.append("*achieved* = the rate responses completed at (responses less one ÷ the time from the first "
+             "one's end to the last one's: a latency common to all "
              "shifts both ends alike); *proxy µs/conn* = the proxy's CPU time ÷ 2xx responses; "
-             "*request* times (h2load `--log-file`, per request) run from writing the request on the "
-             "handshaken connection to the end of the response (as the cases' client above); *connect* = h2load's "
-             "`time for connect`, from `connect()` to the end of the TLS handshake (the wait in the "
-             "listen backlog included): the handshake latency; *first byte* = from `connect()` to the "
-             "first response byte, all of it. *load CPU* = h2load's CPU + the origin's, which share "
+             f"*request* times ({src}) run from writing the request on the "
+             "handshaken connection to the end of the response (as the cases' client above); *connect* = "
+             "from `connect()` to the end of the TLS handshake (the wait in the "
+             "listen backlog included): the handshake latency; *first byte* (h2load only) = from `connect()` "
+             "to the first response byte, all of it. *load CPU* = the client's CPU + the origin's, which share "
              f"{'CPU ' + LOAD_PIN[-1] if LOAD_PIN else 'the machine'}: near 100% means the load side, not "
              "the proxy, was the limit at that step; others' CPU (⚠ at or above NOISE_PCT) is what the rest of the "
              "machine took meanwhile.")
@@ -774,7 +839,7 @@ def report_ramp(L, steps, targets, chart_ramp_line):
                  + (f"; highest clean step {fmt(clean['offered'])} offered, {fmt(clean['achieved'])} achieved "
                     f"at {fmt(clean['cpu_pct'])}% proxy CPU, p99 {fmt(clean['p99'], 2)} ms, mean handshake "
                     f"{fmt(clean.get('conn_mean'), 2)} ms" if clean else "; no clean step")
-                 + (f". The load side (h2load + origin) reached {fmt(hot['load_cpu_pct'])}% CPU at "
+                 + (f". The load side (client + origin) reached {fmt(hot['load_cpu_pct'])}% CPU at "
                     f"{fmt(hot['offered'])} offered: the client side was (near) the limit there"
                     if (hot["load_cpu_pct"] or 0) >= 90 else "")
                  + ".")
@@ -817,7 +882,7 @@ def report_ramp(L, steps, targets, chart_ramp_line):
                      f"proxy CPU, mean handshake latency within 2× of HAProxy's\": "
                      + (("**met**" if ratio_ <= 2 else "**missed**") if x["cpu_pct"] >= 95 and y["cpu_pct"] >= 95
                         else "**not measured** by this run, which had no step with both proxies at 100% CPU: "
-                        + ("the load side (h2load + origin) ran out of CPU first (`RAMP_CASE=rsa-1.3` moves "
+                        + ("the load side (client + origin) ran out of CPU first (`RAMP_CASE=rsa-1.3` moves "
                            "the cost to the proxies)" if client else
                            "the knee came before the proxies saturated (other processes' CPU, or queueing)")
                         + f"; at the step closest to it the ratio is {within}")
@@ -862,7 +927,7 @@ def write_report(outdir, d, runs, steps, targets, idents, facts, commands, confs
                 f"warm-up each), {client_text()} over "
                 f"https: every request is a new TCP connection and a full TLS handshake (tickets and "
                 f"session caches off on every server), targets {', '.join(targets)}. " if CASES else "")
-             + (f"Ramp: open-loop h2load, {', '.join(RAMP_TARGETS)}. " if RAMP_TARGETS else "")
+             + (f"Ramp: open-loop {RAMP_CLIENT}, {', '.join(RAMP_TARGETS)}. " if RAMP_TARGETS else "")
              + f"{BODY_SIZE}-byte responses from one nginx origin. sluice builds (each a target of its "
              f"own, run as a copy in churn/bin/): {builds or '(none)'}."
              + (f" sluice-base (BASELINE) is compared with {BASE_OF}." if "sluice-base" in targets else "")
@@ -1080,8 +1145,9 @@ def write_report(outdir, d, runs, steps, targets, idents, facts, commands, confs
                  "handshake, request, response and close one after the other, so by Little's law a "
                  "cycle takes N ÷ CPS on average.")
     if RAMP_TARGETS:
-        L.append(f"- Ramp: h2load (`--h1 -t1`, pinned with the client's CPUs) in rate mode, {RAMP_SECONDS} s of "
-                 "offered load per step; CPU read over the whole h2load run. Steps run target by target, "
+        L.append(f"- Ramp: {'tlsload `-R`' if RAMP_CLIENT == 'tlsload' else 'h2load (`--h1 -t1`) in rate mode'}, "
+                 f"pinned with the cases' client, {RAMP_SECONDS} s of "
+                 "offered load per step; CPU read over the whole client run. Steps run target by target, "
                  "the order alternating each step, so both proxies meet the machine in the same state.")
     L.append(noise_note(NOISE_PCT, ATTEMPTS, QUIET_BUDGET))
     L.append("")
@@ -1097,8 +1163,12 @@ def write_report(outdir, d, runs, steps, targets, idents, facts, commands, confs
         L.append(f"# load (warm-up uses -d{WARMUP}s)")
         L.append(" ".join(load_cmd("PORT", DURATION, {"ver": "VERSION"})))
     if RAMP_TARGETS:
-        L.append(f"# ramp, one step: R connections every P ms, N = offered CPS x {RAMP_SECONDS} s in all")
-        L.append(" ".join(h2load_cmd("PORT", "R", "P", "N", "LOG.tsv")))
+        if RAMP_CLIENT == "tlsload":
+            L.append(f"# ramp, one step: CPS connections a second, N = CPS x {RAMP_SECONDS} s in all")
+            L.append(" ".join(tlsload_ramp_cmd("PORT", "CPS", "N")))
+        else:
+            L.append(f"# ramp, one step: R connections every P ms, N = offered CPS x {RAMP_SECONDS} s in all")
+            L.append(" ".join(h2load_cmd("PORT", "R", "P", "N", "LOG.tsv")))
     L.append("```")
     L.append("")
     L.append("Ports are picked free at run time. Every config used is in [churn/configs/](churn/configs/); "
@@ -1113,7 +1183,7 @@ def write_report(outdir, d, runs, steps, targets, idents, facts, commands, confs
 def facts_software():
     sw = [(t, f"{shown(x['src'])} (run as a copy in churn/bin/): {sluice_describe(x['path'])}, TLS {x['tls']}")
           for t, x in RUN.items()] + peer_versions(haproxy_ssl=True)
-    if RAMP_TARGETS:
+    if RAMP_TARGETS and RAMP_CLIENT == "h2load":
         sw.append(("h2load", cmd_out(["h2load", "--version"])))
     return sw + [("openssl", cmd_out(["openssl", "version"])),
                  ("python3 ssl", f"{sys.version.split()[0]}, {ssl.OPENSSL_VERSION}")]
@@ -1127,7 +1197,13 @@ def main():
         LEFT_OUT.append(f"No {os.path.relpath(benchlib.TLSLOAD, ROOT)} (make build/tlsload): wrk drives the "
                         "cases, and on two cores it saturates before the proxies.")
         CLIENT = "wrk"
-    tools = ("haproxy", "nginx", "openssl") + (("wrk",) if CASES and CLIENT == "wrk" else ()) + (("h2load",) if RAMP_TARGETS else ())
+    global RAMP_CLIENT
+    if RAMP_TARGETS and RAMP_CLIENT == "tlsload" and not benchlib.have_tlsload():
+        LEFT_OUT.append(f"No {os.path.relpath(benchlib.TLSLOAD, ROOT)} (make build/tlsload): h2load drives the "
+                        "ramp, and on two cores it saturates before the proxies.")
+        RAMP_CLIENT = "h2load"
+    tools = (("haproxy", "nginx", "openssl") + (("wrk",) if CASES and CLIENT == "wrk" else ())
+             + (("h2load",) if RAMP_TARGETS and RAMP_CLIENT == "h2load" else ()))
     need_tools(PROG, tools + (("taskset",) if PROXY_PIN else ()), "bench/churn.sh")
     started, outdir, d = results_dirs("churn")
     t_start = time.monotonic()

@@ -112,7 +112,8 @@ static size_t reqlen;
 /* results */
 static long completed, started, resumed, non2xx, active;
 static long errs[E_NKINDS];
-static uint32_t *lat_req, *lat_conn; /* µs per completed connection */
+static uint32_t *lat_req, *lat_conn, *lat_hs; /* µs per completed connection */
+static uint64_t first_end, last_end;          /* when the first and the last response ended */
 static size_t nlat, caplat;
 static int stopping;
 /* -R */
@@ -216,11 +217,16 @@ static void conn_done(struct conn *c)
 		caplat = caplat ? caplat * 2 : 65536;
 		lat_req = realloc(lat_req, caplat * sizeof(*lat_req));
 		lat_conn = realloc(lat_conn, caplat * sizeof(*lat_conn));
-		if (!lat_req || !lat_conn)
+		lat_hs = realloc(lat_hs, caplat * sizeof(*lat_hs));
+		if (!lat_req || !lat_conn || !lat_hs)
 			die("out of memory");
 	}
 	record(&lat_req, t - c->t_req);
 	record(&lat_conn, t - c->t_start);
+	record(&lat_hs, c->t_req - c->t_start);
+	if (!first_end)
+		first_end = t;
+	last_end = t;
 	nlat++;
 	conn_close(c);
 	if (total && completed >= total)
@@ -484,6 +490,8 @@ static void print_dist(const char *title, uint32_t *a, size_t n)
 		fmt_us(m, sizeof(m), a[k]);
 		printf("  %7d%% %9s\n", q[i], m);
 	}
+	fmt_us(m, sizeof(m), a[n - 1]);
+	printf("  %8s %9s\n", "max", m);
 }
 
 static int parse_sigalg(const char *s, uint16_t *out)
@@ -713,6 +721,8 @@ int main(int argc, char **argv)
 	printf("Requests/sec: %9.2f\n", completed / secs);
 	/* tlsload's own */
 	print_dist("Connection time, connect() to EOF", lat_conn, nlat);
+	print_dist(plain ? "Handshake time, connect() to connected" : "Handshake time, connect() to handshake done",
+		   lat_hs, nlat);
 	printf("tlsload: connections %ld, resumed %ld, errors", completed, resumed);
 	for (int k = 0; k < E_NKINDS; k++)
 		printf(" %s %ld", err_name[k], errs[k]);
@@ -722,6 +732,9 @@ int main(int argc, char **argv)
 	if (rate)
 		printf("tlsload: offered %.1f/s, started %ld, late %ld (started over 1 ms after their time), max lateness %.2f ms\n",
 		       rate, scheduled, late, max_late / 1e3);
+	if (completed > 1 && last_end > first_end)
+		printf("tlsload: completions %.1f/s (first to last response end)\n",
+		       (double)(completed - 1) * 1e6 / (double)(last_end - first_end));
 	SSL_CTX_free(ctx);
 	return completed ? 0 : 1;
 }
