@@ -757,17 +757,24 @@ def ramp_knee(steps, t):
 
 def hs_ratio(steps, a, b):
     """Mean connect + handshake time A ÷ B at the highest step where both
-    ran at >= 95% proxy CPU, else at the step closest to saturation (where
-    the lower of the two proxy CPU % is highest). (ratio, step A, step B,
-    how it was chosen) or None."""
+    ran at >= 95% proxy CPU; else, when each saturated at a step of its own
+    (one proxy faster than the other: never both at one rate), at each one's
+    first such step; else at the step closest to saturation (where the lower
+    of the two proxy CPU % is highest). (ratio, step A, step B, how it was
+    chosen) or None."""
     sa = {s["step"]: s for s in steps if s["label"] == a and s.get("conn_mean") and s["cpu_pct"] is not None}
     sb = {s["step"]: s for s in steps if s["label"] == b and s.get("conn_mean") and s["cpu_pct"] is not None}
     common = sorted(set(sa) & set(sb))
     if not common:
         return None
     hot = [k for k in common if sa[k]["cpu_pct"] >= 95 and sb[k]["cpu_pct"] >= 95]
+    first_a = next((sa[k] for k in sorted(sa) if sa[k]["cpu_pct"] >= 95), None)
+    first_b = next((sb[k] for k in sorted(sb) if sb[k]["cpu_pct"] >= 95), None)
     if hot:
         k, how = hot[-1], "the highest step where both proxies ran at ≥ 95% CPU"
+    elif first_a and first_b:
+        return (first_a["conn_mean"] / first_b["conn_mean"], first_a, first_b,
+                "no step had both proxies at ≥ 95% CPU, so each at its own first step there")
     else:
         k = max(common, key=lambda x: (min(sa[x]["cpu_pct"], sb[x]["cpu_pct"]), x))
         how = ("no step had both proxies at ≥ 95% CPU: the step closest to saturation (the highest lower "
@@ -876,8 +883,10 @@ def report_ramp(L, steps, targets, chart_ramp_line):
             ratio_, x, y, how = hr
             client = max(x["load_cpu_pct"] or 0, y["load_cpu_pct"] or 0) >= 90
             within = "within 2×" if ratio_ <= 2 else "**more than 2×**"
-            L.append(f"**Mean handshake latency {a} ÷ HAProxy: {ratio_:.2f}** at {fmt(x['offered'])} offered "
-                     f"CPS ({how}: {a} {fmt(x['cpu_pct'])}% CPU, {fmt(x['conn_mean'], 2)} ms; HAProxy "
+            at = (f"{fmt(x['offered'])} offered CPS" if x["offered"] == y["offered"] else
+                  f"{fmt(x['offered'])} ({a}) and {fmt(y['offered'])} (HAProxy) offered CPS")
+            L.append(f"**Mean handshake latency {a} ÷ HAProxy: {ratio_:.2f}** at {at} "
+                     f"({how}: {a} {fmt(x['cpu_pct'])}% CPU, {fmt(x['conn_mean'], 2)} ms; HAProxy "
                      f"{fmt(y['cpu_pct'])}% CPU, {fmt(y['conn_mean'], 2)} ms). Issue 21's target, \"at 100% "
                      f"proxy CPU, mean handshake latency within 2× of HAProxy's\": "
                      + (("**met**" if ratio_ <= 2 else "**missed**") if x["cpu_pct"] >= 95 and y["cpu_pct"] >= 95
