@@ -59,11 +59,11 @@ for v in awslc:AWS-LC:SLUICE_AWSLC openssl:OpenSSL:SLUICE_OPENSSL; do
 		echo "bench/churn.sh: make TLS=$lib all failed: sluice-$lib is left out of the run" >&2
 done
 
-# The Connection: close cases' client (bench/tlsload.c, on AWS-LC): without
-# it the run falls back to wrk and says so.
-[ "${CLIENT:-tlsload}" != tlsload ] ||
+# The cases' and the ramp's client (bench/tlsload.c, on AWS-LC): without it
+# the run falls back to wrk and h2load and says so.
+[ "${CLIENT:-tlsload}" != tlsload ] && [ "${RAMP_CLIENT:-tlsload}" != tlsload ] ||
 	env -u BUILD -u MAKEFLAGS -u MAKELEVEL make -s build/tlsload ||
-	echo "$0: make build/tlsload failed: wrk drives every case" >&2
+	echo "$0: make build/tlsload failed: wrk and h2load drive the run" >&2
 
 export BUILD
 exec "$(py)" bench/churn.py "$@"

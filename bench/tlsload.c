@@ -17,9 +17,9 @@
  * -R CPS makes it open loop: connections start on a fixed schedule (CPS per
  * second), each on a free slot of the -c; a start whose time has come while
  * every slot is busy waits for one, and how late starts ran is reported. The
- * offered rate then does not bend to the server's speed, so a rising -R can
- * find the server's knee (not used by bench/churn.py's ramp yet: it runs
- * h2load, which on 2 cores saturates before the proxies).
+ * offered rate then does not bend to the server's speed, so a rising -R
+ * finds the server's knee (bench/churn.py's ramp; h2load, which it replaces
+ * there, saturated before the proxies on 2 cores).
  *
  * An http:// target drops TLS: the same loop over plain TCP, so a plain
  * Connection: close baseline is measured with the same client as the TLS
