@@ -528,6 +528,18 @@ def request_log(logfile):
     return sorted(times), ((len(ends) - 1) / span if span > 0 else None)
 
 
+def run_ramp_client(cmd, name):
+    """One ramp step's client run: its output, what it printed before being
+    killed when it overran its time."""
+    try:
+        cp = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            timeout=RAMP_SECONDS + RAMP_TIMEOUT + 60)
+        return cp.stdout
+    except subprocess.TimeoutExpired as e:
+        out = (e.stdout or b"").decode("utf-8", "replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
+        return out + f"\n({name} killed: it overran its time)\n"
+
+
 def measure_ramp(tgt, cps, d, port, proxy, origin):
     if RAMP_CLIENT == "tlsload":
         return measure_ramp_tlsload(tgt, cps, d, port, proxy, origin)
@@ -541,13 +553,7 @@ def measure_ramp(tgt, cps, d, port, proxy, origin):
     cmd = h2load_cmd(port, rate, period, n, logfile)
 
     def run():
-        try:
-            cp = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                timeout=RAMP_SECONDS + RAMP_TIMEOUT + 60)
-            out = cp.stdout
-        except subprocess.TimeoutExpired as e:
-            out = (e.stdout or b"").decode("utf-8", "replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
-            out += "\n(h2load killed: it overran its time)\n"
+        out = run_ramp_client(cmd, "h2load")
         lines = out.splitlines()
         kept = [ln for ln in lines if ln not in ALPN_CHATTER]
         write(raw, " ".join(cmd) + "\n" + "\n".join(kept)
@@ -583,13 +589,7 @@ def measure_ramp_tlsload(tgt, cps, d, port, proxy, origin):
     cmd = tlsload_ramp_cmd(port, cps, n)
 
     def run():
-        try:
-            cp = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                timeout=RAMP_SECONDS + RAMP_TIMEOUT + 60)
-            out = cp.stdout
-        except subprocess.TimeoutExpired as e:
-            out = (e.stdout or b"").decode("utf-8", "replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
-            out += "\n(tlsload killed: it overran its time)\n"
+        out = run_ramp_client(cmd, "tlsload")
         write(raw, " ".join(cmd) + "\n" + out)
         return out
 
