@@ -608,7 +608,7 @@ def measure_ramp_tlsload(tgt, cps, d, port, proxy, origin):
     # Achieved: the rate responses ended at, first to last (tlsload's own
     # figure); responses ÷ run time when there are too few.
     achieved = r["completions"] if r["completions"] and r["requests"] > 10 else r["rps"]
-    r.update(label=tgt, step=cps, offered=float(cps), clients=n, raw=os.path.relpath(raw, d), log=None,
+    r.update(label=tgt, step=cps, offered=float(cps), clients=n, raw=os.path.relpath(raw, d),
              mean=r["req_mean"], conn_mean=r["hs_mean"], conn_max=r["hs_max"], ttfb_mean=None,
              achieved=achieved, achieved_pct=achieved / cps * 100 if cps else None,
              errors=n - r["requests"])
@@ -786,7 +786,6 @@ def report_ramp(L, steps, targets, chart_ramp_line):
     knees = {t: ramp_knee(steps, t)[0] for t in targets}
     L.append("## Ramp: offered connection rate rising to the knee")
     L.append("")
-    rate_ex, per_ex = rate_args(RAMP_STEPS[0])
     if RAMP_CLIENT == "tlsload":
         how = (f"tlsload (bench/tlsload.c, `-R CPS`) starts new connections on a fixed schedule whatever the "
                f"proxy does ({RAMP_STEPS[0]:,} CPS = one every {1e3 / RAMP_STEPS[0]:.1f} ms; at most "
@@ -794,6 +793,7 @@ def report_ramp(L, steps, targets, chart_ramp_line):
                f"output), for {RAMP_SECONDS} s per step, one `Connection: close` request on each"
                + ("" if CLIENT_VERIFY else ", the server's signature not checked (`-x`)"))
     else:
+        rate_ex, per_ex = rate_args(RAMP_STEPS[0])
         how = (f"h2load (HTTP/1.1, `--h1`) opens new connections at a fixed rate whatever the "
                f"proxy does (`-r R --rate-period P`: R connections every P ms; {RAMP_STEPS[0]:,} CPS = "
                f"{rate_ex} every {per_ex} ms), for {RAMP_SECONDS} s per step, one `Connection: close` "
