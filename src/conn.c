@@ -11,7 +11,9 @@
  * States (enum client_state): CL_PROXY until the client's identity is known,
  * CL_OPEN while the codec has it, CL_LINGER once its last response is
  * queued, CL_CLOSING until the handles are closed. */
+#include <errno.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <netinet/in.h>
 #include <arpa/inet.h>
 #include "conn.h"
@@ -228,19 +230,22 @@ static void client_write_cb(uv_write_t *req, int status)
 		cl->codec->sent(cl, 0);
 }
 
-void conn_flush(struct client *cl)
+static void flush(struct client *cl, int last)
 {
 	if (cl->state == CL_CLOSING)
 		return;
-	int rc = outq_flush_via(&cl->out, cl->tls ? &cl->tx->wire : NULL, cl->tls, (uv_stream_t *)&cl->tcp,
-				client_write_cb, cl);
+	int rc = (last ? outq_flush_via_last : outq_flush_via)(&cl->out, cl->tls ? &cl->tx->wire : NULL, cl->tls,
+							       (uv_stream_t *)&cl->tcp, client_write_cb, cl);
 	if (rc == OUTQ_ERR_TLS)
 		log_info("%s TLS write failed: %s", cl->peer, tls_conn_error(cl->tls));
 	if (rc < 0)
 		conn_close(cl);
 }
 
-
+void conn_flush(struct client *cl)
+{
+	flush(cl, 0);
+}
 
 void conn_end(struct client *cl, int send_timer)
 {
@@ -260,7 +265,8 @@ void conn_end(struct client *cl, int send_timer)
 		}
 		tls_conn_shutdown(cl->tls, &cl->tx->wire.pending);
 	}
-	conn_flush(cl);
+	/* When client_linger() will close at once, this write is the last. */
+	flush(cl, cl->in.len == 0 && (cl->peer_eof || (cl->input_done && (cl->tls == NULL || tls_conn_handshake_done(cl->tls)))));
 	if (cl->state != CL_CLOSING && !client_wire(cl)->writing && conn_queued(cl) == 0)
 		client_linger(cl);
 }
@@ -529,13 +535,11 @@ static void client_timer_fired(struct deadline *d)
 
 /* ---- accept ---- */
 
+_Static_assert(sizeof(((struct client *)0)->peer) >= NETADDR_PEER_MAX, "peer text fits");
+
 static void format_peer(struct client *cl)
 {
-	char ip[NETADDR_IP_MAX];
-	netaddr_ip_text(&cl->src, ip, sizeof(ip));
-	/* IPv6 in brackets, or the port could not be told from the address. */
-	snprintf(cl->peer, sizeof(cl->peer), cl->src.family == AF_INET6 ? "[%s]:%u" : "%s:%u",
-		 cl->src.family ? ip : "?", netaddr_port(&cl->src));
+	netaddr_peer_text(&cl->src, cl->peer, sizeof(cl->peer));
 }
 
 /* A listener bound to one address is where every one of its clients

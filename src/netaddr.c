@@ -67,6 +67,35 @@ size_t netaddr_ip_text(const struct netaddr *a, char *out, size_t cap)
 	return strlen(out);
 }
 
+size_t netaddr_peer_text(const struct netaddr *a, char *out, size_t cap)
+{
+	if (cap < NETADDR_PEER_MAX) {
+		if (cap)
+			out[0] = '\0';
+		return 0;
+	}
+	char *o = out;
+	if (a->family == AF_INET6)
+		*o++ = '[';
+	if (a->family == AF_INET || a->family == AF_INET6)
+		o += netaddr_ip_text(a, o, NETADDR_IP_MAX);
+	else
+		*o++ = '?';
+	if (a->family == AF_INET6)
+		*o++ = ']';
+	*o++ = ':';
+	char digits[5];
+	int n = 0;
+	unsigned port = netaddr_port(a);
+	do
+		digits[n++] = (char)('0' + port % 10);
+	while ((port /= 10) != 0);
+	while (n)
+		*o++ = digits[--n];
+	*o = '\0';
+	return (size_t)(o - out);
+}
+
 uint16_t netaddr_port(const struct netaddr *a)
 {
 	return ntohs(a->port);

@@ -31,6 +31,11 @@ void netaddr_from_sockaddr(struct netaddr *a, const struct sockaddr *sa);
 void netaddr_unmap(struct netaddr *out, const struct netaddr *in);
 /* Bare IP literal ("192.0.2.1", "2001:db8::1"), or "unknown". Returns its length. */
 size_t netaddr_ip_text(const struct netaddr *a, char *out, size_t cap);
+/* "ip:port", "[ip6]:port", or "?:port" for no address, as logs name a
+ * peer; formatted by hand (once per connection, so snprintf showed).
+ * CAP must be at least NETADDR_PEER_MAX, or OUT is left empty. */
+#define NETADDR_PEER_MAX (NETADDR_IP_MAX + 8)
+size_t netaddr_peer_text(const struct netaddr *a, char *out, size_t cap);
 uint16_t netaddr_port(const struct netaddr *a);
 
 /* "10.0.0.0/8", "2001:db8::/32", or a bare address (a host network).

@@ -1,4 +1,6 @@
+#include <errno.h>
 #include <stdlib.h>
+#include <sys/socket.h>
 #include "outq.h"
 #include "tls.h"
 #include "util.h"
@@ -31,14 +33,28 @@ void outq_written(struct outq *q)
 	}
 }
 
+static int flush(struct outq *q, uv_stream_t *s, uv_write_cb cb, void *data, int last);
+
+static int flush_via(struct outq *plain, struct outq *wire, struct tls_conn *tls, uv_stream_t *s,
+		     uv_write_cb cb, void *data, int last)
+{
+	if (tls == NULL)
+		return flush(plain, s, cb, data, last);
+	if (outq_seal(plain, wire, tls) < 0)
+		return OUTQ_ERR_TLS;
+	return flush(wire, s, cb, data, last);
+}
+
 int outq_flush_via(struct outq *plain, struct outq *wire, struct tls_conn *tls, uv_stream_t *s,
 		   uv_write_cb cb, void *data)
 {
-	if (tls == NULL)
-		return outq_flush(plain, s, cb, data);
-	if (outq_seal(plain, wire, tls) < 0)
-		return OUTQ_ERR_TLS;
-	return outq_flush(wire, s, cb, data);
+	return flush_via(plain, wire, tls, s, cb, data, 0);
+}
+
+int outq_flush_via_last(struct outq *plain, struct outq *wire, struct tls_conn *tls, uv_stream_t *s,
+			uv_write_cb cb, void *data)
+{
+	return flush_via(plain, wire, tls, s, cb, data, 1);
 }
 
 int outq_seal(struct outq *plain, struct outq *wire, struct tls_conn *tls)
@@ -50,13 +66,35 @@ int outq_seal(struct outq *plain, struct outq *wire, struct tls_conn *tls)
 	return rc < 0 ? OUTQ_ERR_TLS : 0;
 }
 
+/* The last bytes before a close are sent with MSG_MORE: the kernel holds
+ * them, and the close's FIN then leaves in the same segment, which saves
+ * the peer (and, on loopback, us) one segment and its ACK. */
+static size_t try_write(uv_stream_t *s, const struct buf *b, int last)
+{
+	uv_os_fd_t fd;
+	if (last && uv_stream_get_write_queue_size(s) == 0 && uv_fileno((uv_handle_t *)s, &fd) == 0) {
+		ssize_t n;
+		do
+			n = send(fd, b->data, b->len, MSG_MORE | MSG_NOSIGNAL);
+		while (n < 0 && errno == EINTR);
+		/* An error other than a full buffer comes back from uv_write. */
+		return n > 0 ? (size_t)n : 0;
+	}
+	uv_buf_t tb = uv_buf_init(b->data, (unsigned)b->len);
+	int n = uv_try_write(s, &tb, 1);
+	return n > 0 ? (size_t)n : 0;
+}
+
 int outq_flush(struct outq *q, uv_stream_t *s, uv_write_cb cb, void *data)
+{
+	return flush(q, s, cb, data, 0);
+}
+
+static int flush(struct outq *q, uv_stream_t *s, uv_write_cb cb, void *data, int last)
 {
 	if (q->writing || q->pending.len == 0)
 		return 0;
-	uv_buf_t tb = uv_buf_init(q->pending.data, (unsigned)q->pending.len);
-	int n = uv_try_write(s, &tb, 1);
-	size_t done = n > 0 ? (size_t)n : 0;
+	size_t done = try_write(s, &q->pending, last);
 	if (done == q->pending.len) {
 		q->pending.len = 0;
 		return 0;

@@ -49,5 +49,10 @@ static inline size_t outq_queued_via(const struct outq *plain, const struct outq
 int outq_seal(struct outq *plain, struct outq *wire, struct tls_conn *tls);
 int outq_flush_via(struct outq *plain, struct outq *wire, struct tls_conn *tls, uv_stream_t *s,
 		   uv_write_cb cb, void *data);
+/* The same for the last bytes before the caller closes the socket, at once
+ * when they all went (nothing queued for a uv_write): the kernel may hold
+ * them until that close. */
+int outq_flush_via_last(struct outq *plain, struct outq *wire, struct tls_conn *tls, uv_stream_t *s,
+			uv_write_cb cb, void *data);
 
 #endif

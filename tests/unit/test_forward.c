@@ -352,6 +352,30 @@ static void test_number_and_address_text(void)
 	}
 }
 
+static void test_peer_text(void)
+{
+	static const struct { int family; const char *ip; unsigned port; const char *want; } cases[] = {
+		{ AF_INET, "127.0.0.1", 0, "127.0.0.1:0" },
+		{ AF_INET, "10.20.30.40", 8080, "10.20.30.40:8080" },
+		{ AF_INET, "255.255.255.255", 65535, "255.255.255.255:65535" },
+		{ AF_INET6, "::1", 443, "[::1]:443" },
+		{ AF_INET6, "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", 65535,
+		  "[ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff]:65535" },
+		{ AF_INET6, "::ffff:10.0.0.1", 80, "[::ffff:10.0.0.1]:80" },
+		{ 0, NULL, 9, "?:9" },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct netaddr a = { .family = (uint8_t)cases[i].family, .port = htons((uint16_t)cases[i].port) };
+		if (cases[i].ip)
+			inet_pton(cases[i].family, cases[i].ip, a.ip);
+		char got[NETADDR_PEER_MAX];
+		size_t n = netaddr_peer_text(&a, got, sizeof(got));
+		CHECK(n == strlen(cases[i].want) && strcmp(got, cases[i].want) == 0);
+	}
+	char small[8] = "x";
+	CHECK(netaddr_peer_text(&(struct netaddr){ .family = AF_INET }, small, sizeof(small)) == 0 && small[0] == 0);
+}
+
 int main(void)
 {
 	W = &worker;
@@ -364,6 +388,7 @@ int main(void)
 	test_ipv6_and_mapped();
 	test_cidr();
 	test_base64();
+	test_peer_text();
 	printf("test_forward: %d passed, %d failed\n", passed, failed);
 	return failed != 0;
 }
