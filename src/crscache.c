@@ -69,7 +69,7 @@ static uint32_t tc_keep(struct crs_txn *t, const char *v, size_t vl)
 /* VALUE's features (sectfn_features), looked for once per phase: the
  * values of a request go through some twenty chains, most of whose steps
  * leave them as they are. Kept under key TC_INFO, OFF holding them. */
-static uint32_t value_features(struct crs_txn *t, const char *value, size_t vlen)
+uint32_t crscache_features(struct crs_txn *t, const char *value, size_t vlen)
 {
 	const struct crs_tcache *e = crscache_find(t, value, (uint32_t)vlen, TC_INFO);
 	if (e)
@@ -89,7 +89,7 @@ struct crs_tcache *crscache_transform(struct crs_txn *t, const struct crs_rule *
 	uint32_t voff = UINT32_MAX;  /* where V is in tc_data, when it is */
 	uint64_t seq = 0;
 	int nseq = 0, cur = 0;
-	uint32_t feat = link->ntfn ? value_features(t, value, vlen) : 0;
+	uint32_t feat = link->ntfn ? crscache_features(t, value, vlen) : 0;
 	for (int k = 0; k < link->ntfn; k++) {
 		enum sl_tfn step = (enum sl_tfn)link->tfn[k];
 		if (v == value ? sectfn_unchanged_f(step, feat) : sectfn_unchanged(step, v, vl))
@@ -108,14 +108,14 @@ struct crs_tcache *crscache_transform(struct crs_txn *t, const struct crs_rule *
 			nseq = -1;  /* too long to key: this chain's alone */
 		}
 		struct buf *out = &t->val[cur];
-		(void)sectfn_apply(step, v, vl, out);
+		int changed = sectfn_apply(step, v, vl, out);
 		v = out->data ? out->data : "";
 		vl = out->len;
 		cur ^= 1;
 		voff = UINT32_MAX;
 		if (nseq > 0) {
 			voff = tc_keep(t, v, vl);
-			(void)tc_put(t, value, (uint32_t)vlen, seq, voff, vl, 0);
+			tc_put(t, value, (uint32_t)vlen, seq, voff, vl, 0)->changed = (uint8_t)changed;
 			v = t->tc_data.data + voff;
 		}
 	}
@@ -124,6 +124,37 @@ struct crs_tcache *crscache_transform(struct crs_txn *t, const struct crs_rule *
 	if (voff == UINT32_MAX)
 		voff = tc_keep(t, v, vl);
 	return tc_put(t, value, (uint32_t)vlen, TC_CHAIN(link->chain), voff, vl, 0);
+}
+
+int crscache_step(struct crs_txn *t, struct crs_walk *w, enum sl_tfn step)
+{
+	const char *in = w->v;
+	size_t inl = w->vl;
+	if (in == w->value ? sectfn_unchanged_f(step, w->feat) : sectfn_unchanged(step, in, inl))
+		return 0;
+	if (w->nseq >= 0 && w->nseq < SEQ_MAX) {
+		w->seq = w->seq << 6 | (uint64_t)(step + 1);
+		w->nseq++;
+		const struct crs_tcache *done = crscache_find(t, w->value, (uint32_t)w->vlen, w->seq);
+		if (done) {
+			w->v = t->tc_data.data + done->off;
+			w->vl = done->len;
+			return done->changed;
+		}
+	} else {
+		w->nseq = -1;
+	}
+	struct buf *out = &t->val[w->cur];
+	int changed = sectfn_apply(step, in, inl, out);
+	w->v = out->data ? out->data : "";
+	w->vl = out->len;
+	w->cur ^= 1;
+	if (w->nseq > 0) {
+		uint32_t off = tc_keep(t, w->v, w->vl);
+		tc_put(t, w->value, (uint32_t)w->vlen, w->seq, off, w->vl, 0)->changed = (uint8_t)changed;
+		w->v = t->tc_data.data + off;
+	}
+	return changed;
 }
 
 struct pf_scan_ctx {

@@ -39,6 +39,7 @@ struct crs_tcache {
 	uint32_t slen, epoch;
 	uint64_t key;              /* TC_CHAIN(chain), or a step sequence */
 	uint8_t same;              /* no step changed it: the result is the value itself */
+	uint8_t changed;           /* a step sequence's: its last step said it changed the value */
 	uint32_t off, len;         /* the result, in tc_data */
 	uint32_t pf;               /* its prefilter bits in pf_bits, PF_NONE before the scan */
 };
@@ -63,6 +64,32 @@ struct crs_tcache *crscache_transform(struct crs_txn *t, const struct crs_rule *
 /* Whether LINK's operator can match the cached value E (its result V) at
  * all: its chain's literals, scanned once per value (the bits kept with E). */
 int crscache_pf_may_match(struct crs_txn *t, const struct crs_rule *link, struct crs_tcache *e, const char *v);
+
+/* VALUE's features (sectfn_features), cached for the phase. */
+uint32_t crscache_features(struct crs_txn *t, const char *value, size_t vlen);
+
+/* A walk of a value (stable for the phase) through a chain one step at a
+ * time, for multiMatch, whose operator looks at every value a step made:
+ * steps that cannot change the value are passed over without a copy, and
+ * the results of the others are shared through the cache with every chain
+ * and walk that took the same steps (crscache_transform's keys). */
+struct crs_walk {
+	const char *value;         /* the walk's start */
+	size_t vlen;
+	uint32_t feat;             /* crscache_features(value) */
+	const char *v;             /* the current result (in value, tc_data or val[]) */
+	size_t vl;
+	uint64_t seq;
+	int nseq, cur;
+};
+static inline void crscache_walk_start(struct crs_txn *t, struct crs_walk *w, const char *value, size_t vlen)
+{
+	*w = (struct crs_walk){ .value = value, .vlen = vlen, .feat = crscache_features(t, value, vlen),
+				.v = value, .vl = vlen };
+}
+/* STEP applied to W's current result: 1 when it changed it (W then holds
+ * the new one), 0 when not. */
+int crscache_step(struct crs_txn *t, struct crs_walk *w, enum sl_tfn step);
 
 /* A new phase: every entry and group record goes stale. Returns 1 when
  * the epoch wrapped (the caller's own epoch-tagged records must be reset). */

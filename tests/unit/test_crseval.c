@@ -146,6 +146,17 @@ static void test_multimatch(void)
 		   "SecRule REQUEST_COOKIES \"@rx ab\" \"id:33,phase:1,pass,multiMatch,t:none,t:urlDecodeUni,t:cmdLine,setvar:tx.f=+1\"\n") == 0);
 	run("GET", "/", "Cookie: k=a%62", NULL);
 	CHECK(tx_is("c", NULL) && tx_is("d", "2") && tx_is("e", "1") && tx_is("f", "2"));
+	/* a step whose result another rule already cached: what it said about
+	 * changing the value still decides whether the operator runs again
+	 * ("x%" has a '%' but nothing to decode; "x%41" decodes) */
+	CHECK(load("SecRuleEngine On\n"
+		   "SecRule REQUEST_COOKIES \"@rx x\" \"id:34,phase:1,pass,t:none,t:urlDecodeUni,setvar:tx.a=+1\"\n"
+		   "SecRule REQUEST_COOKIES \"@rx x\" \"id:35,phase:1,pass,multiMatch,t:none,t:urlDecodeUni,setvar:tx.g=+1\"\n"
+		   "SecRule REQUEST_COOKIES \"@rx x\" \"id:36,phase:1,pass,multiMatch,t:none,t:urlDecodeUni,t:lowercase,setvar:tx.h=+1\"\n") == 0);
+	run("GET", "/", "Cookie: k=x%", NULL);
+	CHECK(tx_is("a", "1") && tx_is("g", "1") && tx_is("h", "1"));
+	run("GET", "/", "Cookie: k=x%41", NULL);
+	CHECK(tx_is("a", "1") && tx_is("g", "2") && tx_is("h", "3"));
 }
 
 static void test_captures_and_macros(void)
