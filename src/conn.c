@@ -265,8 +265,11 @@ void conn_end(struct client *cl, int send_timer)
 		}
 		tls_conn_shutdown(cl->tls, &cl->tx->wire.pending);
 	}
-	/* When client_linger() will close at once, this write is the last. */
-	flush(cl, cl->in.len == 0 && (cl->peer_eof || (cl->input_done && (cl->tls == NULL || tls_conn_handshake_done(cl->tls)))));
+	/* When client_linger() will close at once, this write is the last. Not
+	 * while reading is paused: unread bytes may wait in the kernel, and a
+	 * close over them is a reset that would drop what MSG_MORE held. */
+	flush(cl, cl->in.len == 0 && !cl->read_stopped &&
+		  (cl->peer_eof || (cl->input_done && (cl->tls == NULL || tls_conn_handshake_done(cl->tls)))));
 	if (cl->state != CL_CLOSING && !client_wire(cl)->writing && conn_queued(cl) == 0)
 		client_linger(cl);
 }

@@ -941,12 +941,15 @@ static int run_rule(struct crs_txn *t, const struct crs_rule *link, const struct
 			struct crs_walk w;
 			crscache_walk_start(t, &w, tg->value, tg->vlen);
 			rc = try_value(t, link, starter, name, tg->nlen, w.v, w.vl);
-			for (int k = 0; rc != STOP && k < link->ntfn; k++)
-				if (crscache_step(t, &w, (enum sl_tfn)link->tfn[k]))
-					rc = try_value(t, link, starter, name, tg->nlen, w.v, w.vl), matched |= rc == MATCH;
+			matched |= rc == MATCH;
+			for (int k = 0; rc != STOP && k < link->ntfn; k++) {
+				if (crscache_step(t, &w, (enum sl_tfn)link->tfn[k])) {
+					rc = try_value(t, link, starter, name, tg->nlen, w.v, w.vl);
+					matched |= rc == MATCH;
+				}
+			}
 			if (rc == STOP)
 				return STOP;
-			matched |= rc == MATCH;
 			continue;
 		}
 		for (int k = 0; k < link->ntfn; k++) {

@@ -150,7 +150,7 @@ int injmemo_xss(struct injmemo *m, const char *v, size_t vl)
 	 * in is never judged). Most values (a User-Agent, a cookie, a number)
 	 * hold neither: two memchr passes instead of five tokenizer runs.
 	 * tests/unit/test_injmemo.c checks this against libinjection. */
-	if (memchr(v, '<', vl) == NULL && memchr(v, '=', vl) == NULL)
+	if (vl == 0 || (memchr(v, '<', vl) == NULL && memchr(v, '=', vl) == NULL))
 		return 0;
 	char fp[8] = { 0 };
 	return lookup(m, INJ_XSS, v, vl, fp);

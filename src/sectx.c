@@ -75,7 +75,9 @@ static uint32_t name_hash(int coll, const char *name, size_t nlen)
 				w |= (uint64_t)(unsigned char)name[k] << (8 * k);
 		h = (h ^ (w | fold)) * mul;
 	}
-	h ^= h >> 29;
+	h ^= h >> 33;  /* the last word's high bytes reach the low bits too */
+	h *= mul;
+	h ^= h >> 33;
 	return (uint32_t)h;
 }
 

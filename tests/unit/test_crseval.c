@@ -152,11 +152,14 @@ static void test_multimatch(void)
 	CHECK(load("SecRuleEngine On\n"
 		   "SecRule REQUEST_COOKIES \"@rx x\" \"id:34,phase:1,pass,t:none,t:urlDecodeUni,setvar:tx.a=+1\"\n"
 		   "SecRule REQUEST_COOKIES \"@rx x\" \"id:35,phase:1,pass,multiMatch,t:none,t:urlDecodeUni,setvar:tx.g=+1\"\n"
-		   "SecRule REQUEST_COOKIES \"@rx x\" \"id:36,phase:1,pass,multiMatch,t:none,t:urlDecodeUni,t:lowercase,setvar:tx.h=+1\"\n") == 0);
+		   "SecRule REQUEST_COOKIES \"@rx x\" \"id:36,phase:1,pass,multiMatch,t:none,t:urlDecodeUni,t:lowercase,setvar:tx.h=+1\"\n"
+		   /* the raw value matches and the decoded one does not: still a match, the chain goes on */
+		   "SecRule REQUEST_COOKIES \"@rx %41\" \"id:37,phase:1,pass,multiMatch,t:none,t:urlDecodeUni,chain\"\n"
+		   "SecRule REQUEST_COOKIES \"@rx .\" \"setvar:tx.m=1\"\n") == 0);
 	run("GET", "/", "Cookie: k=x%", NULL);
-	CHECK(tx_is("a", "1") && tx_is("g", "1") && tx_is("h", "1"));
+	CHECK(tx_is("a", "1") && tx_is("g", "1") && tx_is("h", "1") && tx_is("m", NULL));
 	run("GET", "/", "Cookie: k=x%41", NULL);
-	CHECK(tx_is("a", "1") && tx_is("g", "2") && tx_is("h", "3"));
+	CHECK(tx_is("a", "1") && tx_is("g", "2") && tx_is("h", "3") && tx_is("m", "1"));
 }
 
 static void test_captures_and_macros(void)
