@@ -653,7 +653,10 @@ def test_upgrade_under_systemd_moves_mainpid(sluice_bin, demo, tmp_path):
         new = int(st["MainPID"])
         assert st["ActiveState"] == "active", st
         assert st["StatusText"] == "upgraded: master pid %d serves" % new, st
-        H.wait_for(lambda: not H.pid_alive(sd.host_pid(old)) if sd.host_pid(old) else True, 15,
+        def old_gone():
+            hp = sd.host_pid(old)  # once: it is None as soon as the old master is gone
+            return hp is None or not H.pid_alive(hp)
+        H.wait_for(old_gone, 15,
                    what="the old master to exit")
         assert H.http_request(port, "GET", "/").status == 200
         st = sd.show("sluice.service")
