@@ -79,51 +79,25 @@ uint32_t crscache_features(struct crs_txn *t, const char *value, size_t vlen)
 	return f;
 }
 
-/* VALUE through LINK's chain, into the cache: steps that cannot
- * change it skipped, the others' results shared with every chain that
- * reaches the same sequence of effective steps. */
+/* VALUE through LINK's chain, into the cache: a walk (crscache_step) to
+ * the chain's end, so steps that cannot change it are skipped and the
+ * others' results are shared with every chain that reaches the same
+ * sequence of effective steps. */
 struct crs_tcache *crscache_transform(struct crs_txn *t, const struct crs_rule *link, const char *value, size_t vlen)
 {
-	const char *v = value;
-	size_t vl = vlen;
-	uint32_t voff = UINT32_MAX;  /* where V is in tc_data, when it is */
-	uint64_t seq = 0;
-	int nseq = 0, cur = 0;
-	uint32_t feat = link->ntfn ? crscache_features(t, value, vlen) : 0;
-	for (int k = 0; k < link->ntfn; k++) {
-		enum sl_tfn step = (enum sl_tfn)link->tfn[k];
-		if (v == value ? sectfn_unchanged_f(step, feat) : sectfn_unchanged(step, v, vl))
-			continue;  /* most values of ordinary traffic: no copy */
-		if (nseq >= 0 && nseq < SEQ_MAX) {
-			seq = seq << 6 | (uint64_t)(step + 1);
-			nseq++;
-			const struct crs_tcache *done = crscache_find(t, value, (uint32_t)vlen, seq);
-			if (done) {
-				voff = done->off;
-				vl = done->len;
-				v = t->tc_data.data + voff;
-				continue;
-			}
-		} else {
-			nseq = -1;  /* too long to key: this chain's alone */
-		}
-		struct buf *out = &t->val[cur];
-		int changed = sectfn_apply(step, v, vl, out);
-		v = out->data ? out->data : "";
-		vl = out->len;
-		cur ^= 1;
-		voff = UINT32_MAX;
-		if (nseq > 0) {
-			voff = tc_keep(t, v, vl);
-			tc_put(t, value, (uint32_t)vlen, seq, voff, vl, 0)->changed = (uint8_t)changed;
-			v = t->tc_data.data + voff;
-		}
-	}
-	if (v == value)
-		return tc_put(t, value, (uint32_t)vlen, TC_CHAIN(link->chain), 0, vl, 1);
-	if (voff == UINT32_MAX)
-		voff = tc_keep(t, v, vl);
-	return tc_put(t, value, (uint32_t)vlen, TC_CHAIN(link->chain), voff, vl, 0);
+	if (link->ntfn == 0)
+		return tc_put(t, value, (uint32_t)vlen, TC_CHAIN(link->chain), 0, vlen, 1);
+	struct crs_walk w;
+	crscache_walk_start(t, &w, value, vlen);
+	for (int k = 0; k < link->ntfn; k++)
+		(void)crscache_step(t, &w, (enum sl_tfn)link->tfn[k]);
+	if (w.v == value)
+		return tc_put(t, value, (uint32_t)vlen, TC_CHAIN(link->chain), 0, w.vl, 1);
+	/* a step's result the walk kept is in tc_data already; a result past
+	 * SEQ_MAX steps is only in val[] */
+	int kept = w.v >= t->tc_data.data && w.v < t->tc_data.data + t->tc_data.len;
+	uint32_t off = kept ? (uint32_t)(w.v - t->tc_data.data) : tc_keep(t, w.v, w.vl);
+	return tc_put(t, value, (uint32_t)vlen, TC_CHAIN(link->chain), off, w.vl, 0);
 }
 
 int crscache_step(struct crs_txn *t, struct crs_walk *w, enum sl_tfn step)
