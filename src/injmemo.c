@@ -1,10 +1,10 @@
 /* libinjection's answers by content, per evaluation (injmemo.h says why). */
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include "injmemo.h"
 #include "libinjection.h"
 #include "util.h"
+#include "vhash.h"
 
 enum { INJ_SQLI, INJ_XSS };
 
@@ -42,39 +42,6 @@ void injmemo_free(struct injmemo *m)
 	memset(m, 0, sizeof(*m));
 }
 
-static uint64_t mix(uint64_t h)
-{
-	h ^= h >> 33;
-	h *= 0xff51afd7ed558ccdull;
-	h ^= h >> 33;
-	return h;
-}
-
-/* Keyed per process, so which values share a hash cannot be worked out
- * from the outside. */
-static uint64_t hash_key;
-
-static uint64_t content_hash(const char *v, size_t n, int kind)
-{
-	if (!hash_key) {
-		uint64_t k = 0;
-		if (getrandom(&k, sizeof(k), GRND_NONBLOCK) != (ssize_t)sizeof(k))
-			k = (uint64_t)(uintptr_t)&k ^ (uint64_t)n * 0x9E3779B97F4A7C15ull;
-		hash_key = k | 1;
-	}
-	uint64_t h = hash_key ^ ((uint64_t)n << 8 | (uint64_t)kind);
-	size_t i = 0;
-	for (; i + 8 <= n; i += 8) {
-		uint64_t w;
-		memcpy(&w, v + i, 8);
-		h = mix(h ^ w) * 0xC2B2AE3D27D4EB4Full;
-	}
-	uint64_t tail = 0;
-	if (n > i)
-		memcpy(&tail, v + i, n - i);
-	return mix(h ^ tail ^ 0x165667B19E3779F9ull);
-}
-
 static void grow(struct injmemo *m)
 {
 	size_t ncap = m->cap ? m->cap * 2 : 256;
@@ -106,7 +73,7 @@ static int lookup(struct injmemo *m, int kind, const char *v, size_t vl, char fp
 {
 	if (m->epoch == 0)
 		m->epoch = 1;  /* never cleared yet: 0 is what calloc'd entries hold */
-	uint64_t h = content_hash(v, vl, kind);
+	uint64_t h = vhash(v, vl, (unsigned)kind);
 	if (m->cap) {
 		size_t i = (size_t)h & (m->cap - 1);
 		for (unsigned probe = 0; probe < INJMEMO_MAX_PROBE; probe++, i = (i + 1) & (m->cap - 1)) {
