@@ -4,6 +4,7 @@
 #include <strings.h>
 #include "seccoll.h"
 #include "util.h"
+#include "vhash.h"
 
 static uint32_t arena_put(struct seccoll *c, const char *s, size_t n)
 {
@@ -296,7 +297,59 @@ struct jparse {
 	struct buf str;    /* a decoded string */
 	struct buf keys;   /* the keys of the objects being read, a stack */
 	int depth;
+	struct jstr *seen; /* the names and values stored so far, by content */
+	size_t nseen, seen_cap;
 };
+
+/* A JSON body repeats itself (every element of an array of objects has
+ * the same names, and flags, enums and small numbers recur): a string
+ * already in the arena is stored once, so the CRS engine's caches, which
+ * know a value by where it is, transform and scan it once. */
+struct jstr {
+	uint64_t hash;
+	uint32_t off, len;  /* off + 1 in the arena; 0: an empty slot */
+};
+
+#define J_SEEN_MAX_PROBE 32  /* past it a string is stored again (values made to share a hash) */
+
+static void j_seen_grow(struct jparse *j)
+{
+	size_t ncap = j->seen_cap ? j->seen_cap * 2 : 64;
+	struct jstr *old = j->seen, *tab = calloc(ncap, sizeof(*tab));
+	AN(tab);
+	for (size_t k = 0; k < j->seen_cap; k++) {
+		if (!old[k].off)
+			continue;
+		size_t i = (size_t)old[k].hash & (ncap - 1);
+		while (tab[i].off)
+			i = (i + 1) & (ncap - 1);
+		tab[i] = old[k];
+	}
+	free(old);
+	j->seen = tab;
+	j->seen_cap = ncap;
+}
+
+/* S (N bytes) in the arena: where it already is, or a new copy. */
+static uint32_t j_put(struct jparse *j, const char *s, size_t n)
+{
+	struct seccoll *c = j->c;
+	uint64_t h = vhash(s, n, 0x6a73);
+	if ((j->nseen + 1) * 4 > j->seen_cap)  /* sparse: linear probing's runs stay short */
+		j_seen_grow(j);
+	size_t i = (size_t)h & (j->seen_cap - 1);
+	for (unsigned probe = 0; j->seen[i].off; probe++, i = (i + 1) & (j->seen_cap - 1)) {
+		const struct jstr *e = &j->seen[i];
+		if (e->hash == h && e->len == n && memcmp(c->arena.data + e->off - 1, s, n) == 0)
+			return e->off - 1;
+		if (probe + 1 >= J_SEEN_MAX_PROBE)
+			return arena_put(c, s, n);
+	}
+	uint32_t off = arena_put(c, s, n);
+	j->seen[i] = (struct jstr){ .hash = h, .off = off + 1, .len = (uint32_t)n };
+	j->nseen++;
+	return off;
+}
 
 static void j_ws(struct jparse *j)
 {
@@ -404,8 +457,8 @@ static int j_string(struct jparse *j)
 
 static void j_arg(struct jparse *j, const char *v, size_t vlen)
 {
-	uint32_t n = arena_put(j->c, j->name.data ? j->name.data : "", j->name.len);
-	uint32_t val = arena_put(j->c, v, vlen);
+	uint32_t n = j_put(j, j->name.data ? j->name.data : "", j->name.len);
+	uint32_t val = j_put(j, v, vlen);
 	list_add(&j->c->list[SC_ARGS_JSON], n, (uint32_t)j->name.len, val, (uint32_t)vlen);
 }
 
@@ -542,5 +595,6 @@ int seccoll_json_body(struct seccoll *c, const char *body, size_t len)
 	buf_free(&j.name);
 	buf_free(&j.str);
 	buf_free(&j.keys);
+	free(j.seen);
 	return rc;
 }
