@@ -5,7 +5,6 @@
 #include "crscache.h"
 #include "sectfn.h"
 #include "util.h"
-#include "vhash.h"
 
 static size_t tc_hash(const char *src, uint32_t slen, uint64_t key)
 {
@@ -160,120 +159,26 @@ static uint32_t pf_alloc(struct crs_txn *t, size_t words)
 	return off;
 }
 
-/* A chain's prefilter scan in this phase: the bits of the value at SRC,
- * or OFF in tc_data when SRC is NULL. Values repeat within a request — a
- * JSON body's flags and numbers, a value under ARGS and ARGS_POST, the
- * same result out of other steps — and are scanned once per chain by
- * content. (One database for every chain, to scan a value once, costs
- * more: Hyperscan confirms all the chains' thousands of literals.) */
-struct crs_pfscan {
-	uint64_t hash;
-	const char *src;
-	uint32_t off, len;
-	uint32_t epoch;            /* tc_epoch; another: empty */
-	uint32_t chain;
-	uint32_t bits;             /* in pf_bits */
-};
-
-/* A value whose slot lies this far from its hash's is scanned, not kept:
- * values crafted to share a hash cost a bounded walk each. */
-#define PFS_MAX_PROBE 16
-#define PFS_AFTER 256
-#define PFS_MIN_HITS 8
-#define PFS_TRIAL 64
-
-static void pfs_grow(struct crs_txn *t)
-{
-	size_t ncap = t->pfs_cap ? t->pfs_cap * 2 : 256;
-	struct crs_pfscan *old = t->pfs;
-	size_t ocap = t->pfs_cap;
-	t->pfs = calloc(ncap, sizeof(*t->pfs));
-	AN(t->pfs);
-	t->pfs_cap = ncap;
-	for (size_t k = 0; k < ocap; k++) {
-		if (old[k].epoch != t->tc_epoch)
-			continue;
-		size_t i = (size_t)old[k].hash & (ncap - 1);
-		while (t->pfs[i].epoch == t->tc_epoch)
-			i = (i + 1) & (ncap - 1);
-		t->pfs[i] = old[k];
-	}
-	free(old);
-}
-
-/* The bits of PF's literals in V, into pf_bits: their offset. */
-static uint32_t pf_scan_now(struct crs_txn *t, const struct crs_prefilter *pf, const char *v, uint32_t vl)
+/* The prefilter bits of PF's literals in V, into pf_bits. */
+static uint32_t pf_scan(struct crs_txn *t, const struct crs_prefilter *pf, const char *v, size_t vl)
 {
 	size_t words = (pf->nbits + 63) / 64;
 	uint32_t off = pf_alloc(t, words);
 	struct pf_scan_ctx c = { t->pf_bits + off, pf->bit };
 	/* A failed scan must not rule anything out (a group's union would skip
 	 * whole rules): every bit set, every rule's operator decides. */
-	if (hs_scan(pf->hs, vl ? v : "", vl, 0, t->hs_scratch, pf_hit, &c) != HS_SUCCESS)
+	if (hs_scan(pf->hs, vl ? v : "", (unsigned)vl, 0, t->hs_scratch, pf_hit, &c) != HS_SUCCESS)
 		memset(t->pf_bits + off, 0xff, words * sizeof(*t->pf_bits));
 	return off;
 }
 
-/* PF's bits in V (CHAIN's cached result E, the value itself or bytes in
- * tc_data) through the memo of scans by content. */
-static __attribute__((noinline)) uint32_t pf_scan_memo(struct crs_txn *t, unsigned chain,
-							 const struct crs_prefilter *pf, const struct crs_tcache *e,
-							 const char *v, uint32_t vl)
+/* Whether LINK's regex can match the cached value E (V) at all: its
+ * chain's literals, scanned once per value (the bits kept with E). */
+int crscache_pf_may_match(struct crs_txn *t, const struct crs_rule *link, struct crs_tcache *e, const char *v)
 {
-	if (++t->pfs_lookups >= PFS_TRIAL && t->pfs_hits * PFS_MIN_HITS < t->pfs_lookups) {
-		t->pfs_off = 1;
-		return pf_scan_now(t, pf, v, vl);
-	}
-	const char *src = e->same ? e->src : NULL;
-	uint64_t h = vhash_ends(v, vl, chain);
-	size_t i = 0;
-	unsigned probe = 0;
-	if (t->pfs_cap) {
-		for (i = (size_t)h & (t->pfs_cap - 1); probe < PFS_MAX_PROBE; probe++, i = (i + 1) & (t->pfs_cap - 1)) {
-			const struct crs_pfscan *s = &t->pfs[i];
-			if (s->epoch != t->tc_epoch)
-				break;
-			if (s->hash == h && s->chain == chain && s->len == vl &&
-			    (vl == 0 || memcmp(s->src ? s->src : t->tc_data.data + s->off, v, vl) == 0)) {
-				t->pfs_hits++;
-				return s->bits;
-			}
-		}
-	}
-	uint32_t off = pf_scan_now(t, pf, v, vl);
-	if (probe >= PFS_MAX_PROBE)
-		return off;
-	if ((t->pfs_n + 1) * 2 > t->pfs_cap) {
-		pfs_grow(t);
-		for (i = (size_t)h & (t->pfs_cap - 1); t->pfs[i].epoch == t->tc_epoch; i = (i + 1) & (t->pfs_cap - 1))
-			;
-	}
-	t->pfs[i] = (struct crs_pfscan){ .hash = h, .src = src, .off = src ? 0 : e->off, .len = vl,
-					 .epoch = t->tc_epoch, .chain = chain, .bits = off };
-	t->pfs_n++;
-	return off;
-}
-
-/* CHAIN's prefilter bits of its cached result E, scanned once per
- * content when the phase has many values. */
-static inline uint32_t pf_scan(struct crs_txn *t, unsigned chain, const struct crs_tcache *e)
-{
-	const struct crs_prefilter *pf = &t->prog->pf[chain];
-	const char *v = e->same ? e->src : t->tc_data.data + e->off;
-	/* A request of a few dozen values rarely repeats one: only past
-	 * PFS_AFTER scans in a phase is a scan worth a hash and a lookup, and
-	 * only while one lookup in PFS_MIN_HITS or more finds its value. */
-	if (++t->pf_scans <= PFS_AFTER || t->pfs_off)
-		return pf_scan_now(t, pf, v, e->len);
-	return pf_scan_memo(t, chain, pf, e, v, e->len);
-}
-
-/* Whether LINK's regex can match the cached value E at all: its chain's
- * literals, scanned once per value (the bits kept with E). */
-int crscache_pf_may_match(struct crs_txn *t, const struct crs_rule *link, struct crs_tcache *e)
-{
+	const struct crs_prefilter *pf = &t->prog->pf[link->chain];
 	if (e->pf == PF_NONE)
-		e->pf = pf_scan(t, link->chain, e);
+		e->pf = pf_scan(t, pf, v, e->len);
 	unsigned bit = link->prefilter - 1u;
 	return (t->pf_bits[e->pf + (bit >> 6)] >> (bit & 63)) & 1;
 }
@@ -286,17 +191,12 @@ int crscache_clear(struct crs_txn *t)
 			memset(t->tc, 0, t->tc_cap * sizeof(*t->tc));
 		if (t->grp)
 			memset(t->grp, 0, t->grp_cap * sizeof(*t->grp));
-		if (t->pfs)
-			memset(t->pfs, 0, t->pfs_cap * sizeof(*t->pfs));
 		t->tc_epoch = 1;
 		wrapped = 1;
 	}
 	t->tc_n = 0;
 	t->tc_data.len = 0;
 	t->pf_n = 0;
-	t->pfs_n = 0;
-	t->pf_scans = t->pfs_lookups = t->pfs_hits = 0;
-	t->pfs_off = 0;
 	t->grp_view_n = 0;
 	return wrapped;
 }
@@ -334,7 +234,7 @@ const struct crs_pfgroup *crscache_group(struct crs_txn *t, const struct crs_rul
 		if (!e)
 			e = crscache_transform(t, link, tg[i].value, tg[i].vlen);
 		if (e->pf == PF_NONE)
-			e->pf = pf_scan(t, link->chain, e);
+			e->pf = pf_scan(t, pf, e->same ? e->src : t->tc_data.data + e->off, e->len);
 		t->grp_view[view + i] = e->pf;
 		for (size_t w = 0; w < words; w++)
 			t->pf_bits[uni + w] |= t->pf_bits[e->pf + w];

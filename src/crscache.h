@@ -61,9 +61,9 @@ struct crs_tcache *crscache_find(struct crs_txn *t, const char *src, uint32_t sl
 /* Value V (stable for the phase) through LINK's chain, into the cache. */
 struct crs_tcache *crscache_transform(struct crs_txn *t, const struct crs_rule *link, const char *v, size_t vl);
 
-/* Whether LINK's operator can match the cached value E at all: its
- * chain's literals (the bits kept with E), scanned once per content. */
-int crscache_pf_may_match(struct crs_txn *t, const struct crs_rule *link, struct crs_tcache *e);
+/* Whether LINK's operator can match the cached value E (its result V) at
+ * all: its chain's literals, scanned once per value (the bits kept with E). */
+int crscache_pf_may_match(struct crs_txn *t, const struct crs_rule *link, struct crs_tcache *e, const char *v);
 
 /* VALUE's features (sectfn_features), cached for the phase. */
 uint32_t crscache_features(struct crs_txn *t, const char *value, size_t vlen);

@@ -923,7 +923,7 @@ static int run_rule(struct crs_txn *t, const struct crs_rule *link, const struct
 			/* @rx: no literal of its regex in the value, the regex cannot
 			 * match (no PCRE2 run); @pm: whether a phrase is in it */
 			if (link->prefilter) {
-				t->pf_seen = crscache_pf_may_match(t, link, e) ? PF_SEEN_YES : PF_SEEN_NO;
+				t->pf_seen = crscache_pf_may_match(t, link, e, v) ? PF_SEEN_YES : PF_SEEN_NO;
 				if (t->pf_seen == PF_SEEN_NO && !link->op.negated) {
 					t->pf_seen = PF_SEEN_UNKNOWN;
 					continue;  /* what try_value would conclude */
@@ -1091,7 +1091,6 @@ void crs_txn_free(struct crs_txn *t)
 	free(t->tc);
 	buf_free(&t->tc_data);
 	free(t->pf_bits);
-	free(t->pfs);
 	free(t->grp);
 	free(t->grp_view);
 	free(t->hdr);

@@ -58,7 +58,6 @@ struct crs_tlist;
 struct crs_rmtarget;
 struct crs_tcache;
 struct crs_pfgroup;
-struct crs_pfscan;
 
 struct crs_txn {
 	const struct crs_program *prog;
@@ -79,11 +78,6 @@ struct crs_txn {
 	struct buf tc_data;
 	uint64_t *pf_bits;             /* prefilter results of cached values (crs_tcache.pf) */
 	size_t pf_n, pf_cap;
-	struct crs_pfscan *pfs;        /* the prefilter's scans in this phase, by content (crscache.c) */
-	size_t pfs_cap, pfs_n;
-	unsigned pf_scans;             /* in this phase; then lookups in pfs, and how many found */
-	unsigned pfs_lookups, pfs_hits;
-	uint8_t pfs_off;               /* too few found: no more lookups in this phase */
 	uint8_t pf_seen;               /* enum crs_pf_seen: the prefilter's word on the value being tried */
 	struct crs_pfgroup *grp;       /* per prefilter group of the program (crscache.h) */
 	size_t grp_cap;

@@ -13,7 +13,7 @@ static uint64_t mix(uint64_t h)
 
 static uint64_t hash_key;
 
-static uint64_t hash_words(const char *v, size_t len, size_t n, unsigned domain)
+uint64_t vhash(const char *v, size_t n, unsigned domain)
 {
 	if (!hash_key) {
 		uint64_t k = 0;
@@ -23,28 +23,14 @@ static uint64_t hash_words(const char *v, size_t len, size_t n, unsigned domain)
 	}
 	uint64_t h = hash_key ^ ((uint64_t)n << 8 | (uint64_t)domain);
 	size_t i = 0;
-	for (; i + 8 <= len; i += 8) {
+	for (; i + 8 <= n; i += 8) {
 		uint64_t w;
 		memcpy(&w, v + i, 8);
 		h = mix(h ^ w) * 0xC2B2AE3D27D4EB4Full;
 	}
 	uint64_t tail = 0;
-	if (len > i)
-		memcpy(&tail, v + i, len - i);
+	if (n > i)
+		memcpy(&tail, v + i, n - i);
 	return mix(h ^ tail ^ 0x165667B19E3779F9ull);
 }
 
-uint64_t vhash(const char *v, size_t n, unsigned domain)
-{
-	return hash_words(v, n, n, domain);
-}
-
-uint64_t vhash_ends(const char *v, size_t n, unsigned domain)
-{
-	if (n <= 2 * VHASH_ENDS)
-		return hash_words(v, n, n, domain);
-	char ends[2 * VHASH_ENDS];
-	memcpy(ends, v, VHASH_ENDS);
-	memcpy(ends + VHASH_ENDS, v + n - VHASH_ENDS, VHASH_ENDS);
-	return hash_words(ends, sizeof(ends), n, domain);
-}

@@ -100,15 +100,15 @@ static void test_json(void)
 	k += (size_t)snprintf(many + k, sizeof(many) - k, "]");
 	seccoll_reset(&c);
 	CHECK(seccoll_json_body(&c, many, k) == 0 && c.list[SC_ARGS_JSON].n == 5000);
-	unsigned bad = 0, stored_again = 0;
+	unsigned wrong = 0, stored_again = 0;
 	for (unsigned i = 0; i < 5000; i++) {
 		char want[16];
 		int wl = snprintf(want, sizeof(want), "v%u", i % 3000);
 		const struct sc_pair *p = &c.list[SC_ARGS_JSON].v[i];
-		bad += !is(&c, p->value, p->vlen, want, (size_t)wl);
+		wrong += !is(&c, p->value, p->vlen, want, (size_t)wl);
 		stored_again += i >= 3000 && p->value != c.list[SC_ARGS_JSON].v[i - 3000].value;
 	}
-	CHECK(bad == 0 && stored_again <= 20);
+	CHECK(wrong == 0 && stored_again <= 20);
 	seccoll_free(&c);
 }
 
