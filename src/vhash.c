@@ -21,7 +21,7 @@ uint64_t vhash(const char *v, size_t n, unsigned domain)
 			k = (uint64_t)(uintptr_t)&k ^ (uint64_t)n * 0x9E3779B97F4A7C15ull;
 		hash_key = k | 1;
 	}
-	uint64_t h = hash_key ^ ((uint64_t)n << 8 | (uint64_t)domain);
+	uint64_t h = hash_key ^ mix((uint64_t)n << 32 ^ (uint64_t)domain);
 	size_t i = 0;
 	for (; i + 8 <= n; i += 8) {
 		uint64_t w;
