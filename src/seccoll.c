@@ -335,28 +335,22 @@ static void j_seen_grow(struct jparse *j)
 static uint32_t j_put(struct jparse *j, const char *s, size_t n)
 {
 	struct seccoll *c = j->c;
+	if (j->nseen < J_SEEN_MAX && (j->nseen + 1) * 2 > j->seen_cap)
+		j_seen_grow(j);
 	uint64_t h = vhash(s, n, 0x6a);
-	size_t i = 0;
-	unsigned probe = 0;
-	if (j->seen_cap) {
-		for (i = (size_t)h & (j->seen_cap - 1); j->seen[i].off; probe++, i = (i + 1) & (j->seen_cap - 1)) {
-			const struct jstr *e = &j->seen[i];
-			if (e->hash == h && e->len == n && memcmp(c->arena.data + e->off - 1, s, n) == 0)
-				return e->off - 1;
-			if (probe + 1 >= J_SEEN_MAX_PROBE)
-				return arena_put(c, s, n);
-		}
+	size_t i = (size_t)h & (j->seen_cap - 1);
+	for (unsigned probe = 0; j->seen[i].off; probe++, i = (i + 1) & (j->seen_cap - 1)) {
+		const struct jstr *e = &j->seen[i];
+		if (e->hash == h && e->len == n && memcmp(c->arena.data + e->off - 1, s, n) == 0)
+			return e->off - 1;
+		if (probe + 1 >= J_SEEN_MAX_PROBE)
+			return arena_put(c, s, n);
 	}
 	uint32_t off = arena_put(c, s, n);
-	if (j->nseen >= J_SEEN_MAX)
-		return off;
-	if ((j->nseen + 1) * 2 > j->seen_cap) {
-		j_seen_grow(j);
-		for (i = (size_t)h & (j->seen_cap - 1); j->seen[i].off; i = (i + 1) & (j->seen_cap - 1))
-			;
+	if (j->nseen < J_SEEN_MAX) {
+		j->seen[i] = (struct jstr){ .hash = h, .off = off + 1, .len = (uint32_t)n };
+		j->nseen++;
 	}
-	j->seen[i] = (struct jstr){ .hash = h, .off = off + 1, .len = (uint32_t)n };
-	j->nseen++;
 	return off;
 }
 

@@ -33,4 +33,3 @@ uint64_t vhash(const char *v, size_t n, unsigned domain)
 		memcpy(&tail, v + i, n - i);
 	return mix(h ^ tail ^ 0x165667B19E3779F9ull);
 }
-
