@@ -438,6 +438,7 @@ static int spawn(int index)
 		close(ready_pipe[0]);
 		/* worker_run(), with the readiness report in between. */
 		worker_start(cur, index, slot, fds, nfds, cur_tls);
+		tls_worker_seed();
 		worker_take_logs(logs[1]);
 		char why[256];
 		if (privs_drop(cur, why, sizeof(why)) < 0) {

@@ -82,6 +82,17 @@ const char *tls_library(void)
 #endif
 }
 
+/* AWS-LC seeds its generator after a fork from CPU jitter entropy: some
+ * 5 ms of one core, ten times that under a sanitizer or a loaded CPU. Paid
+ * here, before the worker is announced, it does not hold up the first
+ * handshakes of a new generation while the old one has stopped accepting. */
+void tls_worker_seed(void)
+{
+	unsigned char b;
+	if (RAND_bytes(&b, 1) != 1)
+		ERR_clear_error();
+}
+
 static void err_add(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void err_add(char *err, size_t errlen, const char *fmt, ...)
 {

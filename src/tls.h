@@ -36,6 +36,10 @@ struct tls_set {
 /* "AWS-LC 5.x.y" or "OpenSSL 3.0.x ...". */
 const char *tls_library(void);
 
+/* In a new worker, before it says it is ready: seed the library's random
+ * generator, which a fork leaves to be seeded again on first use. */
+void tls_worker_seed(void);
+
 /* Build the contexts of listener L. ERR gets positioned messages
  * ("FILE:LINE:COL: key: why"), one per line; NULL on failure. KEYS may be
  * NULL when the listener reads a ticket key file or has tickets off; it is

@@ -81,9 +81,12 @@ def tier(sluice, demo, tmp_path):
     # The check goes to the traffic port's monitor_uri, as the traffic does:
     # a PROXY header (LOCAL), then TLS. Those sockets stay open across
     # reloads and upgrades; the admin listener is bound anew by each
-    # generation (operator-guide.md, Running a tier).
+    # generation (operator-guide.md, Running a tier). Two failed checks take
+    # an instance out: with `inter 100ms` HAProxy gives a check's TLS
+    # handshake 100 ms, which one scheduling stall of a sanitizer build on a
+    # loaded 2-core machine can exceed; a 503 still takes it out in 200 ms.
     t.haproxy = peers.TcpBalancer(tmp_path, [("i%d" % i, ADDRS[i], port, None) for i in range(2)],
-                                  send_proxy=True,
+                                  send_proxy=True, fall=2,
                                   check_opts="check-send-proxy check-ssl verify none").start()
     t.port = t.haproxy.port
     try:
