@@ -357,8 +357,8 @@ static void build_targets(struct crs_txn *t, const struct crs_rule *cr)
 	for (size_t i = 0; i < r->ntargets; i++) {
 		const struct sl_target *tg = &r->targets[i];
 		struct build bd = { .L = L, .vname = seclang_var_name((enum sl_var)tg->var), .exclude = tg->exclude };
-		bd.vlen = strlen(bd.vname);
-		struct selector sel = { .kind = tg->sel_kind, .name = tg->sel, .nlen = tg->sel ? strlen(tg->sel) : 0,
+		bd.vlen = seclang_var_name_len((enum sl_var)tg->var);
+		struct selector sel = { .kind = tg->sel_kind, .name = tg->sel, .nlen = tg->sel_len,
 					.re = cr->sel_re ? &cr->sel_re[i] : NULL, .md = t->match_data };
 		if (tg->count) {
 			bd.exclude = -1;

@@ -24,6 +24,9 @@ struct sl_name {
 
 #define SL_NAME_ENTRY(id, name, arg) { name, arg },
 static const struct sl_name var_names[] = { SL_VARS(SL_NAME_ENTRY) };
+#define SL_LEN_ENTRY(id, name, arg) sizeof(name) - 1,
+static const uint8_t var_name_lens[] = { SL_VARS(SL_LEN_ENTRY) };
+#undef SL_LEN_ENTRY
 static const struct sl_name op_names[] = { SL_OPS(SL_NAME_ENTRY) };
 static const struct sl_name act_names[] = { SL_ACTS(SL_NAME_ENTRY) };
 #undef SL_NAME_ENTRY
@@ -32,6 +35,7 @@ static const char *const tfn_names[] = { SL_TFNS(SL_TFN_ENTRY) };
 #undef SL_TFN_ENTRY
 
 const char *seclang_var_name(enum sl_var v) { return var_names[v].name; }
+size_t seclang_var_name_len(enum sl_var v) { return var_name_lens[v]; }
 const char *seclang_op_name(enum sl_op o) { return op_names[o].name; }
 const char *seclang_act_name(enum sl_act a) { return act_names[a].name; }
 const char *seclang_tfn_name(enum sl_tfn t) { return tfn_names[t]; }
@@ -425,6 +429,7 @@ static int parse_targets(struct sl_ctx *c, const char *s, struct sl_target **out
 				t.sel_kind = SL_SEL_NAME;
 			}
 			t.sel = sel;
+			t.sel_len = (uint32_t)strlen(sel);
 		}
 		if (t.exclude && t.sel_kind == SL_SEL_NONE) {
 			fail(c, "!%s: an exclusion names what it excludes (!%s:name)", var_names[var].name,

@@ -139,6 +139,7 @@ enum sl_tfn { SL_TFNS(SL_TFN_ENUM) SL_TFN__COUNT };
 #undef SL_TFN_ENUM
 
 const char *seclang_var_name(enum sl_var v);
+size_t seclang_var_name_len(enum sl_var v);
 const char *seclang_op_name(enum sl_op o);
 const char *seclang_act_name(enum sl_act a);
 const char *seclang_tfn_name(enum sl_tfn t);
@@ -153,6 +154,7 @@ struct sl_target {
 	uint8_t exclude;   /* !VAR:sel: drop these from the rule's other targets */
 	uint8_t count;     /* &VAR: the number of values */
 	uint8_t sel_kind;  /* enum sl_sel */
+	uint32_t sel_len;  /* strlen(sel): read for every target of every rule run */
 	char *sel;         /* the name as written, or the regex between the slashes; XML: the XPath */
 };
 
