@@ -410,6 +410,12 @@ backend be
         import re
         return re.findall(r"^Server be/%s is (UP|DOWN)" % re.escape(name), H.read_text(self.log_path), re.M)
 
+    def state_reasons(self):
+        """Every state change with HAProxy's reason (the check's status,
+        how long it took), for a failing assertion's message."""
+        import re
+        return re.findall(r"^Server be/\S+ is (?:UP|DOWN), reason: [^.]*", H.read_text(self.log_path), re.M)
+
     def state(self, name):
         """UP or DOWN now: a server starts UP (HAProxy 2.6 has no init-state)."""
         return (self.state_changes(name) or ["UP"])[-1]

@@ -233,7 +233,8 @@ def test_tier_rolling_operations_fail_no_request(tier, tmp_path):
         assert tier.haproxy.state("i%d" % i) == "UP"
     wrk_out, h2_out, sent, failed = finish()
     # The upgrades were no stops: HAProxy never took an instance out for them.
-    assert [tier.haproxy.state_changes("i%d" % i) for i in range(2)] == [["DOWN", "UP"]] * 2
+    assert [tier.haproxy.state_changes("i%d" % i) for i in range(2)] == [["DOWN", "UP"]] * 2, \
+        "\n".join(tier.haproxy.state_reasons())
     assert "Socket errors" not in wrk_out and "Non-2xx" not in wrk_out, wrk_out
     assert wrk_requests(wrk_out) > 1000, wrk_out
     assert len(sent) > 1000, h2_out
