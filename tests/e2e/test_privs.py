@@ -118,10 +118,20 @@ def test_logs_reopen_after_rotation(sluice, demo):
     assert "/after-rotation" not in H.read_text(s.access_log + ".1")
     assert "cannot open log" not in H.read_text(s.stderr_path)
     # Every worker writes to the new files (each got them, not only one).
-    for w in s.worker_pids():
-        fds = {os.readlink("/proc/%d/fd/%s" % (w, f)) for f in os.listdir("/proc/%d/fd" % w)}
-        assert s.access_log in fds and s.error_log in fds, (w, fds)
-        assert s.access_log + ".1" not in fds and s.error_log + ".1" not in fds, (w, fds)
+    # Each takes them on its own loop turn: the one that served the request
+    # above may have been first.
+    def open_logs():
+        return {w: {os.readlink("/proc/%d/fd/%s" % (w, f)) for f in os.listdir("/proc/%d/fd" % w)}
+                for w in s.worker_pids()}
+
+    def all_switched():
+        return all(s.access_log in fds and s.error_log in fds and
+                   s.access_log + ".1" not in fds and s.error_log + ".1" not in fds
+                   for fds in open_logs().values())
+    try:
+        H.wait_for(all_switched, 5.0, what="every worker on the new log files")
+    except TimeoutError:
+        raise AssertionError(open_logs())
 
 
 def test_root_only_key_is_loaded_before_the_drop(sluice, demo, tmp_path):
