@@ -522,7 +522,10 @@ static void reap(int stopping)
 			prev.failed = 1;
 			continue;
 		}
-		if (announce == ANNOUNCE_START && !pr.ready && WIFEXITED(status) && WEXITSTATUS(status) != 0) {
+		/* Only the starting generation's: a worker of a reload that
+		 * failed before the start was announced is a straggler. */
+		if (announce == ANNOUNCE_START && pr.gen == generation && !pr.ready && WIFEXITED(status)
+		    && WEXITSTATUS(status) != 0) {
 			log_error("worker %d (pid %d) exited with status %d before serving; not starting",
 				  pr.index, pid, WEXITSTATUS(status));
 			start_failed = 1;
