@@ -358,6 +358,85 @@ def test_non_root_master_ignores_user(sluice_bin, public_dir, demo):
         H.kill_popen(p)
 
 
+SLOW_SHIM = r"""
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
+#include <time.h>
+#include <unistd.h>
+static void pause_ms(long ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+/* The switch fails; one worker of two (by PID parity) fails late. */
+int initgroups(const char *user, gid_t group)
+{
+	(void)user; (void)group;
+	if (getpid() % 2)
+		pause_ms(400);
+	errno = EPERM;
+	return -1;
+}
+/* A worker's last step before it reports ready: slowed, so that the first
+ * generation is still starting when the reload comes. */
+int prctl(int option, ...)
+{
+	va_list ap;
+	va_start(ap, option);
+	unsigned long a2 = va_arg(ap, unsigned long), a3 = va_arg(ap, unsigned long);
+	unsigned long a4 = va_arg(ap, unsigned long), a5 = va_arg(ap, unsigned long);
+	va_end(ap);
+	if (option == PR_SET_PDEATHSIG && getenv("SHIM_SLOW_READY_MS"))
+		pause_ms(atol(getenv("SHIM_SLOW_READY_MS")));
+	return (int)syscall(SYS_prctl, option, a2, a3, a4, a5);
+}
+"""
+
+
+def test_reload_that_fails_while_the_instance_starts_does_not_stop_it(sluice, demo, tmp_path):
+    """A reload whose workers cannot switch users, sent while the first
+    generation is still starting (its workers slowed before they report
+    ready), with one of the failing workers ending well after the other:
+    the reload fails, the late one is a straggler of that failed reload and
+    not a worker that failed the start, and the instance starts and serves."""
+    shim = str(tmp_path / "slowshim.so")
+    src = write(str(tmp_path / "slowshim.c"), SLOW_SHIM)
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", shim, src], check=True, timeout=60)
+    d = demo()
+    cfg = config(d)
+    cfg["user"] = "root"
+    s = sluice(cfg, start=False)
+    base = s.command
+    s.command = lambda: ["env", "LD_PRELOAD=" + shim, "SHIM_SLOW_READY_MS=1500",
+                         "ASAN_OPTIONS=%s:verify_asan_link_order=0" % os.environ.get("ASAN_OPTIONS", "")] + base()
+    s.start()
+    off = s.log_offsets()[0]
+    s.write_config(dict(cfg, user="nobody"))
+    s.signal(signal.SIGHUP)
+    s.wait_error_log(r"reload failed: a worker of generation \d+ could not set up", start=off, timeout=10)
+    # Both failing workers have been reaped (the late one too), and the
+    # first generation has become ready and serves.
+    H.wait_for(lambda: len(s.worker_pids()) == 2, 10.0, what="the failed generation's workers to be gone")
+    deadline = time.monotonic() + 10 * H.SLOW
+    while True:
+        try:
+            if H.http_request(s.port, "GET", "/started").status == 200:
+                break
+        except OSError:
+            pass
+        assert time.monotonic() < deadline, H.read_text(s.error_log)
+        time.sleep(0.05)
+    assert s.alive(), H.read_text(s.error_log)
+    log = H.read_text(s.error_log)[off:]
+    assert "not starting" not in log, log
+    assert log.count("cannot switch to user nobody: initgroups(nobody): Operation not permitted") == 2, log
+
+
 def test_reload_whose_workers_cannot_set_up_keeps_the_previous_generation(sluice, demo, tmp_path):
     """The new generation's workers fail to switch (initgroups fails in
     them, the LD_PRELOAD shim): the previous workers were never stopped, so
