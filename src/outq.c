@@ -66,22 +66,23 @@ int outq_seal(struct outq *plain, struct outq *wire, struct tls_conn *tls)
 	return rc < 0 ? OUTQ_ERR_TLS : 0;
 }
 
-/* The last bytes before a close are sent with MSG_MORE: the kernel holds
+/* A send, not libuv's write(2): on a socket the kernel's write path
+ * (the VFS layer's position lock, permission hooks, fsnotify) costs more
+ * than sendto's, twice per proxied request. The checks are uv_try_write's.
+ * The last bytes before a close are sent with MSG_MORE: the kernel holds
  * them, and the close's FIN then leaves in the same segment, which saves
  * the peer (and, on loopback, us) one segment and its ACK. */
 static size_t try_write(uv_stream_t *s, const struct buf *b, int last)
 {
 	uv_os_fd_t fd;
-	if (last && uv_stream_get_write_queue_size(s) == 0 && uv_fileno((uv_handle_t *)s, &fd) == 0) {
-		ssize_t n;
-		do
-			n = send(fd, b->data, b->len, MSG_MORE | MSG_NOSIGNAL);
-		while (n < 0 && errno == EINTR);
-		/* An error other than a full buffer comes back from uv_write. */
-		return n > 0 ? (size_t)n : 0;
-	}
-	uv_buf_t tb = uv_buf_init(b->data, (unsigned)b->len);
-	int n = uv_try_write(s, &tb, 1);
+	if (s->connect_req != NULL || uv_stream_get_write_queue_size(s) != 0
+	    || uv_fileno((uv_handle_t *)s, &fd) != 0)
+		return 0;
+	ssize_t n;
+	do
+		n = send(fd, b->data, b->len, (last ? MSG_MORE : 0) | MSG_NOSIGNAL | MSG_DONTWAIT);
+	while (n < 0 && errno == EINTR);
+	/* An error other than a full buffer comes back from uv_write. */
 	return n > 0 ? (size_t)n : 0;
 }
 
