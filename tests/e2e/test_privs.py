@@ -358,6 +358,21 @@ def test_non_root_master_ignores_user(sluice_bin, public_dir, demo):
         H.kill_popen(p)
 
 
+def shimmed_sluice(sluice, demo, tmp_path, name, source, env=()):
+    """A sluice (not started) whose processes run with the LD_PRELOAD shim
+    built from SOURCE, as root, and ENV; returns it and its config."""
+    shim = str(tmp_path / (name + ".so"))
+    src = write(str(tmp_path / (name + ".c")), source)
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", shim, src], check=True, timeout=60)
+    cfg = config(demo())
+    cfg["user"] = "root"
+    s = sluice(cfg, start=False)
+    base = s.command
+    s.command = lambda: ["env", "LD_PRELOAD=" + shim] + list(env) + [
+        "ASAN_OPTIONS=%s:verify_asan_link_order=0" % os.environ.get("ASAN_OPTIONS", "")] + base()
+    return s, cfg
+
+
 SLOW_SHIM = r"""
 #include <errno.h>
 #include <stdarg.h>
@@ -404,16 +419,7 @@ def test_reload_that_fails_while_the_instance_starts_does_not_stop_it(sluice, de
     ready), with one of the failing workers ending well after the other:
     the reload fails, the late one is a straggler of that failed reload and
     not a worker that failed the start, and the instance starts and serves."""
-    shim = str(tmp_path / "slowshim.so")
-    src = write(str(tmp_path / "slowshim.c"), SLOW_SHIM)
-    subprocess.run(["cc", "-shared", "-fPIC", "-o", shim, src], check=True, timeout=60)
-    d = demo()
-    cfg = config(d)
-    cfg["user"] = "root"
-    s = sluice(cfg, start=False)
-    base = s.command
-    s.command = lambda: ["env", "LD_PRELOAD=" + shim, "SHIM_SLOW_READY_MS=1500",
-                         "ASAN_OPTIONS=%s:verify_asan_link_order=0" % os.environ.get("ASAN_OPTIONS", "")] + base()
+    s, cfg = shimmed_sluice(sluice, demo, tmp_path, "slowshim", SLOW_SHIM, ["SHIM_SLOW_READY_MS=1500"])
     s.start()
     off = s.log_offsets()[0]
     s.write_config(dict(cfg, user="nobody"))
@@ -441,16 +447,7 @@ def test_reload_whose_workers_cannot_set_up_keeps_the_previous_generation(sluice
     """The new generation's workers fail to switch (initgroups fails in
     them, the LD_PRELOAD shim): the previous workers were never stopped, so
     they serve on, with the previous configuration; a later reload works."""
-    shim = str(tmp_path / "shim.so")
-    src = write(str(tmp_path / "shim.c"), SHIM)
-    subprocess.run(["cc", "-shared", "-fPIC", "-o", shim, src], check=True, timeout=60)
-    d = demo()
-    cfg = config(d)
-    cfg["user"] = "root"
-    s = sluice(cfg, start=False)
-    base = s.command
-    s.command = lambda: ["env", "LD_PRELOAD=" + shim, "ASAN_OPTIONS=%s:verify_asan_link_order=0"
-                         % os.environ.get("ASAN_OPTIONS", "")] + base()
+    s, cfg = shimmed_sluice(sluice, demo, tmp_path, "shim", SHIM)
     s.start()
     old = set(s.worker_pids())
     off = s.log_offsets()[0]
