@@ -375,6 +375,7 @@ def shimmed_sluice(sluice, demo, tmp_path, name, source, env=()):
 
 SLOW_SHIM = r"""
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <sys/prctl.h>
@@ -388,25 +389,31 @@ static void pause_ms(long ms)
 	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
 		;
 }
-/* The switch fails; one worker of two (by PID parity) fails late. */
+/* The switch fails: at once in the worker that creates the marker file
+ * first, 400 ms later in the others. */
 int initgroups(const char *user, gid_t group)
 {
 	(void)user; (void)group;
-	if (getpid() % 2)
+	int fd = open(getenv("SHIM_FIRST_MARK"), O_CREAT | O_EXCL | O_WRONLY, 0600);
+	if (fd >= 0)
+		close(fd);
+	else
 		pause_ms(400);
 	errno = EPERM;
 	return -1;
 }
-/* A worker's last step before it reports ready: slowed, so that the first
- * generation is still starting when the reload comes. */
+/* A worker sets its parent-death signal twice, the second time after the
+ * switch, as its last step before it reports ready: that one is slowed,
+ * so the first generation is still starting when the reload comes. */
 int prctl(int option, ...)
 {
+	static int deathsig_calls;
 	va_list ap;
 	va_start(ap, option);
 	unsigned long a2 = va_arg(ap, unsigned long), a3 = va_arg(ap, unsigned long);
 	unsigned long a4 = va_arg(ap, unsigned long), a5 = va_arg(ap, unsigned long);
 	va_end(ap);
-	if (option == PR_SET_PDEATHSIG && getenv("SHIM_SLOW_READY_MS"))
+	if (option == PR_SET_PDEATHSIG && ++deathsig_calls == 2)
 		pause_ms(atol(getenv("SHIM_SLOW_READY_MS")));
 	return (int)syscall(SYS_prctl, option, a2, a3, a4, a5);
 }
@@ -419,7 +426,8 @@ def test_reload_that_fails_while_the_instance_starts_does_not_stop_it(sluice, de
     ready), with one of the failing workers ending well after the other:
     the reload fails, the late one is a straggler of that failed reload and
     not a worker that failed the start, and the instance starts and serves."""
-    s, cfg = shimmed_sluice(sluice, demo, tmp_path, "slowshim", SLOW_SHIM, ["SHIM_SLOW_READY_MS=1500"])
+    s, cfg = shimmed_sluice(sluice, demo, tmp_path, "slowshim", SLOW_SHIM,
+                            ["SHIM_SLOW_READY_MS=1500", "SHIM_FIRST_MARK=" + str(tmp_path / "first-failed")])
     s.start()
     off = s.log_offsets()[0]
     s.write_config(dict(cfg, user="nobody"))
@@ -428,15 +436,12 @@ def test_reload_that_fails_while_the_instance_starts_does_not_stop_it(sluice, de
     # Both failing workers have been reaped (the late one too), and the
     # first generation has become ready and serves.
     H.wait_for(lambda: len(s.worker_pids()) == 2, 10.0, what="the failed generation's workers to be gone")
-    deadline = time.monotonic() + 10 * H.SLOW
-    while True:
+    def serves():
         try:
-            if H.http_request(s.port, "GET", "/started").status == 200:
-                break
+            return H.http_request(s.port, "GET", "/started").status == 200
         except OSError:
-            pass
-        assert time.monotonic() < deadline, H.read_text(s.error_log)
-        time.sleep(0.05)
+            return False
+    H.wait_for(serves, 10.0, what="the first generation to serve")
     assert s.alive(), H.read_text(s.error_log)
     log = H.read_text(s.error_log)[off:]
     assert "not starting" not in log, log
