@@ -17,6 +17,7 @@
  * response is done. Nothing is closed from inside an llhttp callback. */
 #include <string.h>
 #include "h1.h"
+#include "h1head.h"
 #include "codec.h"
 #include "conn.h"
 #include "log.h"
@@ -34,6 +35,7 @@ struct h1s {
 	 * outside the current input (obs-fold detection). */
 	const char *exec_start, *exec_end, *prev_exec_end, *val_end;
 	uint8_t head_scanned;      /* head_scan saw the end of this request's head */
+	uint8_t llhttp_fed;        /* llhttp has seen bytes of this request */
 	uint8_t parse_error;       /* a parser callback reported s->reason */
 	uint8_t keepalive;         /* this request allows another after it */
 	uint8_t client_close;      /* the client itself ends the connection after this request */
@@ -163,6 +165,8 @@ static int on_req_value(llhttp_t *p, const char *at, size_t len)
 	return check_head_size(h);
 }
 
+static int header_checks(struct h1s *h, struct hdr *hd);
+
 static int on_req_value_done(llhttp_t *p)
 {
 	struct h1s *h = p->data;
@@ -174,16 +178,24 @@ static int on_req_value_done(llhttp_t *p)
 	 * proxy reject them, and forwarding them is a smuggling vector. */
 	if (memchr(msg_str(m, hd->val_off), '\r', hd->val_len) || memchr(msg_str(m, hd->val_off), '\n', hd->val_len))
 		return req_fail(h, REASON_BAD_REQUEST);
+	return header_checks(h, hd);
+}
+
+/* A finished header line, as any request parser read it. */
+static int header_checks(struct h1s *h, struct hdr *hd)
+{
+	struct msg *m = &h->s->req;
 	/* Transfer_Encoding / Content_Length: sluice would not frame by it,
 	 * a CGI-style backend would (0.CL / TE.0 desync). */
 	const char *name = msg_str(m, hd->name_off);
-	if (hdr_framing_alias(name, hd->name_len))
-		return req_fail(h, REASON_BAD_REQUEST);
-	const struct cfg_listener *l = h->cl->li->cfg;
-	if (l->underscores != CFG_US_ALLOW && memchr(name, '_', hd->name_len)) {
+	if (memchr(name, '_', hd->name_len)) {
+		if (hdr_framing_alias(name, hd->name_len))
+			return req_fail(h, REASON_BAD_REQUEST);
+		const struct cfg_listener *l = h->cl->li->cfg;
 		if (l->underscores == CFG_US_REJECT)
 			return req_fail(h, REASON_UNDERSCORE_HEADER);
-		hd->drop = 1;
+		if (l->underscores != CFG_US_ALLOW)
+			hd->drop = 1;
 	}
 	if (h->s->head_done) {
 		/* A trailer field: checked like a header, then dropped. Kept,
@@ -362,6 +374,48 @@ static enum reason map_llhttp_error(llhttp_errno_t e)
 	}
 }
 
+/* A head h1head_parse read, taken as llhttp's callbacks would take it: the
+ * same fields, limits, checks and outcome (no body: no Content-Length, no
+ * Transfer-Encoding). The head is copied into the arena once, not piece by
+ * piece. Returns the head's length, or -1 when the request failed. */
+static ssize_t h1_exec_common(struct h1s *h, const char *data, size_t len, const struct h1head *hd)
+{
+	llhttp_t *p = &h->parser;
+	struct stream *s = h->s;
+	struct msg *m = &s->req;
+	h->head_scanned = 1;
+	p->method = hd->method;
+	p->http_major = 1;
+	p->http_minor = hd->http_minor;
+	on_req_begin(p);
+	s->method = hd->method;
+	if (hd->url.len > limits()->max_request_line) {
+		req_fail(h, REASON_URI_TOO_LONG);
+		goto fail;
+	}
+	uint32_t base = (uint32_t)m->raw.len;
+	buf_append(&m->raw, data, len);
+	m->url_off = base + hd->url.off;
+	m->url_len = hd->url.len;
+	m->head_bytes += hd->url.len;
+	for (unsigned i = 0; i < hd->nhdrs; i++) {
+		struct hdr *x = msg_add_parsed(m, base + hd->name[i].off, hd->name[i].len, base + hd->value[i].off,
+					       hd->value[i].len);
+		if (x == NULL) {
+			req_fail(h, REASON_HEADERS_TOO_LARGE);
+			goto fail;
+		}
+		if (check_head_size(h) != 0 || header_checks(h, x) != 0)
+			goto fail;
+	}
+	if (on_req_headers_done(p) != 0 || on_req_done(p) != HPE_PAUSED)
+		goto fail;
+	return (ssize_t)len;
+fail:
+	codec_ev->fail(s, s->reason);
+	return -1;
+}
+
 /* Feed DATA to the request parser. Returns bytes consumed, or -1 when the
  * request failed (error response under way or closed). Stops early at the
  * end of a request: later bytes are the next pipelined request. */
@@ -373,6 +427,15 @@ static ssize_t h1_exec(struct client *cl, const char *data, size_t len)
 	if (h == NULL) {
 		h = h1s_get(cl);
 		conn_timer(cl, timeouts()->client_header_ms);
+	}
+	if (!h->llhttp_fed) {
+		/* A whole head of the common form skips llhttp; any other
+		 * (or a head that arrives in pieces) is llhttp's throughout. */
+		struct h1head hd;
+		size_t n = h1head_parse(data, len, &hd);
+		if (n > 0)
+			return h1_exec_common(h, data, n, &hd);
+		h->llhttp_fed = 1;
 	}
 	if (!h->head_scanned) {
 		int n = head_scan(&h->hscan, data, len);

@@ -36,7 +36,16 @@ static const struct { const char *text; uint8_t len; } identity_prefixes[] = {
  * aside; the first byte is compared inline, since it rules most out. */
 static int name_is(const char *name, const char *lit, size_t len)
 {
-	return (name[0] | 0x20) == lit[0] && strncasecmp(name, lit, len) == 0;
+	if ((name[0] | 0x20) != lit[0])
+		return 0;
+	for (size_t i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)name[i];
+		if (c >= 'A' && c <= 'Z')
+			c |= 0x20;
+		if (c != (unsigned char)lit[i])
+			return 0;
+	}
+	return 1;
 }
 
 void msg_reset(struct msg *m, uint32_t max_hdrs)
@@ -136,6 +145,23 @@ struct hdr *msg_finish_header(struct msg *m)
 	return h;
 }
 
+struct hdr *msg_add_parsed(struct msg *m, uint32_t name_off, uint32_t name_len, uint32_t val_off, uint32_t val_len)
+{
+	if (m->nhdrs >= m->max_hdrs)
+		return NULL;
+	struct hdr *h = msg_new_hdr(m);
+	h->name_off = name_off;
+	h->name_len = name_len;
+	h->val_off = val_off;
+	h->val_len = val_len;
+	m->head_bytes += 4 + name_len + val_len;
+	int hop;
+	h->kind = (uint8_t)hdr_classify(m->raw.data + name_off, name_len, &hop);
+	h->drop = (uint8_t)hop;
+	m->nkind[h->kind]++;
+	return h;
+}
+
 void msg_drop_last(struct msg *m)
 {
 	struct hdr *h = &m->hdrs[m->nhdrs - 1];
@@ -154,6 +180,11 @@ static int loose_eq(const char *name, const char *lit, size_t n)
 	return 1;
 }
 
+static int is_identity_kind(enum hdr_kind k)
+{
+	return k == HDR_IDENTITY || k == HDR_X_FORWARDED_FOR || k == HDR_FORWARDED;
+}
+
 /* An identity header spelled with underscores (X_Forwarded_For,
  * WL_Proxy_Client_IP): servers and CGI-style frameworks that map '_' and
  * '-' to the same variable take it for the real one (Puma's
@@ -162,8 +193,7 @@ static int identity_alias(const char *name, size_t len)
 {
 	for (size_t i = 0; i < ARRAY_SIZE(known); i++) {
 		enum hdr_kind k = known[i].kind;
-		if ((k == HDR_IDENTITY || k == HDR_X_FORWARDED_FOR || k == HDR_FORWARDED) &&
-		    known[i].len == len && loose_eq(name, known[i].name, len))
+		if (is_identity_kind(k) && known[i].len == len && loose_eq(name, known[i].name, len))
 			return 1;
 	}
 	for (size_t i = 0; i < ARRAY_SIZE(identity_prefixes); i++) {
@@ -178,6 +208,16 @@ static int identity_alias(const char *name, size_t len)
 #define KNOWN_MAX_LEN 17
 #define KNOWN_SAME_LEN 2
 static uint8_t known_by_len[KNOWN_MAX_LEN + 1][KNOWN_SAME_LEN + 1];  /* index + 1; 0 ends */
+/* First bytes, either case, of the identity names and prefixes (and so of
+ * their underscore aliases): any other name is not an identity header. */
+static uint8_t identity_first[256];
+
+static void identity_first_set(char c)
+{
+	identity_first[(unsigned char)c] = 1;
+	if (c >= 'a' && c <= 'z')
+		identity_first[(unsigned char)(c - 0x20)] = 1;
+}
 
 static void known_index(void) __attribute__((constructor));
 static void known_index(void)
@@ -189,7 +229,11 @@ static void known_index(void)
 			slot++;
 		AN(slot < known_by_len[known[i].len] + KNOWN_SAME_LEN);
 		*slot = (uint8_t)(i + 1);
+		if (is_identity_kind(known[i].kind))
+			identity_first_set(known[i].name[0]);
 	}
+	for (size_t i = 0; i < ARRAY_SIZE(identity_prefixes); i++)
+		identity_first_set(identity_prefixes[i].text[0]);
 }
 
 enum hdr_kind hdr_classify(const char *name, size_t len, int *hop)
@@ -205,6 +249,8 @@ enum hdr_kind hdr_classify(const char *name, size_t len, int *hop)
 			}
 		}
 	}
+	if (!identity_first[(unsigned char)name[0]])
+		return HDR_OTHER;
 	for (size_t i = 0; i < ARRAY_SIZE(identity_prefixes); i++)
 		if (len > identity_prefixes[i].len &&
 		    name_is(name, identity_prefixes[i].text, identity_prefixes[i].len))

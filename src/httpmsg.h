@@ -59,6 +59,10 @@ int msg_on_value(struct msg *m, const char *at, size_t len);
 /* Called on value complete: trims trailing whitespace, classifies. Returns
  * NULL when there is no valid header (no name, or an empty one). */
 struct hdr *msg_finish_header(struct msg *m);
+/* A header line whose name and value are already in the arena (at most
+ * one piece each, the value trimmed): what msg_on_field, msg_on_value and
+ * msg_finish_header do for it. NULL when max_hdrs is reached. */
+struct hdr *msg_add_parsed(struct msg *m, uint32_t name_off, uint32_t name_len, uint32_t val_off, uint32_t val_len);
 /* Forget the last header (a trailer field, checked, not kept), its bytes
  * included. */
 void msg_drop_last(struct msg *m);

@@ -14,7 +14,7 @@
 # libc allocator (no jemalloc).
 
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS ?= fuzz_request fuzz_response fuzz_proxy_proto fuzz_cfg fuzz_lua_req fuzz_route fuzz_h2 fuzz_seclang fuzz_crs_body fuzz_rxlit fuzz_handover
+FUZZ_TARGETS ?= fuzz_request fuzz_response fuzz_proxy_proto fuzz_cfg fuzz_lua_req fuzz_route fuzz_h2 fuzz_seclang fuzz_crs_body fuzz_rxlit fuzz_handover fuzz_h1head
 # Start from the seeds only (otherwise the corpus found by earlier runs in
 # build-fuzz/corpus/ is kept and grows).
 FUZZ_FRESH ?= 0
@@ -104,7 +104,7 @@ $(FBUILD)/rig.o: tests/fuzz/rig.c tests/fuzz/rig.h $(wildcard src/*.h) $(FBUILD)
 $(FBUILD)/fuzz_request $(FBUILD)/fuzz_response $(FBUILD)/fuzz_lua_req $(FBUILD)/fuzz_h2: $(FBUILD)/%: tests/fuzz/%.c $(RIG_OBJ) $(OBJ) $(TLS_DEP) $(INJ_DIR)/.stamp
 	$(FCC) $(FCFLAGS) -Itests/fuzz -fsanitize=fuzzer -o $@ $< $(RIG_OBJ) $(OBJ) $(FLIBS)
 
-$(FBUILD)/fuzz_proxy_proto $(FBUILD)/fuzz_cfg $(FBUILD)/fuzz_route $(FBUILD)/fuzz_seclang $(FBUILD)/fuzz_crs_body $(FBUILD)/fuzz_rxlit $(FBUILD)/fuzz_handover: $(FBUILD)/%: tests/fuzz/%.c $(OBJ) $(TLS_DEP) $(INJ_DIR)/.stamp
+$(FBUILD)/fuzz_proxy_proto $(FBUILD)/fuzz_cfg $(FBUILD)/fuzz_route $(FBUILD)/fuzz_seclang $(FBUILD)/fuzz_crs_body $(FBUILD)/fuzz_rxlit $(FBUILD)/fuzz_handover $(FBUILD)/fuzz_h1head: $(FBUILD)/%: tests/fuzz/%.c $(OBJ) $(TLS_DEP) $(INJ_DIR)/.stamp
 	$(FCC) $(FCFLAGS) -fsanitize=fuzzer -o $@ $< $(OBJ) $(FLIBS)
 
 # Sanitizers: stop at the first report (a report is a failure), leaks
@@ -125,6 +125,7 @@ MAXLEN_fuzz_seclang     = 4096
 MAXLEN_fuzz_crs_body    = 8192
 MAXLEN_fuzz_rxlit       = 512
 MAXLEN_fuzz_handover    = 8192
+MAXLEN_fuzz_h1head      = 2048
 
 replay: $(BINS)
 	@set -e; for t in $(FUZZ_TARGETS); do \

@@ -190,6 +190,16 @@ static void test_classify(void)
 	CHECK(hdr_classify("Hast", 4, &hop) == HDR_OTHER);
 	CHECK(hdr_classify("wl-proxy-", 9, &hop) == HDR_OTHER);  /* a prefix alone names nothing */
 	CHECK(hdr_classify("", 0, &hop) == HDR_OTHER);
+	/* Underscore aliases of each identity family, any case. */
+	CHECK(hdr_classify("proxy_client_ip", 15, &hop) == HDR_IDENTITY);
+	CHECK(hdr_classify("FORWARDED", 9, &hop) == HDR_FORWARDED);
+	CHECK(hdr_classify("x_forwarded_for", 15, &hop) == HDR_IDENTITY);
+	CHECK(hdr_classify("Wl_Proxy_Client_IP", 18, &hop) == HDR_IDENTITY);
+	CHECK(hdr_classify("X_WEBLOGIC_Request", 18, &hop) == HDR_IDENTITY);
+	/* Control bytes are not letters: only A-Z fold. */
+	CHECK(hdr_classify("\x08ost", 4, &hop) == HDR_OTHER);
+	CHECK(hdr_classify("Content\x0dLength", 14, &hop) == HDR_OTHER);
+	CHECK(hdr_classify("User-Agent", 10, &hop) == HDR_OTHER && !hop);
 }
 
 static void test_framing_alias(void)
