@@ -389,15 +389,15 @@ static ssize_t h1_exec_common(struct h1s *h, const char *data, size_t len, const
 	p->http_minor = hd->http_minor;
 	on_req_begin(p);
 	s->method = hd->method;
-	if (hd->url.len > limits()->max_request_line) {
+	if (hd->start.len > limits()->max_request_line) {
 		req_fail(h, REASON_URI_TOO_LONG);
 		goto fail;
 	}
 	uint32_t base = (uint32_t)m->raw.len;
 	buf_append(&m->raw, data, len);
-	m->url_off = base + hd->url.off;
-	m->url_len = hd->url.len;
-	m->head_bytes += hd->url.len;
+	m->url_off = base + hd->start.off;
+	m->url_len = hd->start.len;
+	m->head_bytes += hd->start.len;
 	for (unsigned i = 0; i < hd->nhdrs; i++) {
 		struct hdr *x = msg_add_parsed(m, base + hd->name[i].off, hd->name[i].len, base + hd->value[i].off,
 					       hd->value[i].len);

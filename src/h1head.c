@@ -62,13 +62,6 @@ static int name_is(const unsigned char *name, size_t n, const char *lower, size_
 	return 1;
 }
 
-/* Headers llhttp frames by or changes protocol on. */
-static int name_is_llhttps(const unsigned char *name, size_t n)
-{
-	return name_is(name, n, "content-length", 14) || name_is(name, n, "transfer-encoding", 17) ||
-	       name_is(name, n, "upgrade", 7);
-}
-
 /* The end of the run of tchar from P: four table lookups per branch. */
 static const unsigned char *tchar_run(const unsigned char *p, const unsigned char *end)
 {
@@ -107,29 +100,43 @@ static const unsigned char *visible_run(const unsigned char *p, const unsigned c
 	return p;
 }
 
-size_t h1head_parse(const char *data, size_t len, struct h1head *out)
+/* What a header name means to the common form. */
+enum field_role { F_PLAIN, F_REFUSED, F_LENGTH, F_CONNECTION };
+
+static enum field_role role_of(const unsigned char *name, size_t n, int response)
 {
-	const unsigned char *base = (const unsigned char *)data, *end = base + len, *p = base;
-	while (p < end && *p >= 'A' && *p <= 'Z')
-		p++;
-	if (p == end || *p != ' ')
+	/* Framing and protocol changes stay llhttp's, and so does anything
+	 * llhttp reads a connection option from besides Connection. */
+	if (name_is(name, n, "transfer-encoding", 17) || name_is(name, n, "upgrade", 7) ||
+	    name_is(name, n, "proxy-connection", 16))
+		return F_REFUSED;
+	if (name_is(name, n, "content-length", 14))
+		return response ? F_LENGTH : F_REFUSED;
+	if (response && name_is(name, n, "connection", 10))
+		return F_CONNECTION;
+	return F_PLAIN;
+}
+
+/* A Content-Length value the common form takes: 1 to 15 digits. */
+static int length_of(const unsigned char *v, size_t n, uint64_t *out)
+{
+	if (n == 0 || n > 15)
 		return 0;
-	int method = method_of(base, (size_t)(p - base));
-	if (method < 0)
-		return 0;
-	const unsigned char *t = ++p;
-	while (p < end && is_target[*p])
-		p++;
-	if (p == t || *t != '/' || p == end || *p != ' ')
-		return 0;
-	out->url = (struct h1head_span){ (uint32_t)(t - base), (uint32_t)(p - t) };
-	p++;
-	if (end - p < 10 || memcmp(p, "HTTP/1.", 7) != 0 || (p[7] != '0' && p[7] != '1') ||
-	    p[8] != '\r' || p[9] != '\n')
-		return 0;
-	out->method = (uint8_t)method;
-	out->http_minor = (uint8_t)(p[7] - '0');
-	p += 10;
+	uint64_t x = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (v[i] < '0' || v[i] > '9')
+			return 0;
+		x = x * 10 + (uint64_t)(v[i] - '0');
+	}
+	*out = x;
+	return 1;
+}
+
+/* The header lines from P through the empty line; returns the head's
+ * length, or 0 when they are not of the common form. */
+static size_t fields(const unsigned char *base, const unsigned char *p, const unsigned char *end,
+		     struct h1head *out, int response)
+{
 	unsigned n = 0;
 	for (;;) {
 		if (p == end)
@@ -148,8 +155,29 @@ size_t h1head_parse(const char *data, size_t len, struct h1head *out)
 		p = visible_run(p, end);
 		if (p == v || p[-1] == ' ' || end - p < 2 || p[0] != '\r' || p[1] != '\n')
 			return 0;
-		if (n == H1HEAD_MAX_HDRS || name_is_llhttps(name, name_len))
+		if (n == H1HEAD_MAX_HDRS)
 			return 0;
+		switch (role_of(name, name_len, response)) {
+		case F_PLAIN:
+			break;
+		case F_REFUSED:
+			return 0;
+		case F_LENGTH:
+			if (out->has_length || !length_of(v, (size_t)(p - v), &out->content_length))
+				return 0;
+			out->has_length = 1;
+			break;
+		case F_CONNECTION:
+			if (out->connection != H1HEAD_CONN_NONE)
+				return 0;
+			if (name_is(v, (size_t)(p - v), "keep-alive", 10))
+				out->connection = H1HEAD_CONN_KEEP_ALIVE;
+			else if (name_is(v, (size_t)(p - v), "close", 5))
+				out->connection = H1HEAD_CONN_CLOSE;
+			else
+				return 0;
+			break;
+		}
 		out->name[n] = (struct h1head_span){ (uint32_t)(name - base), (uint32_t)name_len };
 		out->value[n] = (struct h1head_span){ (uint32_t)(v - base), (uint32_t)(p - v) };
 		n++;
@@ -159,4 +187,65 @@ size_t h1head_parse(const char *data, size_t len, struct h1head *out)
 		return 0;
 	out->nhdrs = (uint16_t)n;
 	return (size_t)(p + 2 - base);
+}
+
+size_t h1head_parse(const char *data, size_t len, struct h1head *out)
+{
+	const unsigned char *base = (const unsigned char *)data, *end = base + len, *p = base;
+	while (p < end && *p >= 'A' && *p <= 'Z')
+		p++;
+	if (p == end || *p != ' ')
+		return 0;
+	int method = method_of(base, (size_t)(p - base));
+	if (method < 0)
+		return 0;
+	const unsigned char *t = ++p;
+	while (p < end && is_target[*p])
+		p++;
+	if (p == t || *t != '/' || p == end || *p != ' ')
+		return 0;
+	out->start = (struct h1head_span){ (uint32_t)(t - base), (uint32_t)(p - t) };
+	p++;
+	if (end - p < 10 || memcmp(p, "HTTP/1.", 7) != 0 || (p[7] != '0' && p[7] != '1') ||
+	    p[8] != '\r' || p[9] != '\n')
+		return 0;
+	out->method = (uint8_t)method;
+	out->http_minor = (uint8_t)(p[7] - '0');
+	out->status = 0;
+	out->has_length = 0;
+	out->content_length = 0;
+	out->connection = H1HEAD_CONN_NONE;
+	return fields(base, p + 10, end, out, 0);
+}
+
+size_t h1head_parse_response(const char *data, size_t len, struct h1head *out)
+{
+	const unsigned char *base = (const unsigned char *)data, *end = base + len, *p = base;
+	if (len < 13 || memcmp(p, "HTTP/1.1 ", 9) != 0)
+		return 0;
+	p += 9;
+	unsigned status = 0;
+	for (int i = 0; i < 3; i++) {
+		if (p[i] < '0' || p[i] > '9')
+			return 0;
+		status = status * 10 + (unsigned)(p[i] - '0');
+	}
+	/* 1xx, 204 and 304 are framed by more than their headers. */
+	if (status < 200 || status > 599 || status == 204 || status == 304 || p[3] != ' ')
+		return 0;
+	p += 4;
+	const unsigned char *r = p;
+	p = visible_run(p, end);
+	if (p == r || p[-1] == ' ' || end - p < 2 || p[0] != '\r' || p[1] != '\n')
+		return 0;
+	out->start = (struct h1head_span){ (uint32_t)(r - base), (uint32_t)(p - r) };
+	out->method = 0;
+	out->http_minor = 1;
+	out->status = (uint16_t)status;
+	out->has_length = 0;
+	out->content_length = 0;
+	out->connection = H1HEAD_CONN_NONE;
+	size_t n = fields(base, p + 2, end, out, 1);
+	/* Without a length the body would run to the connection's end. */
+	return out->has_length ? n : 0;
 }

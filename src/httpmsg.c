@@ -322,12 +322,39 @@ unsigned msg_apply_connection(struct msg *m)
 	return flags;
 }
 
+/* Header I's line as it stands in the arena, "name: value\r\n" byte for byte
+ * (a head read in one piece and not edited since): its length, else 0. */
+static size_t line_in_arena(const struct msg *m, const struct hdr *h)
+{
+	size_t colon = (size_t)h->name_off + h->name_len, end = (size_t)h->val_off + h->val_len;
+	if (h->val_off != colon + 2 || end + 2 > m->raw.len)
+		return 0;
+	const char *r = m->raw.data;
+	if (r[colon] != ':' || r[colon + 1] != ' ' || r[end] != '\r' || r[end + 1] != '\n')
+		return 0;
+	return end + 2 - h->name_off;
+}
+
 void msg_write_headers(const struct msg *m, struct buf *out)
 {
 	for (uint32_t i = 0; i < m->nhdrs; i++) {
 		const struct hdr *h = &m->hdrs[i];
 		if (h->drop)
 			continue;
+		size_t run = line_in_arena(m, h);
+		if (run > 0) {
+			/* Consecutive kept lines still whole in the arena go
+			 * out with one copy. */
+			while (i + 1 < m->nhdrs && !m->hdrs[i + 1].drop && m->hdrs[i + 1].name_off == h->name_off + run) {
+				size_t next = line_in_arena(m, &m->hdrs[i + 1]);
+				if (next == 0)
+					break;
+				run += next;
+				i++;
+			}
+			buf_append(out, m->raw.data + h->name_off, run);
+			continue;
+		}
 		buf_reserve(out, h->name_len + h->val_len + 4);
 		memcpy(out->data + out->len, m->raw.data + h->name_off, h->name_len);
 		out->len += h->name_len;

@@ -203,6 +203,7 @@ struct bconn {
 	uint8_t closing_handles;
 	uint8_t read_stopped;
 	uint8_t got_bytes;         /* any response byte for the current request */
+	uint8_t resp_fed;          /* llhttp has seen bytes of the current response */
 	uint8_t reusable;
 };
 

@@ -7,6 +7,7 @@
  * registered with upstream_events_set(). It fills in the stream's response head (s->resp). */
 #include <string.h>
 #include "upstream_h1.h"
+#include "h1head.h"
 #include "worker.h"
 
 static llhttp_settings_t resp_settings;
@@ -173,11 +174,75 @@ void upstream_h1_start(struct bconn *bc)
 {
 	llhttp_init(&bc->parser, HTTP_RESPONSE, &resp_settings);
 	bc->parser.data = bc;
+	bc->resp_fed = 0;
+}
+
+/* A whole response of the common form (h1head_parse_response) in one read,
+ * taken as llhttp's callbacks would take it: the same fields, limits,
+ * checks, body and outcome, the parser fields they and
+ * llhttp_should_keep_alive read set as llhttp would set them, and the head
+ * copied into the arena once. */
+static enum h1r_result common_response(struct bconn *bc, const char *data, size_t len, size_t head,
+				       const struct h1head *hd, size_t *used, int *reusable)
+{
+	llhttp_t *p = &bc->parser;
+	struct stream *s = bc->strm;
+	struct msg *m = &s->resp;
+	p->http_major = 1;
+	p->http_minor = 1;
+	p->status_code = hd->status;
+	p->content_length = hd->content_length;
+	p->flags = F_CONTENT_LENGTH;
+	if (hd->connection == H1HEAD_CONN_KEEP_ALIVE)
+		p->flags |= F_CONNECTION_KEEP_ALIVE;
+	else if (hd->connection == H1HEAD_CONN_CLOSE)
+		p->flags |= F_CONNECTION_CLOSE;
+	*used = len;
+	*reusable = 0;
+	on_resp_begin(p);
+	uint32_t base = (uint32_t)m->raw.len;
+	buf_append(&m->raw, data, head);
+	m->url_off = base + hd->start.off;
+	m->url_len = hd->start.len;
+	m->head_bytes += hd->start.len;
+	for (unsigned i = 0; i < hd->nhdrs; i++) {
+		if (msg_add_parsed(m, base + hd->name[i].off, hd->name[i].len, base + hd->value[i].off,
+				   hd->value[i].len) == NULL ||
+		    m->head_bytes > W->cfg->limits.max_header_size) {
+			resp_fail(p);
+			p->error = HPE_USER;
+			p->reason = "too many header fields, or too large a head";
+			return H1R_INVALID;
+		}
+	}
+	int r = on_resp_headers_done(p);
+	if (r < 0) {
+		p->error = HPE_USER;
+		p->reason = "User callback error";
+		return H1R_INVALID;
+	}
+	/* 1: no body whatever the length says (HEAD). */
+	size_t body = r == 1 ? 0 : (size_t)hd->content_length;
+	if (body > 0)
+		on_resp_body(p, data + head, body);
+	on_resp_done(p);
+	*used = head + body;
+	*reusable = *used == len && llhttp_should_keep_alive(p) && !s->upgrade && !resp_framing_suspect(s);
+	return H1R_DONE;
 }
 
 enum h1r_result upstream_h1_parse(struct bconn *bc, const char *data, size_t len, size_t *used, int *reusable)
 {
 	struct stream *s = bc->strm;
+	if (!bc->resp_fed) {
+		/* A whole response of the common form skips llhttp; any other
+		 * (or one that arrives in pieces) is llhttp's throughout. */
+		struct h1head hd;
+		size_t head = h1head_parse_response(data, len, &hd);
+		if (head > 0 && (s->is_head || hd.content_length <= len - head))
+			return common_response(bc, data, len, head, &hd, used, reusable);
+		bc->resp_fed = 1;
+	}
 	llhttp_errno_t e = llhttp_execute(&bc->parser, data, len);
 	*used = len;
 	*reusable = 0;

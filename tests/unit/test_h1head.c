@@ -1,6 +1,6 @@
-/* Unit tests for h1head_parse: the heads it takes, with their spans, and the
- * ones it leaves to llhttp (fuzz_h1head checks the taken ones against
- * llhttp). */
+/* Unit tests for h1head_parse and h1head_parse_response: the heads they
+ * take, with their spans, and the ones they leave to llhttp (fuzz_h1head
+ * checks the taken ones against llhttp). */
 #include <stdio.h>
 #include <string.h>
 #include "h1head.h"
@@ -28,7 +28,7 @@ static void test_common_heads(void)
 			   "Accept: */*\r\n\r\n";
 	CHECK(parse(curl) == strlen(curl));
 	CHECK(hd.method == HTTP_GET && hd.http_minor == 1 && hd.nhdrs == 3);
-	CHECK(span_is(curl, hd.url, "/a/b?x=1&y=%20z"));
+	CHECK(span_is(curl, hd.start, "/a/b?x=1&y=%20z"));
 	CHECK(span_is(curl, hd.name[0], "Host") && span_is(curl, hd.value[0], "example.com:8080"));
 	CHECK(span_is(curl, hd.name[2], "Accept") && span_is(curl, hd.value[2], "*/*"));
 
@@ -152,8 +152,67 @@ static void test_value_lengths(void)
 	}
 }
 
+static size_t parse_resp(const char *s)
+{
+	return h1head_parse_response(s, strlen(s), &hd);
+}
+
+static void test_responses(void)
+{
+	const char *ng = "HTTP/1.1 200 OK\r\nServer: nginx/1.22.1\r\nContent-Type: text/plain\r\n"
+			 "Content-Length: 128\r\nConnection: keep-alive\r\n\r\nbody...";
+	size_t head = strlen(ng) - strlen("body...");
+	CHECK(parse_resp(ng) == head);
+	CHECK(hd.status == 200 && hd.nhdrs == 4 && hd.has_length && hd.content_length == 128 &&
+	      hd.connection == H1HEAD_CONN_KEEP_ALIVE);
+	CHECK(span_is(ng, hd.start, "OK") && span_is(ng, hd.name[3], "Connection"));
+	const char *nf = "HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nCONNECTION: Close\r\n\r\n";
+	CHECK(parse_resp(nf) == strlen(nf) && hd.status == 404 && hd.content_length == 0 &&
+	      hd.connection == H1HEAD_CONN_CLOSE && span_is(nf, hd.start, "Not Found"));
+	const char *plain = "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 000000000000042\r\n\r\n";
+	CHECK(parse_resp(plain) == strlen(plain) && hd.content_length == 42 && hd.connection == H1HEAD_CONN_NONE);
+	for (size_t i = 0; i < strlen(nf); i++)
+		CHECK(h1head_parse_response(nf, i, &hd) == 0);
+
+	static const char *const others[] = {
+		"HTTP/1.0 200 OK\r\nContent-Length: 1\r\n\r\nx",
+		"HTTP/1.1 200 OK\r\n\r\n",                                   /* read to EOF */
+		"HTTP/1.1 100 Continue\r\n\r\n",
+		"HTTP/1.1 101 Switching Protocols\r\nContent-Length: 0\r\n\r\n",
+		"HTTP/1.1 204 No Content\r\nContent-Length: 0\r\n\r\n",
+		"HTTP/1.1 304 Not Modified\r\nContent-Length: 0\r\n\r\n",
+		"HTTP/1.1 600 Odd\r\nContent-Length: 0\r\n\r\n",
+		"HTTP/1.1 20 OK\r\nContent-Length: 0\r\n\r\n",
+		"HTTP/1.1 200\r\nContent-Length: 0\r\n\r\n",                  /* no reason */
+		"HTTP/1.1 200 \r\nContent-Length: 0\r\n\r\n",
+		"HTTP/1.1 200 OK \r\nContent-Length: 0\r\n\r\n",
+		"HTTP/1.1 200 \x01K\r\nContent-Length: 0\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 1\r\n\r\nx",
+		"HTTP/1.1 200 OK\r\nContent-Length: +1\r\n\r\nx",
+		"HTTP/1.1 200 OK\r\nContent-Length: 1 1\r\n\r\nx",
+		"HTTP/1.1 200 OK\r\nContent-Length: 1234567890123456\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: keep-alive, close\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: upgrade\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\nConnection: close\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nProxy-Connection: close\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nUpgrade: h2c\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n X: folded\r\n\r\n",
+		"GET / HTTP/1.1\r\nHost: a\r\n\r\n",
+	};
+	for (size_t i = 0; i < sizeof(others) / sizeof(others[0]); i++) {
+		size_t n = parse_resp(others[i]);
+		if (n != 0)
+			fprintf(stderr, "taken: %s\n", others[i]);
+		CHECK(n == 0);
+	}
+	/* Requests never take a Content-Length or Proxy-Connection. */
+	CHECK(parse("GET / HTTP/1.1\r\nHost: a\r\nProxy-Connection: keep-alive\r\n\r\n") == 0);
+}
+
 int main(void)
 {
+	test_responses();
 	test_common_heads();
 	test_prefixes();
 	test_left_to_llhttp();

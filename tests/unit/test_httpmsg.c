@@ -167,6 +167,35 @@ static void test_head_scan_matches_bytewise(void)
 	CHECK(mismatches == 0);
 }
 
+/* Headers taken whole from the arena (msg_add_parsed) go out as they came,
+ * kept lines copied in runs; dropped, edited and added ones as usual. */
+static void test_write_from_arena(void)
+{
+	const char head[] = "GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\nX-A: 1\r\nX-B:  2\r\nX-C: 3\r\n"
+			    "X-D: 4\r\n\r\n";
+	struct msg m = { 0 };
+	msg_reset(&m, 16);
+	buf_append(&m.raw, head, sizeof(head) - 1);
+	const char *names[] = { "Host", "Connection", "X-A", "X-B", "X-C", "X-D" };
+	const char *vals[] = { "a", "close", "1", "2", "3", "4" };
+	for (int i = 0; i < 6; i++) {
+		const char *n = strstr(head, names[i]);
+		const char *v = strstr(n, vals[i]);
+		CHECK(msg_add_parsed(&m, (uint32_t)(n - head), (uint32_t)strlen(names[i]), (uint32_t)(v - head),
+				     (uint32_t)strlen(vals[i])) != NULL);
+	}
+	CHECK(m.hdrs[1].drop == 1);   /* Connection: hop-by-hop */
+	msg_set_value(&m, &m.hdrs[4], "three", 5);
+	msg_add(&m, "X-E", "5", 1);
+	struct buf out = { 0 };
+	msg_write_headers(&m, &out);
+	buf_append(&out, "", 1);
+	CHECK(strcmp(out.data, "Host: a\r\nX-A: 1\r\nX-B: 2\r\nX-C: three\r\nX-D: 4\r\nX-E: 5\r\n") == 0);
+	CHECK(m.head_bytes == 6 * 4 + 4 + 1 + 10 + 5 + 3 + 1 + 3 + 1 + 3 + 1 + 3 + 1);
+	buf_free(&out);
+	msg_free(&m);
+}
+
 static void test_classify(void)
 {
 	int hop;
@@ -407,6 +436,7 @@ int main(void)
 	test_head_scan();
 	test_head_scan_matches_bytewise();
 	test_classify();
+	test_write_from_arena();
 	test_framing_alias();
 	test_absolute_form();
 	test_add_and_set_value();
