@@ -393,11 +393,7 @@ static ssize_t h1_exec_common(struct h1s *h, const char *data, size_t len, const
 		req_fail(h, REASON_URI_TOO_LONG);
 		goto fail;
 	}
-	uint32_t base = (uint32_t)m->raw.len;
-	buf_append(&m->raw, data, len);
-	m->url_off = base + hd->start.off;
-	m->url_len = hd->start.len;
-	m->head_bytes += hd->start.len;
+	uint32_t base = msg_take_head(m, data, len, hd->start.off, hd->start.len);
 	for (unsigned i = 0; i < hd->nhdrs; i++) {
 		struct hdr *x = msg_add_parsed(m, base + hd->name[i].off, hd->name[i].len, base + hd->value[i].off,
 					       hd->value[i].len);

@@ -145,6 +145,16 @@ struct hdr *msg_finish_header(struct msg *m)
 	return h;
 }
 
+uint32_t msg_take_head(struct msg *m, const char *head, size_t len, uint32_t start_off, uint32_t start_len)
+{
+	uint32_t base = (uint32_t)m->raw.len;
+	buf_append(&m->raw, head, len);
+	m->url_off = base + start_off;
+	m->url_len = start_len;
+	m->head_bytes += start_len;
+	return base;
+}
+
 struct hdr *msg_add_parsed(struct msg *m, uint32_t name_off, uint32_t name_len, uint32_t val_off, uint32_t val_len)
 {
 	if (m->nhdrs >= m->max_hdrs)

@@ -59,6 +59,10 @@ int msg_on_value(struct msg *m, const char *at, size_t len);
 /* Called on value complete: trims trailing whitespace, classifies. Returns
  * NULL when there is no valid header (no name, or an empty one). */
 struct hdr *msg_finish_header(struct msg *m);
+/* A whole head read in one piece, copied into the arena at once; START_OFF
+ * and START_LEN (within HEAD) are its target or reason phrase, recorded as
+ * msg_on_url would. Returns where HEAD begins in the arena. */
+uint32_t msg_take_head(struct msg *m, const char *head, size_t len, uint32_t start_off, uint32_t start_len);
 /* A header line whose name and value are already in the arena (at most
  * one piece each, the value trimmed): what msg_on_field, msg_on_value and
  * msg_finish_header do for it. NULL when max_hdrs is reached. */

@@ -200,11 +200,7 @@ static enum h1r_result common_response(struct bconn *bc, const char *data, size_
 	*used = len;
 	*reusable = 0;
 	on_resp_begin(p);
-	uint32_t base = (uint32_t)m->raw.len;
-	buf_append(&m->raw, data, head);
-	m->url_off = base + hd->start.off;
-	m->url_len = hd->start.len;
-	m->head_bytes += hd->start.len;
+	uint32_t base = msg_take_head(m, data, head, hd->start.off, hd->start.len);
 	for (unsigned i = 0; i < hd->nhdrs; i++) {
 		if (msg_add_parsed(m, base + hd->name[i].off, hd->name[i].len, base + hd->value[i].off,
 				   hd->value[i].len) == NULL ||
