@@ -205,6 +205,16 @@ def proc_ticks(pid):
     return None if t is None else t[0] + t[1]
 
 
+def tree_times(pid):
+    """{pid: (utime, stime)} for pid and all of its descendants."""
+    out = {}
+    for q in [pid] + descendants(pid):
+        t = proc_times(q)
+        if t is not None:
+            out[q] = t
+    return out
+
+
 def tree_ticks(pid):
     """{pid: ticks} for pid and all of its descendants."""
     out = {}
@@ -641,16 +651,19 @@ def measure_wrk(run, proxy, backend, log_ticks=None, parse=parse_wrk):
     a direct run) and of the backend's, read just before and after, the
     machine's busy time and wrk's own CPU. Returns parse_wrk()'s dict plus
     wall, cpu_us (proxy CPU µs per completed request; None when direct),
+    cpu_user_us and cpu_sys_us (its user and system parts),
     cpu_pct, backend_cpu_us, wrk_cpu_pct, other_pct (others' CPU: whatever
     else kept the CPUs busy, in % of one CPU) and problems. log_ticks: gets
     a line with the raw tick counts. parse: parse_wrk, or one that adds to
     what it finds."""
     pids_before = sorted(tree_ticks(proxy.pid)) if proxy else []
-    b0, c0 = tree_ticks(backend.pid), tree_ticks(proxy.pid) if proxy else {}
+    b0, ct0 = tree_ticks(backend.pid), tree_times(proxy.pid) if proxy else {}
     w0, s0, t0 = children_cpu(), system_busy_ticks(), time.monotonic()
     out = run()
     wall = time.monotonic() - t0
-    s1, c1, b1 = system_busy_ticks(), tree_ticks(proxy.pid) if proxy else {}, tree_ticks(backend.pid)
+    s1, ct1, b1 = system_busy_ticks(), tree_times(proxy.pid) if proxy else {}, tree_ticks(backend.pid)
+    c0 = {q: u + k for q, (u, k) in ct0.items()}
+    c1 = {q: u + k for q, (u, k) in ct1.items()}
     wrk_s = children_cpu() - w0
     r = parse(out)
     r["wall"] = wall
@@ -660,6 +673,11 @@ def measure_wrk(run, proxy, backend, log_ticks=None, parse=parse_wrk):
     db = sum(b1[q] - b0[q] for q in b1 if q in b0)
     req = max(r["requests"], 1)
     r["cpu_us"] = dt / CLK_TCK * 1e6 / req if proxy else None
+    # The same split into user and system time: what the proxy's own code
+    # costs, and what the kernel spends on its behalf.
+    du = sum(ct1[q][0] - ct0[q][0] for q in ct1 if q in ct0)
+    r["cpu_user_us"] = du / CLK_TCK * 1e6 / req if proxy else None
+    r["cpu_sys_us"] = (dt - du) / CLK_TCK * 1e6 / req if proxy else None
     r["cpu_pct"] = dt / CLK_TCK / wall * 100 if proxy else None
     r["backend_cpu_us"] = db / CLK_TCK * 1e6 / req
     r["wrk_cpu_pct"] = wrk_s / wall * 100

@@ -289,6 +289,7 @@ def summarize(runs, label):
         "n": len(rs), "total": len(allr),
         "rps": mmm("rps"), "p50": mmm("p50"), "p99": mmm("p99"),
         "cpu_us": mmm("cpu_us"), "cpu_pct": mmm("cpu_pct"), "backend_cpu_us": mmm("backend_cpu_us"),
+        "cpu_user_us": mmm("cpu_user_us"), "cpu_sys_us": mmm("cpu_sys_us"),
         "errors": sum(r["sock_errors"] + r["non2xx"] for r in allr),
         "problems": sum(len(r["problems"]) for r in rs),
     }
@@ -358,14 +359,15 @@ def write_report(outdir, d, runs, labels, facts, commands, confs, backend_cmd, n
              f"**{BACKEND_DESC}**. Pinning: {PIN_TEXT}.")
     L.append("")
     L.append("| | runs used | req/s median | req/s min–max | p50 ms | p99 ms | proxy CPU µs/req median | "
-             "µs/req min–max | proxy CPU % of a core | backend CPU µs/req | errors |")
-    L.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+             "µs/req min–max | user / system µs/req | proxy CPU % of a core | backend CPU µs/req | errors |")
+    L.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for x in labels:
         s = summ[x]
         name = "direct (wrk → backend, no proxy)" if x == "direct" else f"**{x}**"
         L.append(f"| {name} | {s['n']}/{s['total']} | {fmt(s['rps'][0])} | {fmt(s['rps'][1])}–{fmt(s['rps'][2])} | "
                  f"{fmt(s['p50'][0], 3)} | {fmt(s['p99'][0], 3)} | {fmt(s['cpu_us'][0], 2)} | "
                  + (f"{fmt(s['cpu_us'][1], 2)}–{fmt(s['cpu_us'][2], 2)}" if s['cpu_us'][0] else "—")
+                 + (f" | {fmt(s['cpu_user_us'][0], 2)} / {fmt(s['cpu_sys_us'][0], 2)}" if s['cpu_us'][0] else " | —")
                  + f" | {fmt(s['cpu_pct'][0])} | {fmt(s['backend_cpu_us'][0], 2)} | {s['errors']} |")
     L.append("")
     L.append("Medians, minima and maxima are over the runs used: the clean runs (others' CPU "
@@ -412,12 +414,14 @@ def write_report(outdir, d, runs, labels, facts, commands, confs, backend_cmd, n
     L.append("")
     L.append("## Every run (in the order they ran)")
     L.append("")
-    L.append("| round | target | req/s | requests | p50 ms | p99 ms | proxy CPU µs/req | proxy CPU % | "
-             "backend CPU µs/req | others' CPU % | socket errors | non-2xx | raw |")
-    L.append("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    L.append("| round | target | req/s | requests | p50 ms | p99 ms | proxy CPU µs/req | user / system | "
+             "proxy CPU % | backend CPU µs/req | others' CPU % | socket errors | non-2xx | raw |")
+    L.append("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     for r in runs:
         L.append(f"| {r['round']} | {r['label']} | {fmt(r['rps'])} | {r['requests']} | {fmt(r['p50'], 3)} | "
-                 f"{fmt(r['p99'], 3)} | {fmt(r['cpu_us'], 2)} | {fmt(r['cpu_pct'])} | "
+                 f"{fmt(r['p99'], 3)} | {fmt(r['cpu_us'], 2)} | "
+                 + (f"{fmt(r['cpu_user_us'], 2)} / {fmt(r['cpu_sys_us'], 2)}" if r['cpu_us'] is not None else "—")
+                 + f" | {fmt(r['cpu_pct'])} | "
                  f"{fmt(r['backend_cpu_us'], 2)} | {fmt(r['other_pct'])}{' ⚠' if r['noisy'] else ''} | "
                  f"{r['sock_errors']} | {r['non2xx']} | "
                  f"[{os.path.basename(r['raw'])}](core/{r['raw']}) |")
