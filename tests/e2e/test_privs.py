@@ -120,9 +120,17 @@ def test_logs_reopen_after_rotation(sluice, demo):
     # Every worker writes to the new files (each got them, not only one).
     # Each takes them on its own loop turn: the one that served the request
     # above may have been first.
+    def fd_targets(w):
+        out = set()
+        for f in os.listdir("/proc/%d/fd" % w):
+            try:
+                out.add(os.readlink("/proc/%d/fd/%s" % (w, f)))
+            except FileNotFoundError:
+                pass  # closed between the listing and the read: the switch under way
+        return out
+
     def open_logs():
-        return {w: {os.readlink("/proc/%d/fd/%s" % (w, f)) for f in os.listdir("/proc/%d/fd" % w)}
-                for w in s.worker_pids()}
+        return {w: fd_targets(w) for w in s.worker_pids()}
 
     def all_switched():
         return all(s.access_log in fds and s.error_log in fds and
