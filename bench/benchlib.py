@@ -217,12 +217,7 @@ def tree_times(pid):
 
 def tree_ticks(pid):
     """{pid: ticks} for pid and all of its descendants."""
-    out = {}
-    for q in [pid] + descendants(pid):
-        t = proc_ticks(q)
-        if t is not None:
-            out[q] = t
-    return out
+    return {q: u + k for q, (u, k) in tree_times(pid).items()}
 
 
 def proc_rss_kb(pid):

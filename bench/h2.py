@@ -86,9 +86,9 @@ from benchlib import (BODY_SIZE, CLK_TCK,  # noqa: E402
                       cmd_out, exit_status, fmt, fmt_mmm, free_port, fsize, grouped_bars,
                       haproxy_version, log_lines_above_info, lsq_slope, machine_facts, mmm, need_tools,
                       nginx_main, nginx_temp_paths, nginx_upstream, noise_note, paired, pinning, proc_pss_kb,
-                      descendants, proc_times, proc_ticks, Quiet, read_tail, refresh_latest, report_end, report_list, results_dirs,
+                      proc_ticks, Quiet, read_tail, refresh_latest, report_end, report_list, results_dirs,
                       run_main, show_report, sluice_describe, start, stop, stop_proxy, system_busy_ticks,
-                      tree_rss_kb, tree_ticks, wait_children, wait_port, write)
+                      tree_rss_kb, tree_ticks, tree_times, wait_children, wait_port, write)
 from tlslib import copy_sluice, haproxy_bind_ssl, make_certs, nginx_ssl, sluice_tls  # noqa: E402
 import h2hold  # noqa: E402
 
@@ -452,16 +452,6 @@ def latencies(logf):
 def snapshot(proxy, origin, h2l, stub):
     return {"t": time.monotonic(), "proxy": tree_times(proxy.pid), "origin": tree_ticks(origin.pid),
             "h2load": proc_ticks(h2l.pid) or 0, "busy": system_busy_ticks(), "stub": stub.read()}
-
-
-def tree_times(pid):
-    """{pid: (utime, stime)} for pid and its descendants, in clock ticks."""
-    out = {}
-    for q in [pid] + descendants(pid):
-        t = proc_times(q)
-        if t is not None:
-            out[q] = t
-    return out
 
 
 def delta(a, b):

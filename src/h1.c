@@ -383,7 +383,6 @@ static ssize_t h1_exec_common(struct h1s *h, const char *data, size_t len, const
 	llhttp_t *p = &h->parser;
 	struct stream *s = h->s;
 	struct msg *m = &s->req;
-	h->head_scanned = 1;
 	p->method = hd->method;
 	p->http_major = 1;
 	p->http_minor = hd->http_minor;
