@@ -15,6 +15,7 @@ import platform
 import re
 import resource
 import shutil
+import shlex
 import signal
 import socket
 import statistics
@@ -638,6 +639,60 @@ def run_wrk(cmd, seconds, outfile=None):
     if outfile:
         write(outfile, " ".join(cmd) + "\n" + cp.stdout)
     return cp.stdout
+
+
+H2_UNIT_MS = {"us": 0.001, "ms": 1.0, "s": 1000.0}
+
+
+def parse_h2load_wrk(out):
+    """h2load's summary in parse_wrk()'s shape: requests = 2xx answers,
+    sock_errors = requests without an answer, non2xx, rps over the time it
+    took; req_mean (ms): its mean time for request; wrk_secs: that time."""
+    r = {"requests": 0, "rps": 0.0, "p50": None, "p99": None, "sock_errors": 0, "sock_detail": "",
+         "non2xx": 0, "req_mean": None}
+    m = re.search(r"finished in ([\d.]+)(us|ms|s), ", out)
+    secs = float(m.group(1)) * H2_UNIT_MS[m.group(2)] / 1000 if m else None
+    m = re.search(r"requests: (\d+) total, \d+ started, \d+ done, \d+ succeeded, (\d+) failed, (\d+) errored, "
+                  r"(\d+) timeout", out)
+    st = re.search(r"status codes: (\d+) 2xx, (\d+) 3xx, (\d+) 4xx, (\d+) 5xx", out)
+    if m and st:
+        total = int(m.group(1))
+        codes = [int(x) for x in st.groups()]
+        r.update(requests=codes[0], non2xx=sum(codes[1:]), sock_errors=total - sum(codes))
+        if r["sock_errors"]:
+            r["sock_detail"] = f"h2load: {m.group(2)} failed, {m.group(3)} errored, {m.group(4)} timeout of {total}"
+    if secs:
+        r["rps"], r["wrk_secs"] = r["requests"] / secs, secs
+    m = re.search(r"^time for request:\s+\S+\s+\S+\s+([\d.]+)(us|ms|s)", out, re.M)
+    if m:
+        r["req_mean"] = float(m.group(1)) * H2_UNIT_MS[m.group(2)]
+    return r
+
+
+def run_h2load(cmd, seconds, outfile):
+    cp = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=seconds + 60)
+    # h2load says this for every connection when the server picks no ALPN protocol.
+    out = "\n".join(ln for ln in cp.stdout.splitlines()
+                    if not ln.startswith(("No protocol negotiated", "Server does not support NPN/ALPN")))
+    write(outfile, shlex.join(cmd) + "\n" + out)
+    return out
+
+
+def h2load_log_percentiles(logf, qs=(50, 99)):
+    """Latency percentiles (ms, nearest rank) of h2load's --log-file (start
+    µs, status, µs to the response's end per request; failed ones, status
+    -1, left out): {q: ms or None}."""
+    times = []
+    try:
+        with open(logf) as f:
+            for line in f:
+                parts = line.split("\t")
+                if len(parts) >= 3 and parts[1] != "-1":
+                    times.append(int(parts[2]))
+    except OSError:
+        pass
+    times.sort()
+    return {q: times[max(0, -(-q * len(times) // 100) - 1)] / 1000 if times else None for q in qs}
 
 
 def measure_wrk(run, proxy, backend, log_ticks=None, parse=parse_wrk):

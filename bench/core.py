@@ -37,6 +37,12 @@ Usage: sh bench/core.sh  (or `make bench-core`). Environment knobs:
                    %[path,map_beg(...)]`), nginx N prefix locations (0)
   ROUTES_HAPROXY=rules  HAProxy gets N `use_backend ... if { path_beg }`
                    rules instead of the map (evaluated one by one)
+  RATE=N           open loop instead of wrk's closed loop: h2load --h1 offers N
+                   requests/s in all (N/CONNECTIONS per connection, --rps) to
+                   every proxy, so each does the same work per second and CPU per
+                   request is compared at equal load, not with the fastest proxy
+                   idling while the others saturate (0: wrk, the default). A run
+                   that achieves under 97% of N is flagged saturated
   DIRECT=0         skip the wrk -> backend baseline run of each round
   PIN=0            do not pin with taskset
   BUILD=dir        where sluice and demo_backend are (build); relative
@@ -61,7 +67,8 @@ from benchlib import (BASELINE, BODY_SIZE, BUILD, CLK_TCK, PIN, QUICK, RESULTS, 
                       baseline_ratio_line, fmt, free_port, fsize, haproxy_conf, kind_of, launch_proxy, log_lines_above_info, machine_facts as
                       base_facts, measure_wrk, need_tools, nginx_main, nginx_temp_paths, nginx_upstream,
                       peer_versions, pinning, proxy_errlog, Quiet, read_tail, refresh_latest as
-                      base_refresh_latest, report_end, report_list, run_main, run_wrk, show_report, sluice_conf,
+                      base_refresh_latest, h2load_log_percentiles, parse_h2load_wrk, report_end, report_list,
+                      run_h2load, run_main, run_wrk, show_report, sluice_conf,
                       need_sluice_bins, sluice_describe, start_backend_nginx, start_demo_backend, stop, stop_proxy, with_baseline,
                       write)
 
@@ -72,6 +79,8 @@ WARMUP = env_int("WARMUP", 1, 0)
 CONNECTIONS = env_int("CONNECTIONS", 50, 1)
 WRK_THREADS = env_int("WRK_THREADS", 1, 1)
 ROUNDS = env_int("ROUNDS", 3, 1)
+RATE = env_int("RATE", 0, 0)
+LOAD = "h2load" if RATE else "wrk"
 # Default origin: nginx serving a static 128-byte body. It is the faster of the
 # two here (direct wrk -> origin, same pinning: ~148k req/s at 3.3 us/req of
 # origin CPU vs ~122k req/s at 4.3 us/req for demo_backend), so it leaves more
@@ -239,9 +248,48 @@ def wrk_cmd(port, seconds, extra=()):
 
 # ---------------------------------------------------------------- one run
 
+def h2load_cmd(port, seconds, logf=None):
+    """RATE's open loop: every connection sends RATE/CONNECTIONS requests a
+    second, one at a time, whatever the server's speed."""
+    return (LOAD_PIN + ["h2load", "--h1", "-t1", f"-c{CONNECTIONS}", f"--rps={RATE / CONNECTIONS:g}",
+                        f"-D{seconds}", *REQUEST_EXTRA] + ([f"--log-file={logf}"] if logf else [])
+            + [f"http://127.0.0.1:{port}/"])
+
+
+def load_cmd(port, seconds):
+    return h2load_cmd(port, seconds) if RATE else wrk_cmd(port, seconds)
+
+
+def measure_rate(label, rnd, d, port, proxy, backend):
+    """measure() with RATE's open loop: p50/p99 from h2load's per-request
+    log; a run that could not keep up with the offered rate is a problem
+    (its CPU per request is then not measured at the load the others had)."""
+    raw = os.path.join(d, "raw", f"r{rnd + 1}-{label}.txt")
+    if WARMUP:
+        run_h2load(h2load_cmd(port, WARMUP), WARMUP, raw + ".warmup")
+    logf = raw + ".log"
+
+    def parse(out):
+        r = parse_h2load_wrk(out)
+        pct = h2load_log_percentiles(logf)
+        r["p50"], r["p99"] = pct[50], pct[99]
+        return r
+    r = measure_wrk(lambda: run_h2load(h2load_cmd(port, DURATION, logf), DURATION, raw), proxy, backend,
+                    log_ticks=log, parse=parse)
+    if os.path.exists(logf):
+        os.unlink(logf)  # some MB per run; the percentiles are in the report
+    if r["rps"] < 0.97 * RATE:
+        r["problems"].append(f"achieved {r['rps']:,.0f} req/s, under 97% of the {RATE:,} offered: saturated")
+    r.update(label=label, round=rnd + 1, raw=os.path.relpath(raw, d))
+    return r
+
+
 def measure(label, rnd, d, port, proxy, backend, wrk_extra=()):
     """Warm up, then one measured wrk run; proxy is a Popen or None (direct).
-    wrk_extra: more wrk arguments (bench/stats.py: -H 'Connection: close')."""
+    wrk_extra: more wrk arguments (bench/stats.py: -H 'Connection: close').
+    With RATE, h2load's open loop instead (measure_rate)."""
+    if RATE and not wrk_extra:
+        return measure_rate(label, rnd, d, port, proxy, backend)
     if WARMUP:
         run_wrk(wrk_cmd(port, WARMUP, wrk_extra), WARMUP)
     raw = os.path.join(d, "raw", f"r{rnd + 1}-{label}.txt")
@@ -332,8 +380,9 @@ def chart(path, labels, summ):
         ax.set_title(title, fontsize=10)
         ax.grid(axis="y", alpha=0.3)
         ax.set_axisbelow(True)
-    fig.suptitle(f"sluice core: HTTP keepalive through one proxy worker — wrk -c{CONNECTIONS} "
-                 f"-d{DURATION}s, backend {BACKEND}, {ROUNDS} rounds", fontsize=10)
+    fig.suptitle(f"sluice core: HTTP keepalive through one proxy worker — "
+                 + (f"h2load -c{CONNECTIONS} at {RATE:,} req/s offered, " if RATE else f"wrk -c{CONNECTIONS} ")
+                 + f"-d{DURATION}s, backend {BACKEND}, {ROUNDS} rounds", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -355,7 +404,11 @@ def write_report(outdir, d, runs, labels, facts, commands, confs, backend_cmd, n
     L.append("")
     L.append(f"Run {started_at} UTC, {elapsed:.0f} s in all. {'QUICK mode. ' if QUICK else ''}"
              f"{ROUNDS} rounds × {DURATION} s measured runs (after {WARMUP} s of unmeasured warm-up "
-             f"each), wrk `-t{WRK_THREADS} -c{CONNECTIONS}`, {BODY_SIZE}-byte responses, backend: "
+             f"each), "
+             + (f"**open loop at {RATE:,} requests/s offered to every proxy** (h2load `--h1 -t1 "
+                f"-c{CONNECTIONS} --rps={RATE / CONNECTIONS:g}`, RATE={RATE})" if RATE else
+                f"wrk `-t{WRK_THREADS} -c{CONNECTIONS}`")
+             + f", {BODY_SIZE}-byte responses, backend: "
              f"**{BACKEND_DESC}**. Pinning: {PIN_TEXT}.")
     L.append("")
     L.append("| | runs used | req/s median | req/s min–max | p50 ms | p99 ms | proxy CPU µs/req median | "
@@ -363,7 +416,7 @@ def write_report(outdir, d, runs, labels, facts, commands, confs, backend_cmd, n
     L.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for x in labels:
         s = summ[x]
-        name = "direct (wrk → backend, no proxy)" if x == "direct" else f"**{x}**"
+        name = f"direct ({LOAD} → backend, no proxy)" if x == "direct" else f"**{x}**"
         L.append(f"| {name} | {s['n']}/{s['total']} | {fmt(s['rps'][0])} | {fmt(s['rps'][1])}–{fmt(s['rps'][2])} | "
                  f"{fmt(s['p50'][0], 3)} | {fmt(s['p99'][0], 3)} | {fmt(s['cpu_us'][0], 2)} | "
                  + (f"{fmt(s['cpu_us'][1], 2)}–{fmt(s['cpu_us'][2], 2)}" if s['cpu_us'][0] else "—")
@@ -372,8 +425,10 @@ def write_report(outdir, d, runs, labels, facts, commands, confs, backend_cmd, n
     L.append("")
     L.append("Medians, minima and maxima are over the runs used: the clean runs (others' CPU "
              f"below {NOISE_PCT}% of a CPU, see below), or every run if none was clean. "
-             "p50/p99 are medians of wrk's `--latency` percentiles. errors = wrk socket errors + "
-             "non-2xx/3xx responses, summed over all runs.")
+             + ("p50/p99 are medians of the runs' percentiles of h2load's per-request times (its "
+                "`--log-file`). errors = requests h2load got no answer to + "
+                if RATE else "p50/p99 are medians of wrk's `--latency` percentiles. errors = wrk socket errors + ")
+             + "non-2xx/3xx responses, summed over all runs.")
     L.append("")
     if "sluice" in summ:
         L.append("## Ratios")
@@ -477,7 +532,7 @@ def write_report(outdir, d, runs, labels, facts, commands, confs, backend_cmd, n
     for k, v in commands.items():
         L.append(f"# {k}\n{v}")
     L.append(f"# load (per run; warm-up uses -d{WARMUP}s, raw output has no warm-up)")
-    L.append(shlex.join(wrk_cmd("PORT", DURATION)))
+    L.append(shlex.join(load_cmd("PORT", DURATION)))
     L.append("```")
     L.append("")
     L.append("Ports are picked free at run time (bind to port 0). Configs as used (also in "
@@ -495,7 +550,7 @@ def refresh_latest(outdir):
 # ---------------------------------------------------------------- main
 
 def main():
-    need_tools("bench/core.py", ("wrk", "haproxy", "nginx") + (("taskset",) if PROXY_PIN else ()),
+    need_tools("bench/core.py", (LOAD, "haproxy", "nginx") + (("taskset",) if PROXY_PIN else ()),
                "bench/core.sh")
     need_sluice_bins("bench/core.py", PROXIES)
     if BACKEND == "demo" and not os.access(os.path.join(BUILD, "demo_backend"), os.X_OK):

@@ -95,8 +95,8 @@ import urllib.request
 import benchlib
 from benchlib import (BUILD, CLK_TCK, QUICK, RESULTS, SLUICE_BIN, Quiet, children_cpu, cmd_out, fmt,
                       fmt_mmm, fsize, grouped_bars, log_lines_above_info, machine_facts, mmm, noise_note,
-                      parse_wrk, peer_versions, pinning, read_tail, refresh_latest, report_end, report_list,
-                      results_dirs, run_main, run_wrk, show_report, sluice_describe, start, stop, stop_proxy,
+                      parse_h2load_wrk, parse_wrk, peer_versions, pinning, read_tail, refresh_latest, report_end, report_list,
+                      results_dirs, run_h2load, run_main, run_wrk, show_report, sluice_describe, start, stop, stop_proxy,
                       system_busy_ticks, tree_ticks, wait_children, write)
 from tlslib import copy_sluice, make_certs, sluice_tls_failures
 
@@ -425,43 +425,6 @@ def h2load_cmd(target, cps, seconds):
                        "-H", "Connection: close", f"https://{target[0]}:{target[1]}/"]
 
 
-H2_UNIT_MS = {"us": 0.001, "ms": 1.0, "s": 1000.0}
-
-
-def parse_h2load(out):
-    """h2load's summary in parse_wrk()'s shape: requests = 2xx answers,
-    sock_errors = requests without an answer, non2xx, rps over the time it
-    took; req_mean (ms): its mean time for request; wrk_secs: that time."""
-    r = {"requests": 0, "rps": 0.0, "p50": None, "p99": None, "sock_errors": 0, "sock_detail": "",
-         "non2xx": 0, "req_mean": None}
-    m = re.search(r"finished in ([\d.]+)(us|ms|s), ", out)
-    secs = float(m.group(1)) * H2_UNIT_MS[m.group(2)] / 1000 if m else None
-    m = re.search(r"requests: (\d+) total, \d+ started, \d+ done, \d+ succeeded, (\d+) failed, (\d+) errored, "
-                  r"(\d+) timeout", out)
-    st = re.search(r"status codes: (\d+) 2xx, (\d+) 3xx, (\d+) 4xx, (\d+) 5xx", out)
-    if m and st:
-        total = int(m.group(1))
-        codes = [int(x) for x in st.groups()]
-        r.update(requests=codes[0], non2xx=sum(codes[1:]), sock_errors=total - sum(codes))
-        if r["sock_errors"]:
-            r["sock_detail"] = f"h2load: {m.group(2)} failed, {m.group(3)} errored, {m.group(4)} timeout of {total}"
-    if secs:
-        r["rps"], r["wrk_secs"] = r["requests"] / secs, secs
-    m = re.search(r"^time for request:\s+\S+\s+\S+\s+([\d.]+)(us|ms|s)", out, re.M)
-    if m:
-        r["req_mean"] = float(m.group(1)) * H2_UNIT_MS[m.group(2)]
-    return r
-
-
-def run_h2load(cmd, seconds, outfile):
-    cp = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=seconds + 60)
-    # h2load says this for every connection when the server picks no ALPN protocol.
-    out = "\n".join(ln for ln in cp.stdout.splitlines()
-                    if not ln.startswith(("No protocol negotiated", "Server does not support NPN/ALPN")))
-    write(outfile, shlex.join(cmd) + "\n" + out)
-    return out
-
-
 def measure(scen, topo, rnd, d, target, insts, lb, backend, redis):
     """Warm up, then one measured wrk run against TARGET (addr, port): per
     instance requests served and CPU, HAProxy's, the origin's, Redis's and
@@ -496,7 +459,7 @@ def measure(scen, topo, rnd, d, target, insts, lb, backend, redis):
     def delta(a, b):
         return sum(b[q] - a[q] for q in b if q in a)
 
-    r = parse_h2load(out) if scen == "fixed" else parse_wrk(out)
+    r = parse_h2load_wrk(out) if scen == "fixed" else parse_wrk(out)
     r.update(case=scen, label=topo, round=rnd + 1, wall=wall, raw=os.path.relpath(raw, d), problems=[])
     req = max(r["requests"], 1)
     per, total_ticks = [], 0

@@ -41,6 +41,12 @@ Usage: sh bench/tls.sh  (or `make bench-tls`). Environment knobs:
                    wrk when build/tlsload is missing, with a note)
   CLIENT_VERIFY=1  tlsload verifies the server's handshake signature (off:
                    -x, the server's work is the same either way)
+  RATES=case=N,..  open loop for those Connection: close cases (tlsload -R):
+                   N new connections a second offered to every target, so CPU
+                   per connection is compared at the same load rather than with
+                   the cheapest proxy idling while the client is the limit
+                   (e.g. RATES=plain-close=15000); a run that achieves under 97%
+                   of N is flagged saturated
   ROUNDS=N         rounds; each round runs every target once per case (3; QUICK 1)
   IDLE_CONNS=N     idle TLS connections for the memory part (2000)
   SPEED_SECONDS=N  seconds per openssl speed test (3; QUICK 1)
@@ -129,20 +135,40 @@ if "keepalive" in PARTS:
     CASES += [{"mode": "keepalive", "cert": "ecdsa", "ver": "1.3"}]
 for c in CASES:
     c["key"] = "plain-close" if c["mode"] == "plain" else f"{c['mode']}-{c['cert']}-{c['ver']}"
+
+
+def parse_rates(text):
+    rates = {}
+    for item in (x for x in text.split(",") if x):
+        key, _, n = item.partition("=")
+        if not n.isdigit() or int(n) <= 0:
+            sys.exit(f"{PROG}: RATES wants case=connections-per-second items, not {item!r}")
+        if key not in {c["key"] for c in CASES if c["mode"] != "keepalive"}:
+            sys.exit(f"{PROG}: RATES names {key!r}, not a Connection: close case of this run "
+                     f"({', '.join(c['key'] for c in CASES if c['mode'] != 'keepalive')})")
+        rates[key] = int(n)
+    if rates and CLIENT != "tlsload":
+        sys.exit(f"{PROG}: RATES needs CLIENT=tlsload (wrk has no open loop)")
+    return rates
+
+
+RATES = parse_rates(os.environ.get("RATES", ""))
 MODE_NAME = {"full": "full handshakes", "resumed": "resumed handshakes (tickets on)",
              "keepalive": "keepalive", "plain": "no TLS"}
 
 
 def case_short(c):
+    rate = f", {RATES[c['key']]:,}/s offered" if c["key"] in RATES else ""
     if c["mode"] == "plain":
-        return "no TLS (plain HTTP)"
-    return f"{CERT_NAME[c['cert']]} TLS {c['ver']}"
+        return "no TLS (plain HTTP)" + rate
+    return f"{CERT_NAME[c['cert']]} TLS {c['ver']}" + rate
 
 
 def case_title(c):
+    rate = f", open loop at {RATES[c['key']]:,} connections/s offered" if c["key"] in RATES else ""
     if c["mode"] == "plain":
-        return "no TLS: plain HTTP, Connection: close (baseline)"
-    return f"{MODE_NAME[c['mode']]}, {CERT_NAME[c['cert']]}, TLS {c['ver']}"
+        return "no TLS: plain HTTP, Connection: close (baseline)" + rate
+    return f"{MODE_NAME[c['mode']]}, {CERT_NAME[c['cert']]}, TLS {c['ver']}" + rate
 
 
 def log(msg):
@@ -250,7 +276,8 @@ def load_cmd(port, seconds, case):
     url = f"{scheme}://127.0.0.1:{port}/"
     if uses_tlsload(case):
         return benchlib.tlsload_cmd(LOAD_PIN, CONNECTIONS, seconds, url, version=case["ver"],
-                                    resume=case["mode"] == "resumed", verify=CLIENT_VERIFY)
+                                    resume=case["mode"] == "resumed", verify=CLIENT_VERIFY,
+                                    rate=RATES.get(case["key"]))
     return benchlib.wrk_cmd(LOAD_PIN, 1, CONNECTIONS, seconds, url,
                             ["-H", "Connection: close"] if case["mode"] != "keepalive" else [])
 
@@ -279,6 +306,10 @@ def measure(tgt, case, rnd, d, port, proxy, backend):
     raw = os.path.join(d, "raw", f"r{rnd + 1}-{case['key']}-{tgt}.txt")
     r = measure_wrk(lambda: run_wrk(load_cmd(port, DURATION, case), DURATION, raw), proxy, backend,
                     parse=benchlib.parse_tlsload if uses_tlsload(case) else benchlib.parse_wrk)
+    rate = RATES.get(case["key"])
+    if rate and r["rps"] < 0.97 * rate:
+        r["problems"].append(f"achieved {r['rps']:,.0f} connections/s, under 97% of the {rate:,} offered: "
+                             "saturated")
     r.update(label=tgt, case=case["key"], round=rnd + 1, raw=os.path.relpath(raw, d))
     return r
 
