@@ -703,12 +703,11 @@ static void run_ctl(struct crs_txn *t, const char *spec)
 
 static void run_actions(struct crs_txn *t, const struct crs_rule *cr)
 {
-	const struct sl_rule *r = cr->src;
-	for (size_t i = 0; i < r->nactions; i++) {
-		const struct sl_action *a = &r->actions[i];
+	for (size_t i = 0; i < cr->nacts; i++) {
+		const struct crs_act *a = &cr->acts[i];
 		switch (a->act) {
 		case SL_ACT_SETVAR:
-			(void)sectx_setvar(&t->tx, a->value, strlen(a->value), resolve, t);
+			(void)sectx_setvar_run(&t->tx, &a->setvar, resolve, t);
 			break;
 		case SL_ACT_CTL:
 			run_ctl(t, a->value);

@@ -383,6 +383,7 @@ static void rule_release(struct crs_rule *cr)
 		free(cr->sel_re[i].lit);
 	}
 	free(cr->sel_re);
+	free(cr->acts);
 }
 
 static void rule_free(struct crs_rule *cr)
@@ -479,6 +480,20 @@ static int rule_compile(struct crs_program *p, const struct sl_rule *r, uint32_t
 			cr->capture = 1;
 		if (a->act == SL_ACT_MULTI_MATCH)
 			cr->multi_match = 1;
+	}
+	for (size_t i = 0; i < r->nactions; i++) {
+		const struct sl_action *a = &r->actions[i];
+		if (a->act != SL_ACT_SETVAR && a->act != SL_ACT_CTL && a->act != SL_ACT_INITCOL)
+			continue;
+		if (!cr->acts) {
+			cr->acts = calloc(r->nactions, sizeof(*cr->acts));
+			AN(cr->acts);
+		}
+		struct crs_act *ca = &cr->acts[cr->nacts++];
+		ca->act = a->act;
+		ca->value = a->value;
+		if (a->act == SL_ACT_SETVAR)
+			sectx_setvar_compile(&ca->setvar, a->value, strlen(a->value));
 	}
 	/* block: whatever SecDefaultAction says (pass when it says nothing) */
 	cr->disruptive = own_disruptive && own_disruptive != SL_ACT_BLOCK ? own_disruptive

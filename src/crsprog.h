@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include "cidrset.h"
 #include "seclang.h"
+#include "sectx.h"
 
 #define CRS_MAX_TFN 16
 
@@ -70,7 +71,16 @@ struct crs_rule {
 				    * the same target list (tsig, no counts) and chain; 0 none */
 	struct crs_selre *sel_re;  /* per target: its /regex/ selector, all NULL for the others */
 	int32_t skip_after;        /* index in its phase's list to continue after, -1 none */
+	struct crs_act *acts;      /* what a match runs (setvar, ctl, initcol), in order */
+	uint16_t nacts;
 	struct crs_rule *chained;
+};
+
+/* One of the actions a match runs; a setvar read once (sectx.h). */
+struct crs_act {
+	uint8_t act;               /* enum sl_act */
+	const char *value;
+	struct sectx_setvar setvar;
 };
 
 /* Per transformation chain: the required literals (rxlit.h) of its @rx

@@ -81,11 +81,11 @@ static uint32_t name_hash(int coll, const char *name, size_t nlen)
 	return (uint32_t)h;
 }
 
-static struct sectx_var *find(const struct sectx *t, int coll, const char *name, size_t nlen)
+static struct sectx_var *find_hashed(const struct sectx *t, int coll, const char *name, size_t nlen, uint32_t h)
 {
 	if (!t->idx_cap)
 		return NULL;
-	uint32_t h = name_hash(coll, name, nlen), mask = t->idx_cap - 1;
+	uint32_t mask = t->idx_cap - 1;
 	for (uint32_t i = h & mask; t->idx[i]; i = (i + 1) & mask) {
 		struct sectx_var *v = &t->v[t->idx[i] - 1];
 		if (v->hash == h && v->coll == coll && v->nlen == nlen &&
@@ -94,6 +94,11 @@ static struct sectx_var *find(const struct sectx *t, int coll, const char *name,
 			return v;
 	}
 	return NULL;
+}
+
+static struct sectx_var *find(const struct sectx *t, int coll, const char *name, size_t nlen)
+{
+	return t->idx_cap ? find_hashed(t, coll, name, nlen, name_hash(coll, name, nlen)) : NULL;
 }
 
 /* The index of every variable, anew (after growing, or a removal moved one). */
@@ -119,16 +124,16 @@ const struct sectx_var *sectx_get(const struct sectx *t, int coll, const char *n
 	return find(t, coll, name, nlen);
 }
 
-void sectx_set(struct sectx *t, int coll, const char *name, size_t nlen, const char *value, size_t vlen)
+static void set_hashed(struct sectx *t, int coll, const char *name, size_t nlen, uint32_t h, const char *value,
+		       size_t vlen)
 {
-	struct sectx_var *v = find(t, coll, name, nlen);
+	struct sectx_var *v = find_hashed(t, coll, name, nlen, h);
 	if (!v) {
 		if (t->n == t->cap) {
 			t->cap = t->cap ? t->cap * 2 : 64;
 			t->v = realloc(t->v, t->cap * sizeof(*t->v));
 			AN(t->v);
 		}
-		uint32_t h = name_hash(coll, name, nlen);  /* before put: NAME may be in the arena */
 		uint32_t off = put(t, name, nlen);
 		v = &t->v[t->n++];
 		*v = (struct sectx_var){ .coll = (uint8_t)coll, .hash = h, .name = off, .nlen = (uint32_t)nlen };
@@ -145,6 +150,11 @@ void sectx_set(struct sectx *t, int coll, const char *name, size_t nlen, const c
 	uint32_t voff = put(t, value, vlen);
 	t->v[i].value = voff;
 	t->v[i].vlen = (uint32_t)vlen;
+}
+
+void sectx_set(struct sectx *t, int coll, const char *name, size_t nlen, const char *value, size_t vlen)
+{
+	set_hashed(t, coll, name, nlen, name_hash(coll, name, nlen), value, vlen);
 }
 
 void sectx_unset(struct sectx *t, int coll, const char *name, size_t nlen)
@@ -182,6 +192,18 @@ void sectx_expand(const char *tpl, size_t len, sectx_resolve_fn fn, void *ctx, s
 	}
 }
 
+/* "=+N" / "=-N": the old value read as a number (0 if none) plus the
+ * signed DELTA, kept within 0 .. INT_MAX. */
+static void add_to(struct sectx *t, int coll, const char *name, size_t nlen, uint32_t h, const char *delta, size_t dlen)
+{
+	const struct sectx_var *old = find_hashed(t, coll, name, nlen, h);
+	int cur = old ? secop_atoi(t->arena.data + old->value, old->vlen) : 0;
+	long long sum = (long long)cur + secop_atoi(delta, dlen);
+	char num[24];
+	int k = snprintf(num, sizeof(num), "%d", (int)(sum < 0 ? 0 : sum > 0x7fffffff ? 0x7fffffff : sum));
+	set_hashed(t, coll, name, nlen, h, num, (size_t)k);
+}
+
 int sectx_setvar(struct sectx *t, const char *spec, size_t len, sectx_resolve_fn fn, void *ctx)
 {
 	const char *eq = memchr(spec, '=', len);
@@ -210,13 +232,8 @@ int sectx_setvar(struct sectx *t, const char *spec, size_t len, sectx_resolve_fn
 		if (unset) {
 			sectx_unset(t, coll, vn, vnl);
 		} else if (vlen > 0 && (val[0] == '+' || val[0] == '-')) {
-			const struct sectx_var *old = find(t, coll, vn, vnl);
-			int cur = old ? secop_atoi(t->arena.data + old->value, old->vlen) : 0;
 			sectx_expand(val, vlen, fn, ctx, &value);
-			long long sum = (long long)cur + secop_atoi(value.data ? value.data : "", value.len);
-			char num[24];
-			int k = snprintf(num, sizeof(num), "%d", (int)(sum < 0 ? 0 : sum > 0x7fffffff ? 0x7fffffff : sum));
-			sectx_set(t, coll, vn, vnl, num, (size_t)k);
+			add_to(t, coll, vn, vnl, name_hash(coll, vn, vnl), value.data ? value.data : "", value.len);
 		} else {
 			sectx_expand(val, vlen, fn, ctx, &value);
 			sectx_set(t, coll, vn, vnl, value.data ? value.data : "", value.len);
@@ -229,3 +246,70 @@ int sectx_setvar(struct sectx *t, const char *spec, size_t len, sectx_resolve_fn
 	t->scratch[1] = value;
 	return changed;
 }
+
+void sectx_setvar_compile(struct sectx_setvar *c, const char *spec, size_t len)
+{
+	memset(c, 0, sizeof(*c));
+	c->spec = spec;
+	c->len = (uint32_t)len;
+	c->coll = -1;
+	const char *eq = memchr(spec, '=', len);
+	size_t nraw = eq ? (size_t)(eq - spec) : len;
+	if (memchr(spec, '%', nraw))
+		return;  /* the name is known only once expanded */
+	const char *n = spec;
+	size_t nl = nraw;
+	int unset = nl > 0 && n[0] == '!';
+	if (unset)
+		n++, nl--;
+	const char *dot = memchr(n, '.', nl);
+	int coll = dot ? sectx_coll(n, (size_t)(dot - n)) : -1;
+	if (coll < 0)
+		return;
+	const char *val = eq ? eq + 1 : "1";
+	size_t vlen = eq ? len - nraw - 1 : 1;
+	while (vlen > 0 && (*val == ' ' || (*val >= '\t' && *val <= '\r')))
+		val++, vlen--;
+	c->coll = (int8_t)coll;
+	c->unset = (uint8_t)unset;
+	c->name = dot + 1;
+	c->nlen = (uint32_t)(nl - (size_t)(dot + 1 - n));
+	c->hash = name_hash(coll, c->name, c->nlen);
+	c->value = val;
+	c->vlen = (uint32_t)vlen;
+	c->arith = vlen > 0 && (val[0] == '+' || val[0] == '-');
+	c->value_macro = memchr(val, '%', vlen) != NULL;
+}
+
+int sectx_setvar_run(struct sectx *t, const struct sectx_setvar *c, sectx_resolve_fn fn, void *ctx)
+{
+	if (c->coll < 0)
+		return sectx_setvar(t, c->spec, c->len, fn, ctx);
+	if (!t->open[c->coll])
+		return 0;
+	if (c->unset) {
+		sectx_unset(t, c->coll, c->name, c->nlen);
+		return 1;
+	}
+	const char *v = c->value;
+	size_t vl = c->vlen;
+	struct buf value = t->scratch[1];
+	if (c->value_macro) {
+		/* the scratch buffer leaves the store while the resolver may read it */
+		memset(&t->scratch[1], 0, sizeof(t->scratch[1]));
+		value.len = 0;
+		sectx_expand(c->value, c->vlen, fn, ctx, &value);
+		v = value.data ? value.data : "";
+		vl = value.len;
+	}
+	if (c->arith)
+		add_to(t, c->coll, c->name, c->nlen, c->hash, v, vl);
+	else
+		set_hashed(t, c->coll, c->name, c->nlen, c->hash, v, vl);
+	if (c->value_macro) {
+		buf_free(&t->scratch[1]);
+		t->scratch[1] = value;
+	}
+	return 1;
+}
+

@@ -60,4 +60,24 @@ void sectx_expand(const char *tpl, size_t len, sectx_resolve_fn fn, void *ctx, s
  * Returns 1 if a variable changed, 0 if not. */
 int sectx_setvar(struct sectx *t, const char *spec, size_t len, sectx_resolve_fn fn, void *ctx);
 
+/* A setvar SPEC read once, when the rules are compiled: a name without
+ * macros has its collection, name and hash found here, a value without
+ * macros is used as it is, and running it does what sectx_setvar(SPEC)
+ * does with none of the parsing or expansion. A name with a macro, or an
+ * unknown collection, keeps the general path. SPEC must outlive it. */
+struct sectx_setvar {
+	const char *spec;          /* the whole spec, for the general path */
+	uint32_t len;
+	int8_t coll;               /* enum sectx_coll, -1: the general path */
+	uint8_t unset;             /* "!col.name" */
+	uint8_t arith;             /* "=+N" / "=-N" */
+	uint8_t value_macro;       /* the value has a %{...} to expand */
+	const char *name;          /* after "col." */
+	uint32_t nlen, hash;
+	const char *value;         /* after '=' and leading whitespace ("1" without '=') */
+	uint32_t vlen;
+};
+void sectx_setvar_compile(struct sectx_setvar *c, const char *spec, size_t len);
+int sectx_setvar_run(struct sectx *t, const struct sectx_setvar *c, sectx_resolve_fn fn, void *ctx);
+
 #endif

@@ -54,12 +54,21 @@ static int tx_is(const char *name, const char *want)
 	return v && v->vlen == strlen(want) && memcmp(sectx_str(&T, v->value), want, v->vlen) == 0;
 }
 
+/* Each setvar case runs twice: parsed at the call (sectx_setvar), and
+ * read once the way compiled rules do (sectx_setvar_compile, then _run),
+ * which must come to the same store. */
+static int compiled;
+
 static int setvar(const char *spec)
 {
-	return sectx_setvar(&T, spec, strlen(spec), resolve, NULL);
+	if (!compiled)
+		return sectx_setvar(&T, spec, strlen(spec), resolve, NULL);
+	struct sectx_setvar c;
+	sectx_setvar_compile(&c, spec, strlen(spec));
+	return sectx_setvar_run(&T, &c, resolve, NULL);
 }
 
-int main(void)
+static void setvar_cases(void)
 {
 	sectx_reset(&T);
 	CHECK(setvar("tx.critical_anomaly_score=5") && tx_is("critical_anomaly_score", "5"));
@@ -85,6 +94,26 @@ int main(void)
 	/* a value copied from another variable of the same store */
 	for (int i = 0; i < 200; i++)
 		CHECK(setvar("tx.copy=%{tx.allowed}") && tx_is("copy", "|a| |b| |c|"));
+}
+
+int main(void)
+{
+	setvar_cases();
+	compiled = 1;
+	setvar_cases();
+	{
+		struct sectx_setvar c;  /* what compiling decided */
+		sectx_setvar_compile(&c, "tx.%{rule.id}-x=1", 17);
+		CHECK(c.coll == -1);
+		sectx_setvar_compile(&c, "foo.bar=1", 9);
+		CHECK(c.coll == -1);
+		sectx_setvar_compile(&c, "!TX.flag", 8);
+		CHECK(c.coll == SX_TX && c.unset && c.nlen == 4);
+		sectx_setvar_compile(&c, "tx.a=+%{tx.b}", 13);
+		CHECK(c.coll == SX_TX && c.arith && c.value_macro && c.vlen == 8);
+		sectx_setvar_compile(&c, "ip.x", 4);
+		CHECK(c.coll == SX_IP && c.vlen == 1 && c.value[0] == '1' && !c.arith);
+	}
 
 	/* macros */
 	CHECK(expands("no macros", "no macros"));
