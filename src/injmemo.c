@@ -104,8 +104,35 @@ static int lookup(struct injmemo *m, int kind, const char *v, size_t vl, char fp
 	return hit;
 }
 
+/* Whether V is nothing but ASCII digits (and not empty). */
+static int all_digits(const char *v, size_t vl)
+{
+	if (vl == 0)
+		return 0;
+	for (size_t i = 0; i < vl; i++)
+		if ((unsigned)(v[i] - '0') > 9u)
+			return 0;
+	return 1;
+}
+
 int injmemo_sqli(struct injmemo *m, const char *v, size_t vl, char fp[8])
 {
+	/* Digits alone are one number token to libinjection's tokenizer,
+	 * whatever they are and however many (no quote to try the other
+	 * contexts with, no comment to reparse for): every such value gets
+	 * the answer and fingerprint of "1". Numbers are the commonest
+	 * argument (ids, pages, quantities), each otherwise its own entry.
+	 * tests/unit/test_injmemo.c checks this against libinjection. */
+	static int digits_known, digits_hit;
+	static char digits_fp[8];
+	if (all_digits(v, vl)) {
+		if (!digits_known) {
+			digits_hit = check(INJ_SQLI, "1", 1, digits_fp);
+			digits_known = 1;
+		}
+		memcpy(fp, digits_fp, 8);
+		return digits_hit;
+	}
 	return lookup(m, INJ_SQLI, v, vl, fp);
 }
 
