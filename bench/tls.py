@@ -41,12 +41,14 @@ Usage: sh bench/tls.sh  (or `make bench-tls`). Environment knobs:
                    wrk when build/tlsload is missing, with a note)
   CLIENT_VERIFY=1  tlsload verifies the server's handshake signature (off:
                    -x, the server's work is the same either way)
-  RATES=case=N,..  open loop for those Connection: close cases (tlsload -R):
-                   N new connections a second offered to every target, so CPU
-                   per connection is compared at the same load rather than with
-                   the cheapest proxy idling while the client is the limit
-                   (e.g. RATES=plain-close=15000); a run that achieves under 97%
-                   of N is flagged saturated
+  RATES=case=N,..  open loop for those cases: a Connection: close case gets
+                   N new connections a second (tlsload -R), keepalive N requests
+                   a second over CONNECTIONS connections (h2load --h1 --rps,
+                   instead of wrk), offered to every target, so CPU per
+                   connection or request is compared at the same load rather
+                   than with the cheapest proxy idling while the client is the
+                   limit (e.g. RATES=plain-close=15000,keepalive-ecdsa-1.3=30000);
+                   a run that achieves under 97% of N is flagged saturated
   ROUNDS=N         rounds; each round runs every target once per case (3; QUICK 1)
   IDLE_CONNS=N     idle TLS connections for the memory part (2000)
   SPEED_SECONDS=N  seconds per openssl speed test (3; QUICK 1)
@@ -143,12 +145,12 @@ def parse_rates(text):
         key, _, n = item.partition("=")
         if not n.isdigit() or int(n) <= 0:
             sys.exit(f"{PROG}: RATES wants case=connections-per-second items, not {item!r}")
-        if key not in {c["key"] for c in CASES if c["mode"] != "keepalive"}:
-            sys.exit(f"{PROG}: RATES names {key!r}, not a Connection: close case of this run "
-                     f"({', '.join(c['key'] for c in CASES if c['mode'] != 'keepalive')})")
+        if key not in {c["key"] for c in CASES}:
+            sys.exit(f"{PROG}: RATES names {key!r}, not a case of this run "
+                     f"({', '.join(c['key'] for c in CASES)})")
         rates[key] = int(n)
-    if rates and CLIENT != "tlsload":
-        sys.exit(f"{PROG}: RATES needs CLIENT=tlsload (wrk has no open loop)")
+    if any(not k.startswith("keepalive") for k in rates) and CLIENT != "tlsload":
+        sys.exit(f"{PROG}: RATES for a Connection: close case needs CLIENT=tlsload (wrk has no open loop)")
     return rates
 
 
@@ -278,12 +280,19 @@ def load_cmd(port, seconds, case):
         return benchlib.tlsload_cmd(LOAD_PIN, CONNECTIONS, seconds, url, version=case["ver"],
                                     resume=case["mode"] == "resumed", verify=CLIENT_VERIFY,
                                     rate=RATES.get(case["key"]))
+    if uses_h2load(case):
+        return LOAD_PIN + ["h2load", "--h1", "-t1", f"-c{CONNECTIONS}",
+                           f"--rps={RATES[case['key']] / CONNECTIONS:g}", f"-D{seconds}", url]
     return benchlib.wrk_cmd(LOAD_PIN, 1, CONNECTIONS, seconds, url,
                             ["-H", "Connection: close"] if case["mode"] != "keepalive" else [])
 
 
+def uses_h2load(case):
+    return case["mode"] == "keepalive" and case.get("key") in RATES
+
+
 def client_name(case):
-    return "tlsload" if uses_tlsload(case) else "wrk"
+    return "tlsload" if uses_tlsload(case) else "h2load" if uses_h2load(case) else "wrk"
 
 
 def close_client():
@@ -297,18 +306,25 @@ def client_text():
     keep = any(c["mode"] == "keepalive" for c in CASES)
     if CLIENT == "wrk":
         return "wrk `-t1` for every case"
-    return "tlsload for the Connection: close cases" + (", wrk `-t1` for keepalive" if keep else "")
+    keep_client = ("h2load `--h1 -t1 --rps`, open loop," if any(uses_h2load(c) for c in CASES)
+                   else "wrk `-t1`")
+    return "tlsload for the Connection: close cases" + (f", {keep_client} for keepalive" if keep else "")
 
 
 def measure(tgt, case, rnd, d, port, proxy, backend):
     if WARMUP:
         run_wrk(load_cmd(port, WARMUP, case), WARMUP)
     raw = os.path.join(d, "raw", f"r{rnd + 1}-{case['key']}-{tgt}.txt")
-    r = measure_wrk(lambda: run_wrk(load_cmd(port, DURATION, case), DURATION, raw), proxy, backend,
-                    parse=benchlib.parse_tlsload if uses_tlsload(case) else benchlib.parse_wrk)
+    if uses_h2load(case):
+        r = measure_wrk(lambda: benchlib.run_h2load(load_cmd(port, DURATION, case), DURATION, raw), proxy, backend,
+                        parse=benchlib.parse_h2load_wrk)
+    else:
+        r = measure_wrk(lambda: run_wrk(load_cmd(port, DURATION, case), DURATION, raw), proxy, backend,
+                        parse=benchlib.parse_tlsload if uses_tlsload(case) else benchlib.parse_wrk)
     rate = RATES.get(case["key"])
     if rate and r["rps"] < 0.97 * rate:
-        r["problems"].append(f"achieved {r['rps']:,.0f} connections/s, under 97% of the {rate:,} offered: "
+        r["problems"].append(f"achieved {r['rps']:,.0f} {'requests' if uses_h2load(case) else 'connections'}/s, "
+                             f"under 97% of the {rate:,} offered: "
                              "saturated")
     r.update(label=tgt, case=case["key"], round=rnd + 1, raw=os.path.relpath(raw, d))
     return r
@@ -992,7 +1008,8 @@ def write_report(outdir, d, runs, mem, speed, samples, probes, targets, facts, c
             L.append(f"# {c['key']} (rsa: the same)" if c["mode"] == "full" else f"# {c['key']}")
             L.append(" ".join(load_cmd("PORT", DURATION, c)))
     L.append("# load, keepalive")
-    L.append(" ".join(load_cmd("PORT", DURATION, {"mode": "keepalive", "cert": "ecdsa", "ver": "1.3"})))
+    L.append(" ".join(load_cmd("PORT", DURATION, {"mode": "keepalive", "cert": "ecdsa", "ver": "1.3",
+                                                     "key": "keepalive-ecdsa-1.3"})))
     L.append("# memory: Python asyncio client, source in bench/tls.py (MEM_CLIENT)")
     L.append(" ".join(LOAD_PIN + ["/usr/bin/python3", "-c", "MEM_CLIENT", "PORT", str(IDLE_CONNS),
                                   str(MEM_CONCURRENCY)]))
@@ -1037,7 +1054,8 @@ def facts_software():
 # ---------------------------------------------------------------- main
 
 def main():
-    need_tools(PROG, ("wrk", "haproxy", "nginx", "openssl") + (("taskset",) if PROXY_PIN else ()),
+    need_tools(PROG, ("wrk", "haproxy", "nginx", "openssl") + (("taskset",) if PROXY_PIN else ())
+               + (("h2load",) if any(uses_h2load(c) for c in CASES) else ()),
                "bench/tls.sh")
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft < hard:
