@@ -453,7 +453,7 @@ def write_report(outdir, d, runs, labels, facts, commands, confs, backend_cmd, n
                 L.append(f"| sluice / {peer} | {a['rps'][0] / b['rps'][0]:.3f} | "
                          f"{a['rps'][2] / b['rps'][2]:.3f} | "
                          f"{a['cpu_us'][0] / b['cpu_us'][0]:.3f} | {a['cpu_us'][1] / b['cpu_us'][1]:.3f} | "
-                         f"{a['p99'][0] / b['p99'][0]:.3f} |")
+                         + (f"{a['p99'][0] / b['p99'][0]:.3f} |" if a['p99'][0] and b['p99'][0] else "— |"))
         L.append("")
     L.append(chart_line)
     L.append("")

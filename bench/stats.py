@@ -41,6 +41,9 @@ import urllib.request
 
 QUICK = os.environ.get("QUICK", "") not in ("", "0")
 os.environ.setdefault("ROUNDS", "3" if QUICK else "5")
+# stats measures with wrk's closed loop only (its report prints wrk's commands): core's
+# RATE (h2load open loop) is not one of its knobs
+os.environ["RATE"] = "0"
 import core  # noqa: E402  (reads the shared knobs from the environment)
 from benchlib import (CLK_TCK, ROOT, cmd_out, fmt, free_port, fsize, git_describe,  # noqa: E402
                       machine_facts as base_facts, mmm as mmm_of, read_tail, refresh_latest, report_end, run_main,

@@ -273,7 +273,7 @@ def uses_tlsload(case):
 
 def load_cmd(port, seconds, case):
     """The client command of CASE: tlsload for a Connection: close case
-    (unless CLIENT=wrk), wrk for keepalive."""
+    (unless CLIENT=wrk), wrk for keepalive (h2load when RATES names it)."""
     scheme = "http" if case["mode"] == "plain" else "https"
     url = f"{scheme}://127.0.0.1:{port}/"
     if uses_tlsload(case):
@@ -1086,6 +1086,8 @@ def main():
                      "every case, and on two cores it saturates before the proxies on TLS")
         log(notes[-1])
         CLIENT = "wrk"
+        if any(not k.startswith("keepalive") for k in RATES):
+            sys.exit(f"{PROG}: RATES for a Connection: close case needs tlsload's open loop: make build/tlsload")
     # Run copies: others may rebuild build*/ while the benchmark runs.
     os.makedirs(os.path.join(d, "bin"), exist_ok=True)
     for t in targets:

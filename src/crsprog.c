@@ -489,6 +489,7 @@ static int rule_compile(struct crs_program *p, const struct sl_rule *r, uint32_t
 			cr->acts = calloc(r->nactions, sizeof(*cr->acts));
 			AN(cr->acts);
 		}
+		AN(cr->nacts < UINT16_MAX);
 		struct crs_act *ca = &cr->acts[cr->nacts++];
 		ca->act = a->act;
 		ca->value = a->value;
