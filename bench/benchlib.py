@@ -678,6 +678,21 @@ def run_h2load(cmd, seconds, outfile):
     return out
 
 
+def h2load_rate_cmd(pin, conns, rate, seconds, url, extra=(), logf=None):
+    """h2load's HTTP/1.1 open loop: CONNS keepalive connections sending
+    RATE requests a second in all (RATE/CONNS each, --rps), one at a time,
+    whatever the server's speed; LOGF: its per-request log."""
+    return (pin + ["h2load", "--h1", "-t1", f"-c{conns}", f"--rps={rate / conns:g}", f"-D{seconds}", *extra]
+            + ([f"--log-file={logf}"] if logf else []) + [url])
+
+
+def flag_saturated(r, offered, unit="req/s"):
+    """An open-loop run that achieved under 97% of the OFFERED rate is a
+    problem: its CPU per request was not measured at the others' load."""
+    if r["rps"] < 0.97 * offered:
+        r["problems"].append(f"achieved {r['rps']:,.0f} {unit}, under 97% of the {offered:,} offered: saturated")
+
+
 def h2load_log_percentiles(logf, qs=(50, 99)):
     """Latency percentiles (ms, nearest rank) of h2load's --log-file (start
     µs, status, µs to the response's end per request; failed ones, status

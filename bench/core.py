@@ -251,9 +251,8 @@ def wrk_cmd(port, seconds, extra=()):
 def h2load_cmd(port, seconds, logf=None):
     """RATE's open loop: every connection sends RATE/CONNECTIONS requests a
     second, one at a time, whatever the server's speed."""
-    return (LOAD_PIN + ["h2load", "--h1", "-t1", f"-c{CONNECTIONS}", f"--rps={RATE / CONNECTIONS:g}",
-                        f"-D{seconds}", *REQUEST_EXTRA] + ([f"--log-file={logf}"] if logf else [])
-            + [f"http://127.0.0.1:{port}/"])
+    return benchlib.h2load_rate_cmd(LOAD_PIN, CONNECTIONS, RATE, seconds, f"http://127.0.0.1:{port}/",
+                                    REQUEST_EXTRA, logf)
 
 
 def load_cmd(port, seconds):
@@ -278,8 +277,7 @@ def measure_rate(label, rnd, d, port, proxy, backend):
                     log_ticks=log, parse=parse)
     if os.path.exists(logf):
         os.unlink(logf)  # some MB per run; the percentiles are in the report
-    if r["rps"] < 0.97 * RATE:
-        r["problems"].append(f"achieved {r['rps']:,.0f} req/s, under 97% of the {RATE:,} offered: saturated")
+    benchlib.flag_saturated(r, RATE)
     r.update(label=label, round=rnd + 1, raw=os.path.relpath(raw, d))
     return r
 

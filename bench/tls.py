@@ -159,6 +159,10 @@ MODE_NAME = {"full": "full handshakes", "resumed": "resumed handshakes (tickets 
              "keepalive": "keepalive", "plain": "no TLS"}
 
 
+def rate_unit(c):
+    return "requests/s" if c["mode"] == "keepalive" else "connections/s"
+
+
 def case_short(c):
     rate = f", {RATES[c['key']]:,}/s offered" if c["key"] in RATES else ""
     if c["mode"] == "plain":
@@ -167,7 +171,7 @@ def case_short(c):
 
 
 def case_title(c):
-    rate = f", open loop at {RATES[c['key']]:,} connections/s offered" if c["key"] in RATES else ""
+    rate = f", open loop at {RATES[c['key']]:,} {rate_unit(c)} offered" if c["key"] in RATES else ""
     if c["mode"] == "plain":
         return "no TLS: plain HTTP, Connection: close (baseline)" + rate
     return f"{MODE_NAME[c['mode']]}, {CERT_NAME[c['cert']]}, TLS {c['ver']}" + rate
@@ -281,8 +285,7 @@ def load_cmd(port, seconds, case):
                                     resume=case["mode"] == "resumed", verify=CLIENT_VERIFY,
                                     rate=RATES.get(case["key"]))
     if uses_h2load(case):
-        return LOAD_PIN + ["h2load", "--h1", "-t1", f"-c{CONNECTIONS}",
-                           f"--rps={RATES[case['key']] / CONNECTIONS:g}", f"-D{seconds}", url]
+        return benchlib.h2load_rate_cmd(LOAD_PIN, CONNECTIONS, RATES[case["key"]], seconds, url)
     return benchlib.wrk_cmd(LOAD_PIN, 1, CONNECTIONS, seconds, url,
                             ["-H", "Connection: close"] if case["mode"] != "keepalive" else [])
 
@@ -321,11 +324,8 @@ def measure(tgt, case, rnd, d, port, proxy, backend):
     else:
         r = measure_wrk(lambda: run_wrk(load_cmd(port, DURATION, case), DURATION, raw), proxy, backend,
                         parse=benchlib.parse_tlsload if uses_tlsload(case) else benchlib.parse_wrk)
-    rate = RATES.get(case["key"])
-    if rate and r["rps"] < 0.97 * rate:
-        r["problems"].append(f"achieved {r['rps']:,.0f} {'requests' if uses_h2load(case) else 'connections'}/s, "
-                             f"under 97% of the {rate:,} offered: "
-                             "saturated")
+    if case["key"] in RATES:
+        benchlib.flag_saturated(r, RATES[case["key"]], rate_unit(case))
     r.update(label=tgt, case=case["key"], round=rnd + 1, raw=os.path.relpath(raw, d))
     return r
 

@@ -204,70 +204,20 @@ static void add_to(struct sectx *t, int coll, const char *name, size_t nlen, uin
 	set_hashed(t, coll, name, nlen, h, num, (size_t)k);
 }
 
-int sectx_setvar(struct sectx *t, const char *spec, size_t len, sectx_resolve_fn fn, void *ctx)
+/* The name N ("[!]col.name", macros expanded) and the value part VAL
+ * (what follows the '=', NULL without one) into C. 0 when N names no
+ * collection sectx knows (C then stays on the general path). */
+static int setvar_parts(struct sectx_setvar *c, const char *n, size_t nl, const char *val, size_t vlen)
 {
-	const char *eq = memchr(spec, '=', len);
-	size_t nraw = eq ? (size_t)(eq - spec) : len;
-	const char *val = eq ? eq + 1 : "1";
-	size_t vlen = eq ? len - nraw - 1 : 1;
-	while (vlen > 0 && (*val == ' ' || (*val >= '\t' && *val <= '\r')))
-		val++, vlen--;
-	/* the scratch buffers leave the store: a resolver may read the store
-	 * (never these), and sectx_set may move the arena */
-	struct buf name = t->scratch[0], value = t->scratch[1];
-	memset(&t->scratch, 0, sizeof(t->scratch));
-	name.len = value.len = 0;
-	sectx_expand(spec, nraw, fn, ctx, &name);
-	const char *n = name.data ? name.data : "";
-	size_t nl = name.len;
-	int unset = nl > 0 && n[0] == '!';
-	if (unset)
-		n++, nl--;
-	const char *dot = memchr(n, '.', nl);
-	int coll = dot ? sectx_coll(n, (size_t)(dot - n)) : -1;
-	int changed = 0;
-	if (coll >= 0 && t->open[coll]) {
-		const char *vn = dot + 1;
-		size_t vnl = nl - (size_t)(dot + 1 - n);
-		if (unset) {
-			sectx_unset(t, coll, vn, vnl);
-		} else if (vlen > 0 && (val[0] == '+' || val[0] == '-')) {
-			sectx_expand(val, vlen, fn, ctx, &value);
-			add_to(t, coll, vn, vnl, name_hash(coll, vn, vnl), value.data ? value.data : "", value.len);
-		} else {
-			sectx_expand(val, vlen, fn, ctx, &value);
-			sectx_set(t, coll, vn, vnl, value.data ? value.data : "", value.len);
-		}
-		changed = 1;
-	}
-	buf_free(&t->scratch[0]);
-	buf_free(&t->scratch[1]);
-	t->scratch[0] = name;
-	t->scratch[1] = value;
-	return changed;
-}
-
-void sectx_setvar_compile(struct sectx_setvar *c, const char *spec, size_t len)
-{
-	memset(c, 0, sizeof(*c));
-	c->spec = spec;
-	c->len = (uint32_t)len;
-	c->coll = -1;
-	const char *eq = memchr(spec, '=', len);
-	size_t nraw = eq ? (size_t)(eq - spec) : len;
-	if (memchr(spec, '%', nraw))
-		return;  /* the name is known only once expanded */
-	const char *n = spec;
-	size_t nl = nraw;
 	int unset = nl > 0 && n[0] == '!';
 	if (unset)
 		n++, nl--;
 	const char *dot = memchr(n, '.', nl);
 	int coll = dot ? sectx_coll(n, (size_t)(dot - n)) : -1;
 	if (coll < 0)
-		return;
-	const char *val = eq ? eq + 1 : "1";
-	size_t vlen = eq ? len - nraw - 1 : 1;
+		return 0;
+	if (!val)
+		val = "1", vlen = 1;
 	while (vlen > 0 && (*val == ' ' || (*val >= '\t' && *val <= '\r')))
 		val++, vlen--;
 	c->coll = (int8_t)coll;
@@ -279,6 +229,40 @@ void sectx_setvar_compile(struct sectx_setvar *c, const char *spec, size_t len)
 	c->vlen = (uint32_t)vlen;
 	c->arith = vlen > 0 && (val[0] == '+' || val[0] == '-');
 	c->value_macro = memchr(val, '%', vlen) != NULL;
+	return 1;
+}
+
+void sectx_setvar_compile(struct sectx_setvar *c, const char *spec, size_t len)
+{
+	memset(c, 0, sizeof(*c));
+	c->spec = spec;
+	c->len = (uint32_t)len;
+	c->coll = -1;
+	const char *eq = memchr(spec, '=', len);
+	size_t nraw = eq ? (size_t)(eq - spec) : len;
+	if (!memchr(spec, '%', nraw))  /* else the name is known only once expanded */
+		(void)setvar_parts(c, spec, nraw, eq ? eq + 1 : NULL, eq ? len - nraw - 1 : 0);
+}
+
+int sectx_setvar(struct sectx *t, const char *spec, size_t len, sectx_resolve_fn fn, void *ctx)
+{
+	struct sectx_setvar c;
+	sectx_setvar_compile(&c, spec, len);
+	if (c.coll >= 0)
+		return sectx_setvar_run(t, &c, fn, ctx);
+	/* a name with macros: expanded into a scratch buffer that leaves the
+	 * store meanwhile (a resolver may read the store, never it) */
+	const char *eq = memchr(spec, '=', len);
+	size_t nraw = eq ? (size_t)(eq - spec) : len;
+	struct buf name = t->scratch[0];
+	memset(&t->scratch[0], 0, sizeof(t->scratch[0]));
+	name.len = 0;
+	sectx_expand(spec, nraw, fn, ctx, &name);
+	int changed = setvar_parts(&c, name.data ? name.data : "", name.len, eq ? eq + 1 : NULL, eq ? len - nraw - 1 : 0) &&
+		      sectx_setvar_run(t, &c, fn, ctx);
+	buf_free(&t->scratch[0]);
+	t->scratch[0] = name;
+	return changed;
 }
 
 int sectx_setvar_run(struct sectx *t, const struct sectx_setvar *c, sectx_resolve_fn fn, void *ctx)
