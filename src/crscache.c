@@ -159,28 +159,70 @@ static uint32_t pf_alloc(struct crs_txn *t, size_t words)
 	return off;
 }
 
-/* The prefilter bits of PF's literals in V, into pf_bits. */
-static uint32_t pf_scan(struct crs_txn *t, const struct crs_prefilter *pf, const char *v, size_t vl)
+static void byteset(const char *v, size_t vl, uint64_t set[4])
 {
+	for (size_t i = 0; i < vl; i++) {
+		unsigned char b = (unsigned char)v[i];
+		set[b >> 6] |= 1ull << (b & 63);
+	}
+}
+
+/* The set of bytes of a cached value, made once per phase (TC_BYTES): the
+ * value itself (SAME, at SRC) or its transformed bytes at OFF in tc_data,
+ * which many chains share. Its offset in pf_bits. Adds an entry. */
+static uint32_t value_bytes(struct crs_txn *t, const char *src, uint32_t off, uint32_t len, int same)
+{
+	const char *where = same ? src : NULL;
+	uint64_t key = same ? TC_BYTES : TC_BYTES | off;
+	const struct crs_tcache *e = crscache_find(t, where, len, key);
+	if (e)
+		return e->off;
+	uint32_t at = pf_alloc(t, 4);
+	byteset(same ? src : t->tc_data.data + off, len, t->pf_bits + at);
+	(void)tc_put(t, where, len, key, at, 0, 0);
+	return at;
+}
+
+/* The prefilter bits of PF's literals in a cached value (value_bytes says
+ * which), into pf_bits. Adds entries. */
+static uint32_t pf_scan(struct crs_txn *t, const struct crs_prefilter *pf, const char *src, uint32_t voff, uint32_t vl,
+			int same)
+{
+	const char *v = same ? src : t->tc_data.data + voff;
+	uint32_t have = pf->none ? value_bytes(t, src, voff, vl, same) : PF_NONE;
 	size_t words = (pf->nbits + 63) / 64;
 	uint32_t off = pf_alloc(t, words);
-	struct pf_scan_ctx c = { t->pf_bits + off, pf->bit };
+	uint64_t *bits = t->pf_bits + off;
+	struct pf_scan_ctx c = { bits, pf->bit };
 	/* A failed scan must not rule anything out (a group's union would skip
 	 * whole rules): every bit set, every rule's operator decides. */
-	if (hs_scan(pf->hs, vl ? v : "", (unsigned)vl, 0, t->hs_scratch, pf_hit, &c) != HS_SUCCESS)
-		memset(t->pf_bits + off, 0xff, words * sizeof(*t->pf_bits));
+	if (pf->hs && hs_scan(pf->hs, vl ? v : "", (unsigned)vl, 0, t->hs_scratch, pf_hit, &c) != HS_SUCCESS)
+		memset(bits, 0xff, words * sizeof(*bits));
+	for (unsigned k = 0; k < pf->none; k++) {
+		const uint64_t *set = t->pf_bits + have;
+		unsigned b = pf->one[k].byte;
+		if (!(set[b >> 6] >> (b & 63) & 1))
+			continue;
+		for (unsigned i = pf->one[k].first, end = i + pf->one[k].n; i < end; i++)
+			bits[pf->one_bits[i] >> 6] |= 1ull << (pf->one_bits[i] & 63);
+	}
 	return off;
 }
 
-/* Whether LINK's regex can match the cached value E (V) at all: its
- * chain's literals, scanned once per value (the bits kept with E). */
-int crscache_pf_may_match(struct crs_txn *t, const struct crs_rule *link, struct crs_tcache *e, const char *v)
+/* Whether LINK's regex can match the cached value E at all: its chain's
+ * literals, scanned once per value (the bits kept with E). */
+int crscache_pf_may_match(struct crs_txn *t, const struct crs_rule *link, struct crs_tcache *e)
 {
 	const struct crs_prefilter *pf = &t->prog->pf[link->chain];
-	if (e->pf == PF_NONE)
-		e->pf = pf_scan(t, pf, v, e->len);
+	uint32_t at = e->pf;
+	if (at == PF_NONE) {
+		const char *src = e->src;
+		uint32_t slen = e->slen;
+		at = pf_scan(t, pf, e->src, e->off, e->len, e->same);
+		crscache_find(t, src, slen, TC_CHAIN(link->chain))->pf = at;  /* E may have moved */
+	}
 	unsigned bit = link->prefilter - 1u;
-	return (t->pf_bits[e->pf + (bit >> 6)] >> (bit & 63)) & 1;
+	return (t->pf_bits[at + (bit >> 6)] >> (bit & 63)) & 1;
 }
 
 int crscache_clear(struct crs_txn *t)
@@ -233,11 +275,14 @@ const struct crs_pfgroup *crscache_group(struct crs_txn *t, const struct crs_rul
 		struct crs_tcache *e = crscache_find(t, tg[i].value, tg[i].vlen, TC_CHAIN(link->chain));
 		if (!e)
 			e = crscache_transform(t, link, tg[i].value, tg[i].vlen);
-		if (e->pf == PF_NONE)
-			e->pf = pf_scan(t, pf, e->same ? e->src : t->tc_data.data + e->off, e->len);
-		t->grp_view[view + i] = e->pf;
+		uint32_t at = e->pf;
+		if (at == PF_NONE) {
+			at = pf_scan(t, pf, e->src, e->off, e->len, e->same);
+			crscache_find(t, tg[i].value, tg[i].vlen, TC_CHAIN(link->chain))->pf = at;  /* E may have moved */
+		}
+		t->grp_view[view + i] = at;
 		for (size_t w = 0; w < words; w++)
-			t->pf_bits[uni + w] |= t->pf_bits[e->pf + w];
+			t->pf_bits[uni + w] |= t->pf_bits[at + w];
 	}
 	*g = (struct crs_pfgroup){ .epoch = t->tc_epoch, .uni = uni, .view = view, .n = (uint32_t)ntg };
 	return g;

@@ -33,6 +33,9 @@ struct crs_target {
 #define TC_CHAIN(c) (1ull << 63 | (c))
 #define SEQ_MAX 10
 #define TC_INFO 0                  /* the value's own features (no step sequence is 0) */
+#define TC_BYTES (1ull << 62)      /* the set of its bytes, 4 words in pf_bits at OFF (no step
+				    * sequence reaches bit 62); a transformed value's: src NULL,
+				    * key TC_BYTES | its offset in tc_data */
 
 struct crs_tcache {
 	const char *src;           /* the value's place (stable for the phase) */
@@ -61,9 +64,10 @@ struct crs_tcache *crscache_find(struct crs_txn *t, const char *src, uint32_t sl
 /* Value V (stable for the phase) through LINK's chain, into the cache. */
 struct crs_tcache *crscache_transform(struct crs_txn *t, const struct crs_rule *link, const char *v, size_t vl);
 
-/* Whether LINK's operator can match the cached value E (its result V) at
- * all: its chain's literals, scanned once per value (the bits kept with E). */
-int crscache_pf_may_match(struct crs_txn *t, const struct crs_rule *link, struct crs_tcache *e, const char *v);
+/* Whether LINK's operator can match the cached value E at all: its
+ * chain's literals, scanned once per value (the bits kept with E). May add
+ * entries: E and other entry pointers go stale. */
+int crscache_pf_may_match(struct crs_txn *t, const struct crs_rule *link, struct crs_tcache *e);
 
 /* VALUE's features (sectfn_features), cached for the phase. */
 uint32_t crscache_features(struct crs_txn *t, const char *value, size_t vlen);

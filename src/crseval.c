@@ -919,16 +919,17 @@ static int run_rule(struct crs_txn *t, const struct crs_rule *link, const struct
 			if (!e)
 				e = crscache_transform(t, link, tg->value, tg->vlen);
 			v = e->same ? e->src : t->tc_data.data + e->off;
+			vl = e->len;  /* E goes stale at the prefilter's scan */
 			/* @rx: no literal of its regex in the value, the regex cannot
 			 * match (no PCRE2 run); @pm: whether a phrase is in it */
 			if (link->prefilter) {
-				t->pf_seen = crscache_pf_may_match(t, link, e, v) ? PF_SEEN_YES : PF_SEEN_NO;
+				t->pf_seen = crscache_pf_may_match(t, link, e) ? PF_SEEN_YES : PF_SEEN_NO;
 				if (t->pf_seen == PF_SEEN_NO && !link->op.negated) {
 					t->pf_seen = PF_SEEN_UNKNOWN;
 					continue;  /* what try_value would conclude */
 				}
 			}
-			rc = try_value(t, link, starter, name, tg->nlen, v, e->len);
+			rc = try_value(t, link, starter, name, tg->nlen, v, vl);
 			t->pf_seen = PF_SEEN_UNKNOWN;
 			if (rc == STOP)
 				return STOP;

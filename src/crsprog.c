@@ -673,11 +673,63 @@ static void litlist_add(struct litlist *l, char *const *lits, const size_t *lens
 	}
 }
 
+struct byte_bit {
+	uint8_t byte;
+	uint16_t bit;
+};
+
+static int byte_bit_cmp(const void *a, const void *b)
+{
+	const struct byte_bit *x = a, *y = b;
+	return x->byte != y->byte ? (int)x->byte - (int)y->byte : (int)x->bit - (int)y->bit;
+}
+
+/* L's one-byte literals out of it, into PF's byte table (crs_onebyte). */
+static void onebyte_split(struct litlist *l, struct crs_prefilter *pf)
+{
+	struct byte_bit *bb = malloc(2 * l->n * sizeof(*bb));
+	AN(bb);
+	size_t j = 0, n = 0, m = 0;
+	for (size_t i = 0; i < l->n; i++) {
+		if (l->len[i] != 1) {
+			l->s[j] = l->s[i];
+			l->len[j] = l->len[i];
+			l->ids[j] = l->ids[i];
+			l->flags[j] = l->flags[i];
+			j++;
+			continue;
+		}
+		unsigned char c = (unsigned char)l->s[i][0];
+		bb[n++] = (struct byte_bit){ c, (uint16_t)l->ids[i] };
+		if ((c | 0x20) >= 'a' && (c | 0x20) <= 'z')
+			bb[n++] = (struct byte_bit){ (uint8_t)(c ^ 0x20), (uint16_t)l->ids[i] };
+	}
+	l->n = j;
+	qsort(bb, n, sizeof(*bb), byte_bit_cmp);
+	for (size_t i = 0; i < n; i++) {
+		if (i && bb[i].byte == bb[i - 1].byte && bb[i].bit == bb[i - 1].bit)
+			continue;  /* a rule with the byte twice */
+		if (!pf->none || pf->one[pf->none - 1].byte != bb[i].byte) {
+			pf->one = realloc(pf->one, (pf->none + 1) * sizeof(*pf->one));
+			AN(pf->one);
+			pf->one[pf->none++] = (struct crs_onebyte){ .byte = bb[i].byte, .first = (uint16_t)m };
+		}
+		pf->one_bits = realloc(pf->one_bits, (m + 1) * sizeof(*pf->one_bits));
+		AN(pf->one_bits);
+		pf->one_bits[m++] = bb[i].bit;
+		pf->one[pf->none - 1].n++;
+	}
+	free(bb);
+}
+
 /* L's literals as PF's database: each its own id, mapped to its rule's bit. */
 static int lit_compile(struct crs_program *p, struct litlist *l, struct crs_prefilter *pf)
 {
 	hs_compile_error_t *err = NULL;
 	hs_database_t *db = NULL;
+	onebyte_split(l, pf);
+	if (!l->n)
+		return 0;
 	unsigned *ids = malloc(l->n * sizeof(*ids));
 	pf->bit = malloc((pf->nbits + l->n) * sizeof(*pf->bit));
 	AN(ids && pf->bit);
@@ -874,6 +926,8 @@ void crs_program_free(struct crs_program *p)
 	for (unsigned c = 0; p->pf && c < p->nchains; c++) {
 		hs_free_database(p->pf[c].hs);
 		free(p->pf[c].bit);
+		free(p->pf[c].one);
+		free(p->pf[c].one_bits);
 	}
 	free(p->pf);
 	hs_free_scratch(p->hs_scratch);

@@ -86,11 +86,23 @@ struct crs_act {
 /* Per transformation chain: the required literals (rxlit.h) of its @rx
  * rules, each literal's id the rule's bit. A value no literal of a rule
  * occurs in cannot match that rule's regex. */
+/* A byte that is a literal of its own, and the bits of the rules it is a
+ * literal of (one_bits[first..first+n)): looked up in the value's set of
+ * bytes instead of the scan, where one-byte literals would make Hyperscan
+ * confirm at nearly every position (CRS's chains have dozens). */
+struct crs_onebyte {
+	uint8_t byte;
+	uint16_t first, n;
+};
+
 struct crs_prefilter {
 	void *hs;                  /* hs_database_t *, NULL when the chain has none */
 	uint16_t *bit;             /* literal id -> its rule's bit (ids are distinct: Hyperscan
 				    * compiles many literals sharing an id far slower) */
 	unsigned nbits;
+	struct crs_onebyte *one;   /* distinct bytes, both cases of a letter (the scan is caseless) */
+	uint16_t *one_bits;
+	unsigned none;
 };
 
 enum crs_engine { CRS_ENGINE_OFF, CRS_ENGINE_DETECTION_ONLY, CRS_ENGINE_ON };

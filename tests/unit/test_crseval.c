@@ -193,6 +193,33 @@ static void test_prefilter(void)
 	CHECK(tx_is("u", NULL) && tx_is("n", "1") && tx_is("p", NULL) && tx_is("c", NULL) && tx_is("s", NULL));
 }
 
+/* One-byte literals are looked up in the value's set of bytes, not
+ * scanned: the same answers, caseless like the scan, on a value as it is
+ * and on a transformed one, with and without a literal database beside. */
+static void test_prefilter_one_byte(void)
+{
+	CHECK(load("SecRuleEngine On\n"
+		   "SecRule ARGS \"@rx ;\" \"id:70,phase:1,pass,t:none,setvar:tx.semi=+1\"\n"
+		   "SecRule ARGS \"@rx (?i)q\" \"id:71,phase:1,pass,t:none,setvar:tx.qi=+1\"\n"
+		   "SecRule ARGS \"@rx q\" \"id:72,phase:1,pass,t:none,setvar:tx.q=+1\"\n"
+		   "SecRule ARGS \"@rx [xy]z\" \"id:73,phase:1,pass,t:none,setvar:tx.xy=+1\"\n"
+		   "SecRule ARGS \"!@rx ;\" \"id:74,phase:1,pass,t:none,setvar:tx.nosemi=+1\"\n"
+		   "SecRule ARGS \"@pm k ;\" \"id:75,phase:1,pass,t:none,setvar:tx.pm=+1\"\n"
+		   "SecRule ARGS \"@rx a\" \"id:76,phase:1,pass,t:none,t:lowercase,setvar:tx.lower=+1\"\n") == 0);
+	int both = 0, alone = 0;
+	for (unsigned c = 0; c < P.nchains; c++) {
+		both += P.pf[c].hs && P.pf[c].none;
+		alone += !P.pf[c].hs && P.pf[c].none;
+	}
+	CHECK(both == 1 && alone == 1);
+	run("GET", "/?a=x;y&b=Q&c=yz&d=K&e=A", NULL, NULL);
+	CHECK(tx_is("semi", "1") && tx_is("qi", "1") && tx_is("q", NULL) && tx_is("xy", "1"));
+	CHECK(tx_is("nosemi", "4") && tx_is("pm", "2") && tx_is("lower", "1"));
+	run("GET", "/?a=hello&b=q", NULL, NULL);
+	CHECK(tx_is("semi", NULL) && tx_is("qi", "1") && tx_is("q", "1") && tx_is("xy", NULL));
+	CHECK(tx_is("nosemi", "2") && tx_is("pm", NULL) && tx_is("lower", NULL));
+}
+
 /* The prefilter group (crscache.h) of rule ID's LINK-th link: its pf_group, 0 if none. */
 static unsigned group_of(uint32_t id, int link)
 {
@@ -479,6 +506,7 @@ int main(void)
 	test_multimatch();
 	test_captures_and_macros();
 	test_prefilter();
+	test_prefilter_one_byte();
 	test_prefilter_groups();
 	test_repeated_values();
 	test_tfn_features();

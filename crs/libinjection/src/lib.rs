@@ -13,11 +13,15 @@ use std::os::raw::c_int;
 #[no_mangle]
 pub unsafe extern "C" fn sluice_detect_sqli(data: *const u8, len: usize, fingerprint: *mut u8) -> c_int {
     let input: &[u8] = if len == 0 { &[] } else { std::slice::from_raw_parts(data, len) };
-    let r = libinjectionrs::detect_sqli(input);
-    if !r.is_injection() {
+    // detect_sqli() tokenizes the input once more after its verdict to report a
+    // fingerprint; nearly every value is clean and needs none, so the verdict
+    // comes from the state alone and only a detection pays for detect_sqli().
+    let mut state = libinjectionrs::SqliState::new(input, libinjectionrs::SqliFlags::FLAG_NONE);
+    if !state.detect() {
         return 0;
     }
     if !fingerprint.is_null() {
+        let r = libinjectionrs::detect_sqli(input);
         let fp = r.fingerprint.as_deref().map(|f| f.as_bytes()).unwrap_or(b"");
         let n = fp.len().min(7);
         std::ptr::copy_nonoverlapping(fp.as_ptr(), fingerprint, n);
