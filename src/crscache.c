@@ -164,16 +164,20 @@ static void byteset(const char *v, size_t vl, uint64_t set[4])
 	/* four sets filled in turn, OR'ed at the end: neighbouring bytes mostly
 	 * fall in the same word, and with one set each would wait for the
 	 * store of the one before */
-	uint64_t s[4][4] = { { 0 } };
+	uint64_t s0[4] = { 0 }, s1[4] = { 0 }, s2[4] = { 0 }, s3[4] = { 0 };
 	const unsigned char *p = (const unsigned char *)v;
 	size_t i = 0;
-	for (; i + 4 <= vl; i += 4)
-		for (int k = 0; k < 4; k++)
-			s[k][p[i + k] >> 6] |= 1ull << (p[i + k] & 63);
+	for (; i + 4 <= vl; i += 4) {
+		unsigned a = p[i], b = p[i + 1], c = p[i + 2], d = p[i + 3];
+		s0[a >> 6] |= 1ull << (a & 63);
+		s1[b >> 6] |= 1ull << (b & 63);
+		s2[c >> 6] |= 1ull << (c & 63);
+		s3[d >> 6] |= 1ull << (d & 63);
+	}
 	for (; i < vl; i++)
-		s[0][p[i] >> 6] |= 1ull << (p[i] & 63);
+		s0[p[i] >> 6] |= 1ull << (p[i] & 63);
 	for (int w = 0; w < 4; w++)
-		set[w] = s[0][w] | s[1][w] | s[2][w] | s[3][w];
+		set[w] = s0[w] | s1[w] | s2[w] | s3[w];
 }
 
 /* The set of bytes of a cached value, made once per phase (TC_BYTES): the

@@ -899,6 +899,21 @@ static int run_rule(struct crs_txn *t, const struct crs_rule *link, const struct
 		run_actions(t, link);
 		return link->chained ? MATCH : disrupt(t, starter);
 	}
+	if (link->tx_direct) {
+		const struct sl_target *tg = &link->src->targets[0];
+		const struct sectx_var *xv = sectx_get_hashed(&t->tx, SX_TX, tg->sel, tg->sel_len, link->tx_hash);
+		if (!xv)
+			return NO_MATCH;
+		/* copies, as build_emit makes of TX values: the rule's own setvars may move them */
+		struct buf *b = &t->tx_direct;
+		b->len = 0;
+		uint32_t nl;
+		(void)put_name(b, seclang_var_name(SL_VAR_TX), seclang_var_name_len(SL_VAR_TX), sectx_str(&t->tx, xv->name),
+			       xv->nlen, &nl);
+		uint32_t voff;
+		tbuf_put(b, sectx_str(&t->tx, xv->value), xv->vlen, &voff);
+		return try_value(t, link, starter, b->data, nl, b->data + voff, xv->vlen);
+	}
 	build_targets(t, link);
 	int matched = 0;
 	const struct crs_tlist *L = t->cur;
@@ -1096,6 +1111,7 @@ void crs_txn_free(struct crs_txn *t)
 	free(t->hdr);
 	buf_free(&t->scratch);
 	buf_free(&t->scratch2);
+	buf_free(&t->tx_direct);
 	buf_free(&t->mv_name);
 	buf_free(&t->mv_value);
 	buf_free(&t->mvs);

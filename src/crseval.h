@@ -87,6 +87,7 @@ struct crs_txn {
 	struct sc_header *hdr;         /* the request's headers as Apache merges them */
 	size_t hdr_cap;
 	struct buf scratch2;
+	struct buf tx_direct;          /* a tx_direct rule's "TX:name" NUL value NUL */
 	void *hs_scratch;              /* hs_scratch_t *, cloned from the program's */
 	uint64_t hs_serial;            /* the program it was cloned for */
 	void *match_data;              /* pcre2_match_data * */

@@ -545,6 +545,12 @@ static int rule_compile(struct crs_program *p, const struct sl_rule *r, uint32_t
 		else if (!tg->exclude)
 			cr->reads[tg->var >> 6] |= 1ull << (tg->var & 63);
 	}
+	if (r->kind == SL_RULE && r->ntargets == 1 && r->targets[0].var == SL_VAR_TX &&
+	    r->targets[0].sel_kind == SL_SEL_NAME && !r->targets[0].count && !r->targets[0].exclude && !cr->ntfn &&
+	    !cr->multi_match) {
+		cr->tx_direct = 1;
+		cr->tx_hash = sectx_hash(SX_TX, r->targets[0].sel, r->targets[0].sel_len);
+	}
 	if (op_prepare(p, r, id, &cr->op) < 0)
 		return -1;
 	if (r->chained) {

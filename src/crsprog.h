@@ -71,6 +71,11 @@ struct crs_rule {
 				    * the same target list (tsig, no counts) and chain; 0 none */
 	struct crs_selre *sel_re;  /* per target: its /regex/ selector, all NULL for the others */
 	int32_t skip_after;        /* index in its phase's list to continue after, -1 none */
+	/* Its one target is TX:name, read as it is (no count, no transformation,
+	 * not multiMatch): run straight from the store, no target list built
+	 * (CRS has a few such rules per file, the paranoia-level checks). */
+	uint8_t tx_direct;
+	uint32_t tx_hash;          /* sectx_hash of the name */
 	struct crs_act *acts;      /* what a match runs (setvar, ctl, initcol), in order */
 	uint16_t nacts;
 	struct crs_rule *chained;
@@ -83,9 +88,6 @@ struct crs_act {
 	struct sectx_setvar setvar;
 };
 
-/* Per transformation chain: the required literals (rxlit.h) of its @rx
- * rules, each literal's id the rule's bit. A value no literal of a rule
- * occurs in cannot match that rule's regex. */
 /* A byte that is a literal of its own, and the bits of the rules it is a
  * literal of (one_bits[first..first+n)): looked up in the value's set of
  * bytes instead of the scan, where one-byte literals would make Hyperscan
@@ -95,6 +97,9 @@ struct crs_onebyte {
 	uint16_t first, n;
 };
 
+/* Per transformation chain: the required literals (rxlit.h) of its @rx
+ * rules, each literal's id the rule's bit. A value no literal of a rule
+ * occurs in cannot match that rule's regex. */
 struct crs_prefilter {
 	void *hs;                  /* hs_database_t *, NULL when the chain has none */
 	uint16_t *bit;             /* literal id -> its rule's bit (ids are distinct: Hyperscan

@@ -124,6 +124,16 @@ const struct sectx_var *sectx_get(const struct sectx *t, int coll, const char *n
 	return find(t, coll, name, nlen);
 }
 
+uint32_t sectx_hash(int coll, const char *name, size_t nlen)
+{
+	return name_hash(coll, name, nlen);
+}
+
+const struct sectx_var *sectx_get_hashed(const struct sectx *t, int coll, const char *name, size_t nlen, uint32_t hash)
+{
+	return find_hashed(t, coll, name, nlen, hash);
+}
+
 static void set_hashed(struct sectx *t, int coll, const char *name, size_t nlen, uint32_t h, const char *value,
 		       size_t vlen)
 {

@@ -34,6 +34,10 @@ void sectx_free(struct sectx *t);
 /* "tx", "ip", ... → enum sectx_coll, -1 for another name. */
 int sectx_coll(const char *name, size_t len);
 const struct sectx_var *sectx_get(const struct sectx *t, int coll, const char *name, size_t nlen);
+/* The hash sectx_get computes for NAME in COLL, for a name known before the
+ * request (a rule's TX:name), and the lookup that takes it. */
+uint32_t sectx_hash(int coll, const char *name, size_t nlen);
+const struct sectx_var *sectx_get_hashed(const struct sectx *t, int coll, const char *name, size_t nlen, uint32_t hash);
 void sectx_set(struct sectx *t, int coll, const char *name, size_t nlen, const char *value, size_t vlen);
 void sectx_unset(struct sectx *t, int coll, const char *name, size_t nlen);
 static inline const char *sectx_str(const struct sectx *t, uint32_t off)

@@ -220,6 +220,36 @@ static void test_prefilter_one_byte(void)
 	CHECK(tx_is("nosemi", "2") && tx_is("pm", NULL) && tx_is("lower", NULL));
 }
 
+/* A rule whose one target is TX:name runs from the store (tx_direct): the
+ * same MATCHED_VAR(_NAME) as a target list gives, a value its own setvar
+ * changes still seen as it was, no value no match (negated or not), and
+ * a target ctl removed stays removed. */
+static int tx_direct(uint32_t id)
+{
+	for (size_t i = 0; i < P.nphase[1]; i++)
+		if (P.phase[1][i].src->id == id)
+			return P.phase[1][i].tx_direct;
+	return -1;
+}
+
+static void test_tx_direct(void)
+{
+	CHECK(load("SecRuleEngine On\n"
+		   "SecAction \"id:80,phase:1,pass,nolog,setvar:tx.Level=2\"\n"
+		   "SecRule TX:level \"@ge 2\" \"id:81,phase:1,pass,setvar:tx.level=+5,setvar:'tx.m=%{MATCHED_VAR_NAME}=%{MATCHED_VAR}'\"\n"
+		   "SecRule TX:missing \"!@eq 1\" \"id:82,phase:1,pass,setvar:tx.neg=1\"\n"
+		   "SecRule TX:level \"@lt 3\" \"id:83,phase:1,pass,setvar:tx.lt=1\"\n"
+		   "SecRule ARGS:x \"@streq 1\" \"id:84,phase:1,pass,nolog,ctl:ruleRemoveTargetById=85;TX:level\"\n"
+		   "SecRule TX:level \"@ge 7\" \"id:85,phase:1,pass,setvar:tx.seen=1\"\n"
+		   "SecRule TX:level \"@ge 7\" \"id:86,phase:1,pass,t:lowercase,setvar:tx.tfn=1\"\n") == 0);
+	CHECK(tx_direct(81) == 1 && tx_direct(82) == 1 && tx_direct(85) == 1 && tx_direct(86) == 0);
+	run("GET", "/", NULL, NULL);
+	CHECK(tx_is("level", "7") && tx_is("m", "TX:Level=2") && tx_is("neg", NULL) && tx_is("lt", NULL));
+	CHECK(tx_is("seen", "1") && tx_is("tfn", "1"));
+	run("GET", "/?x=1", NULL, NULL);
+	CHECK(tx_is("level", "7") && tx_is("seen", NULL) && tx_is("tfn", "1"));
+}
+
 /* The prefilter group (crscache.h) of rule ID's LINK-th link: its pf_group, 0 if none. */
 static unsigned group_of(uint32_t id, int link)
 {
@@ -507,6 +537,7 @@ int main(void)
 	test_captures_and_macros();
 	test_prefilter();
 	test_prefilter_one_byte();
+	test_tx_direct();
 	test_prefilter_groups();
 	test_repeated_values();
 	test_tfn_features();
