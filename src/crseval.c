@@ -892,7 +892,7 @@ static int run_grouped(struct crs_txn *t, const struct crs_rule *link, const str
 /* One rule of a chain on all its targets: MATCH if any value matched. */
 static int run_rule(struct crs_txn *t, const struct crs_rule *link, const struct crs_rule *starter)
 {
-	if (link->src->kind == SL_ACTION) {
+	if (link->kind == SL_ACTION) {
 		/* ModSecurity runs a SecAction as @unconditionalMatch on REMOTE_ADDR */
 		const char *ra = t->rq->remote_addr ? t->rq->remote_addr : "";
 		set_matched(t, "REMOTE_ADDR", 11, ra, strlen(ra));
@@ -1041,7 +1041,7 @@ static int run_phase(struct crs_txn *t, int phase)
 		const struct crs_rule *cr = &p->phase[phase][i];
 		if (t->engine == CRS_ENGINE_OFF || t->allowed)
 			return 0;
-		if (cr->src->kind == SL_MARKER)
+		if (cr->kind == SL_MARKER)
 			continue;
 		if ((t->rm_ids.len || t->nrm_tags) && removed_at_runtime(t, cr))
 			continue;

@@ -449,6 +449,7 @@ static void selre_literal(struct crs_selre *s, const char *rx)
 static int rule_compile(struct crs_program *p, const struct sl_rule *r, uint32_t id, struct crs_rule *cr)
 {
 	cr->src = r;
+	cr->kind = r->kind;
 	cr->skip_after = -1;
 	if (r->kind == SL_MARKER)
 		return 0;

@@ -48,16 +48,28 @@ struct crs_selre {
 };
 
 struct crs_rule {
+	/* First, what run_phase reads of every rule of a phase, most of which
+	 * it passes over: one cache line, no pointer followed. */
 	const struct sl_rule *src; /* the parsed rule: targets, actions, file, line */
-	struct crs_op op;
-	uint8_t tfn[CRS_MAX_TFN];  /* enum sl_tfn, in order, t:none already applied */
-	uint8_t ntfn;
-	uint16_t chain;            /* the tfn sequence's number: equal sequences, equal numbers */
 	/* The variables (enum sl_var bits) it reads, exclusions aside; with
 	 * none of them present a request gives it no value, and it cannot
 	 * match. reads_all: it has a value anyway (a count, a SecAction). */
 	uint64_t reads[2];
+	uint8_t kind;              /* enum sl_kind, the parsed rule's */
 	uint8_t reads_all;
+	/* Its one target is TX:name, read as it is (no count, no transformation,
+	 * not multiMatch): run straight from the store, no target list built
+	 * (CRS has a few such rules per file, the paranoia-level checks). */
+	uint8_t tx_direct;
+	uint16_t prefilter;        /* @rx, @pm: 1 + its bit in its chain's prefilter; 0 none (the operator runs alone) */
+	uint16_t pf_group;         /* 1 + its prefilter group (crscache.h): the rules with a prefilter bit,
+				    * the same target list (tsig, no counts) and chain; 0 none */
+	int32_t skip_after;        /* index in its phase's list to continue after, -1 none */
+	uint32_t tx_hash;          /* sectx_hash of the name */
+	struct crs_op op;          /* kind and negated first */
+	uint8_t tfn[CRS_MAX_TFN];  /* enum sl_tfn, in order, t:none already applied */
+	uint8_t ntfn;
+	uint16_t chain;            /* the tfn sequence's number: equal sequences, equal numbers */
 	uint8_t disruptive;        /* enum sl_act: the rule's, or its SecDefaultAction's (block
 				    * resolved to the SecDefaultAction's); 0 none */
 	uint8_t capture;           /* @rx/@pm captures go to TX:0..9 */
@@ -66,16 +78,7 @@ struct crs_rule {
 	uint16_t status;           /* status:N, 0 none */
 	uint32_t tsig;             /* its targets read only request data (fixed for a phase): equal
 				    * target lists, equal numbers; 0 otherwise */
-	uint16_t prefilter;        /* @rx, @pm: 1 + its bit in its chain's prefilter; 0 none (the operator runs alone) */
-	uint16_t pf_group;         /* 1 + its prefilter group (crscache.h): the rules with a prefilter bit,
-				    * the same target list (tsig, no counts) and chain; 0 none */
 	struct crs_selre *sel_re;  /* per target: its /regex/ selector, all NULL for the others */
-	int32_t skip_after;        /* index in its phase's list to continue after, -1 none */
-	/* Its one target is TX:name, read as it is (no count, no transformation,
-	 * not multiMatch): run straight from the store, no target list built
-	 * (CRS has a few such rules per file, the paranoia-level checks). */
-	uint8_t tx_direct;
-	uint32_t tx_hash;          /* sectx_hash of the name */
 	struct crs_act *acts;      /* what a match runs (setvar, ctl, initcol), in order */
 	uint16_t nacts;
 	struct crs_rule *chained;
