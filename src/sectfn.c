@@ -608,6 +608,15 @@ int sectfn_unchanged(enum sl_tfn t, const char *in, size_t n)
 		return n == 0 || !c_isspace(s[0]);
 	case SL_TFN_TRIM_RIGHT:
 		return n == 0 || !c_isspace(s[n - 1]);
+	case SL_TFN_NORMALISE_PATH_WIN:
+	case SL_TFN_NORMALIZE_PATH_WIN:
+		if (memchr(s, '\\', n))
+			return 0;
+		/* fall through */
+	case SL_TFN_NORMALISE_PATH:
+	case SL_TFN_NORMALIZE_PATH:
+		/* with no separator, only a final "." can be a segment to resolve */
+		return !memchr(s, '/', n) && !(n && s[n - 1] == '.');
 	default:
 		return 0;
 	}
@@ -619,7 +628,8 @@ static const uint32_t byte_features[256] = {
 	[0] = SECTFN_F_NUL,
 	['\t'] = SECTFN_F_WS, ['\n'] = SECTFN_F_WS, ['\v'] = SECTFN_F_WS, ['\f'] = SECTFN_F_WS, ['\r'] = SECTFN_F_WS,
 	[' '] = SECTFN_F_WS,
-	['%'] = SECTFN_F_PCT_PLUS, ['+'] = SECTFN_F_PCT_PLUS, ['&'] = SECTFN_F_AMP, ['\\'] = SECTFN_F_BSLASH, ['/'] = F_SLASH,
+	['%'] = SECTFN_F_PCT_PLUS, ['+'] = SECTFN_F_PCT_PLUS, ['&'] = SECTFN_F_AMP, ['\\'] = SECTFN_F_BSLASH,
+	['/'] = F_SLASH | SECTFN_F_PATH,
 	['A' ... 'Z'] = SECTFN_F_UPPER,
 	[0x80 ... 0x9f] = SECTFN_F_HIGH, [NBSP] = SECTFN_F_HIGH | SECTFN_F_WS, [0xa1 ... 0xff] = SECTFN_F_HIGH,
 };
@@ -647,7 +657,8 @@ uint32_t sectfn_features(const char *in, size_t n)
 	uint32_t f = 0;
 	size_t i = 0;
 	if (n >= 17) {
-		v16s up = { 0 }, pp = { 0 }, amp = { 0 }, bs = { 0 }, nul = { 0 }, hi = { 0 }, ws = { 0 }, com = { 0 }, cmp = { 0 };
+		v16s up = { 0 }, pp = { 0 }, amp = { 0 }, bs = { 0 }, nul = { 0 }, hi = { 0 }, ws = { 0 }, com = { 0 }, cmp = { 0 },
+		     sl = { 0 };
 		for (; i + 17 <= n; i += 16) {
 			v16 c, d;  /* d: the bytes that follow c's */
 			memcpy(&c, s + i, sizeof(c));
@@ -660,13 +671,15 @@ uint32_t sectfn_features(const char *in, size_t n)
 			nul |= (v16s)(c == 0);
 			hi |= (v16s)(c >= 0x80);
 			ws |= w;
+			sl |= (v16s)(c == '/');
 			com |= (v16s)(c == '/') & (v16s)(d == '*');
 			cmp |= (w & ~sp) | (sp & v16_ws(d));
 		}
 		f |= (v16_any(up) ? SECTFN_F_UPPER : 0) | (v16_any(pp) ? SECTFN_F_PCT_PLUS : 0) |
 		     (v16_any(amp) ? SECTFN_F_AMP : 0) | (v16_any(bs) ? SECTFN_F_BSLASH : 0) | (v16_any(nul) ? SECTFN_F_NUL : 0) |
 		     (v16_any(hi) ? SECTFN_F_HIGH : 0) | (v16_any(ws) ? SECTFN_F_WS : 0) |
-		     (v16_any(com) ? SECTFN_F_COMMENT : 0) | (v16_any(cmp) ? SECTFN_F_COMPRESS : 0);
+		     (v16_any(com) ? SECTFN_F_COMMENT : 0) | (v16_any(cmp) ? SECTFN_F_COMPRESS : 0) |
+		     (v16_any(sl) ? SECTFN_F_PATH : 0);
 	}
 	for (; i < n; i++) {
 		uint32_t b = byte_features[s[i]];
@@ -682,6 +695,8 @@ uint32_t sectfn_features(const char *in, size_t n)
 		f |= SECTFN_F_TRIM_L;
 	if (n && c_isspace(s[n - 1]))
 		f |= SECTFN_F_TRIM_R;
+	if (n && s[n - 1] == '.')
+		f |= SECTFN_F_PATH;
 	return f & ~(uint32_t)F_SLASH;
 }
 
@@ -703,8 +718,39 @@ int sectfn_unchanged_f(enum sl_tfn t, uint32_t f)
 	case SL_TFN_TRIM: return !(f & (SECTFN_F_TRIM_L | SECTFN_F_TRIM_R));
 	case SL_TFN_TRIM_LEFT: return !(f & SECTFN_F_TRIM_L);
 	case SL_TFN_TRIM_RIGHT: return !(f & SECTFN_F_TRIM_R);
+	case SL_TFN_NORMALISE_PATH:
+	case SL_TFN_NORMALIZE_PATH: return !(f & SECTFN_F_PATH);
+	case SL_TFN_NORMALISE_PATH_WIN:
+	case SL_TFN_NORMALIZE_PATH_WIN: return !(f & (SECTFN_F_PATH | SECTFN_F_BSLASH));
 	default: return 0;
 	}
+}
+
+/* S's N bytes into D with ASCII capitals lowered (UPPER: small letters
+ * raised), sixteen at a time; whether any changed. */
+static int change_case(const unsigned char *s, size_t n, unsigned char *d, int upper)
+{
+	const unsigned char from = upper ? 'a' : 'A';
+	v16s any = { 0 };
+	size_t i = 0;
+	for (; i + 16 <= n; i += 16) {
+		v16 c;
+		memcpy(&c, s + i, sizeof(c));
+		v16s m = (v16s)(c - from < 26);
+		any |= m;
+		c = upper ? c - ((v16)m & 32) : c + ((v16)m & 32);
+		memcpy(d + i, &c, sizeof(c));
+	}
+	int changed = v16_any(any);
+	for (; i < n; i++) {
+		unsigned char c = s[i];
+		if ((unsigned char)(c - from) < 26) {
+			c = upper ? (unsigned char)(c - 32) : (unsigned char)(c + 32);
+			changed = 1;
+		}
+		d[i] = c;
+	}
+	return changed;
 }
 
 int sectfn_apply(enum sl_tfn t, const char *in, size_t n, struct buf *out)
@@ -720,16 +766,7 @@ int sectfn_apply(enum sl_tfn t, const char *in, size_t n, struct buf *out)
 		return 0;
 	case SL_TFN_LOWERCASE:
 	case SL_TFN_UPPERCASE:
-		d = out_room(out, n);
-		for (size_t i = 0; i < n; i++) {
-			unsigned char c = s[i];
-			if (t == SL_TFN_LOWERCASE && c >= 'A' && c <= 'Z')
-				c = (unsigned char)(c + 32);
-			else if (t == SL_TFN_UPPERCASE && c >= 'a' && c <= 'z')
-				c = (unsigned char)(c - 32);
-			changed |= c != s[i];
-			d[i] = c;
-		}
+		changed = change_case(s, n, out_room(out, n), t == SL_TFN_UPPERCASE);
 		k = n;
 		break;
 	case SL_TFN_TRIM:

@@ -26,8 +26,51 @@ static void tf(int line, enum sl_tfn t, const char *in, size_t inlen, const char
 }
 #define T(t, in, want) tf(__LINE__, SL_TFN_##t, in, sizeof(in) - 1, want, sizeof(want) - 1)
 
+/* lowercase and uppercase, which go sixteen bytes at a time, against a
+ * byte at a time: every length to 100, every byte value, both sides of 'A',
+ * 'Z', 'a', 'z' at every position of a vector */
+static void case_change_check(void)
+{
+	static const unsigned char pick[] = { 'A', 'Z', 'a', 'z', '@', '[', '`', '{', '0', ' ', 0, 0x80, 0xc1, 0xe1, 0xff, 'm', 'M' };
+	unsigned seed = 7;
+	size_t wrong = 0;
+	for (int round = 0; round < 4000; round++) {
+		unsigned char in[100];
+		size_t n = (size_t)round % 101;
+		for (size_t i = 0; i < n; i++) {
+			seed = seed * 1103515245u + 12345u;
+			in[i] = round & 1 ? pick[(seed >> 16) % sizeof(pick)] : (unsigned char)(seed >> 16);
+		}
+		for (int up = 0; up < 2; up++) {
+			unsigned char want[100];
+			int want_changed = 0;
+			for (size_t i = 0; i < n; i++) {
+				unsigned char c = in[i];
+				if (!up && c >= 'A' && c <= 'Z')
+					c = (unsigned char)(c + 32);
+				if (up && c >= 'a' && c <= 'z')
+					c = (unsigned char)(c - 32);
+				want_changed |= c != in[i];
+				want[i] = c;
+			}
+			struct buf out = { 0 };
+			int changed = sectfn_apply(up ? SL_TFN_UPPERCASE : SL_TFN_LOWERCASE, (const char *)in, n, &out);
+			if (out.len != n || (n && memcmp(out.data, want, n) != 0) || changed != want_changed)
+				wrong++;
+			buf_free(&out);
+		}
+	}
+	if (wrong) {
+		failed++;
+		fprintf(stderr, "lowercase/uppercase: %zu wrong\n", wrong);
+	} else {
+		passed++;
+	}
+}
+
 int main(void)
 {
+	case_change_check();
 	T(NONE, "AbC", "AbC");
 	T(LOWERCASE, "AbC\xc4", "abc\xc4");
 	T(UPPERCASE, "aBc", "ABC");
@@ -126,7 +169,7 @@ int main(void)
 	/* sectfn_unchanged: whenever it says a step leaves a value as it is,
 	 * the step does (over every step and many small values); and it does
 	 * say so for ordinary ones */
-	static const char alpha[] = "aZ %+&\\/*\t\xa0\xc3\0#;x1";
+	static const char alpha[] = "aZ %+&\\/*\t\xa0\xc3\0#;x1.";
 	size_t na = sizeof(alpha) - 1, wrong = 0, said = 0;
 	for (int t = 0; t < SL_TFN__COUNT; t++) {
 		if (!sectfn_supported((enum sl_tfn)t))
@@ -162,7 +205,8 @@ int main(void)
 		enum sl_tfn tt = (enum sl_tfn)t;
 		int expect = tt == SL_TFN_URL_DECODE_UNI || tt == SL_TFN_HTML_ENTITY_DECODE || tt == SL_TFN_JS_DECODE ||
 			     tt == SL_TFN_CSS_DECODE || tt == SL_TFN_REMOVE_NULLS || tt == SL_TFN_LOWERCASE ||
-			     tt == SL_TFN_UTF8_TO_UNICODE || tt == SL_TFN_COMPRESS_WHITESPACE || tt == SL_TFN_REPLACE_COMMENTS;
+			     tt == SL_TFN_UTF8_TO_UNICODE || tt == SL_TFN_COMPRESS_WHITESPACE || tt == SL_TFN_REPLACE_COMMENTS ||
+			     tt == SL_TFN_NORMALIZE_PATH || tt == SL_TFN_NORMALIZE_PATH_WIN;
 		if (expect && !sectfn_unchanged(tt, plain, sizeof(plain) - 1)) {
 			failed++;
 			fprintf(stderr, "t:%s: an ordinary value not seen as unchanged\n", seclang_tfn_name(tt));
