@@ -12,6 +12,18 @@
 
 #define NBSP 0xA0
 
+/* 16 bytes at a time (GCC's vector extension: SSE2 on x86-64): values
+ * are long, and most of their bytes are plain. */
+typedef unsigned char v16 __attribute__((vector_size(16)));
+typedef signed char v16s __attribute__((vector_size(16)));
+
+static int v16_any(v16s m)
+{
+	uint64_t w[2];
+	memcpy(w, &m, sizeof(w));
+	return (w[0] | w[1]) != 0;
+}
+
 static int is_odigit(unsigned char c)
 {
 	return c >= '0' && c <= '7';
@@ -52,6 +64,18 @@ static size_t url_decode(const unsigned char *s, size_t n, unsigned char *d, int
 {
 	size_t i = 0, k = 0;
 	while (i < n) {
+		/* runs with no '%' and no '+', sixteen bytes at a time */
+		while (i + 16 <= n) {
+			v16 c;
+			memcpy(&c, s + i, sizeof(c));
+			if (v16_any((v16s)(c == '%') | (v16s)(c == '+')))
+				break;
+			memcpy(d + k, &c, sizeof(c));
+			i += 16;
+			k += 16;
+		}
+		if (i == n)
+			break;
 		if (s[i] != '%') {
 			d[k++] = s[i] == '+' ? ' ' : s[i];
 			*changed |= s[i] == '+';
@@ -615,8 +639,9 @@ int sectfn_unchanged(enum sl_tfn t, const char *in, size_t n)
 		/* fall through */
 	case SL_TFN_NORMALISE_PATH:
 	case SL_TFN_NORMALIZE_PATH:
-		/* with no separator, only a final "." can be a segment to resolve */
-		return !memchr(s, '/', n) && !(n && s[n - 1] == '.');
+		/* with no separator, only a value that is "." or ends with ".."
+		 * has a segment to resolve */
+		return !memchr(s, '/', n) && !(n && s[n - 1] == '.' && (n == 1 || s[n - 2] == '.'));
 	default:
 		return 0;
 	}
@@ -633,18 +658,6 @@ static const uint32_t byte_features[256] = {
 	['A' ... 'Z'] = SECTFN_F_UPPER,
 	[0x80 ... 0x9f] = SECTFN_F_HIGH, [NBSP] = SECTFN_F_HIGH | SECTFN_F_WS, [0xa1 ... 0xff] = SECTFN_F_HIGH,
 };
-
-/* 16 bytes at a time (GCC's vector extension: SSE2 on x86-64): headers
- * are long, and most of their bytes are none of these. */
-typedef unsigned char v16 __attribute__((vector_size(16)));
-typedef signed char v16s __attribute__((vector_size(16)));
-
-static int v16_any(v16s m)
-{
-	uint64_t w[2];
-	memcpy(w, &m, sizeof(w));
-	return (w[0] | w[1]) != 0;
-}
 
 static v16s v16_ws(v16 c)
 {
@@ -695,7 +708,7 @@ uint32_t sectfn_features(const char *in, size_t n)
 		f |= SECTFN_F_TRIM_L;
 	if (n && c_isspace(s[n - 1]))
 		f |= SECTFN_F_TRIM_R;
-	if (n && s[n - 1] == '.')
+	if (n && s[n - 1] == '.' && (n == 1 || s[n - 2] == '.'))
 		f |= SECTFN_F_PATH;
 	return f & ~(uint32_t)F_SLASH;
 }

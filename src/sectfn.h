@@ -42,7 +42,7 @@ enum {
 	SECTFN_F_COMPRESS = 1u << 8,  /* whitespace that compressWhitespace changes */
 	SECTFN_F_TRIM_L = 1u << 9,    /* starts with C-locale whitespace */
 	SECTFN_F_TRIM_R = 1u << 10,   /* ends with it */
-	SECTFN_F_PATH = 1u << 11,     /* a '/', or a '.' at the end: normalizePath may change it */
+	SECTFN_F_PATH = 1u << 11,     /* a '/', or "." / ".." at the end: normalizePath may change it */
 };
 uint32_t sectfn_features(const char *in, size_t n);
 int sectfn_unchanged_f(enum sl_tfn t, uint32_t features);

@@ -68,9 +68,50 @@ static void case_change_check(void)
 	}
 }
 
+/* urlDecode(Uni) copies runs with no '%' and no '+' sixteen bytes at a
+ * time: a plain prefix P of any length changes nothing else, so
+ * decode(P + S) is P + decode(S), with S full of escapes, bad escapes and
+ * plain runs around the sixteen-byte boundaries */
+static void url_decode_check(void)
+{
+	static const char pick[] = "%%%++2041uUfFgGz. abcdefghijklmnopqrstuv";
+	unsigned seed = 99;
+	size_t wrong = 0;
+	for (int round = 0; round < 6000; round++) {
+		char p[48], s[96], ps[144];
+		size_t np = (size_t)round % 48, ns = (size_t)(round / 48) % 96;
+		for (size_t i = 0; i < np; i++)
+			p[i] = (char)('a' + (round + i) % 26);
+		for (size_t i = 0; i < ns; i++) {
+			seed = seed * 1103515245u + 12345u;
+			/* every fourth round plain runs between escapes */
+			s[i] = round % 4 == 0 && (seed >> 20) % 8 ? 'q' : pick[(seed >> 16) % (sizeof(pick) - 1)];
+		}
+		memcpy(ps, p, np);
+		memcpy(ps + np, s, ns);
+		for (int uni = 0; uni < 2; uni++) {
+			enum sl_tfn t = uni ? SL_TFN_URL_DECODE_UNI : SL_TFN_URL_DECODE;
+			struct buf a = { 0 }, b = { 0 };
+			int ca = sectfn_apply(t, ps, np + ns, &a), cb = sectfn_apply(t, s, ns, &b);
+			if (ca != cb || a.len != np + b.len || (np && memcmp(a.data, p, np) != 0) ||
+			    (b.len && memcmp(a.data + np, b.data, b.len) != 0))
+				wrong++;
+			buf_free(&a);
+			buf_free(&b);
+		}
+	}
+	if (wrong) {
+		failed++;
+		fprintf(stderr, "urlDecode with a plain prefix: %zu wrong\n", wrong);
+	} else {
+		passed++;
+	}
+}
+
 int main(void)
 {
 	case_change_check();
+	url_decode_check();
 	T(NONE, "AbC", "AbC");
 	T(LOWERCASE, "AbC\xc4", "abc\xc4");
 	T(UPPERCASE, "aBc", "ABC");
