@@ -159,6 +159,11 @@ static uint32_t pf_alloc(struct crs_txn *t, size_t words)
 	return off;
 }
 
+/* Chains with up to this many one-byte literals look for each with memchr
+ * (vectorised, and most stop early); the others read the value's set of
+ * bytes, made once per value and shared by the chains that see it. */
+#define ONEBYTE_SEARCHED 6
+
 static void byteset(const char *v, size_t vl, uint64_t set[4])
 {
 	/* four sets filled in turn, OR'ed at the end: neighbouring bytes mostly
@@ -202,7 +207,8 @@ static uint32_t pf_scan(struct crs_txn *t, const struct crs_prefilter *pf, const
 			int same)
 {
 	const char *v = same ? src : t->tc_data.data + voff;
-	uint32_t have = pf->none ? value_bytes(t, src, voff, vl, same) : PF_NONE;
+	/* a few bytes: one memchr each; more: the value's set of bytes */
+	uint32_t have = pf->none > ONEBYTE_SEARCHED ? value_bytes(t, src, voff, vl, same) : PF_NONE;
 	size_t words = (pf->nbits + 63) / 64;
 	uint32_t off = pf_alloc(t, words);
 	uint64_t *bits = t->pf_bits + off;
@@ -212,9 +218,8 @@ static uint32_t pf_scan(struct crs_txn *t, const struct crs_prefilter *pf, const
 	if (pf->hs && hs_scan(pf->hs, vl ? v : "", (unsigned)vl, 0, t->hs_scratch, pf_hit, &c) != HS_SUCCESS)
 		memset(bits, 0xff, words * sizeof(*bits));
 	for (unsigned k = 0; k < pf->none; k++) {
-		const uint64_t *set = t->pf_bits + have;
 		unsigned b = pf->one[k].byte;
-		if (!(set[b >> 6] >> (b & 63) & 1))
+		if (have == PF_NONE ? !memchr(v, (int)b, vl) : !(t->pf_bits[have + (b >> 6)] >> (b & 63) & 1))
 			continue;
 		for (unsigned i = pf->one[k].first, end = i + pf->one[k].n; i < end; i++)
 			bits[pf->one_bits[i] >> 6] |= 1ull << (pf->one_bits[i] & 63);

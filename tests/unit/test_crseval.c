@@ -205,19 +205,33 @@ static void test_prefilter_one_byte(void)
 		   "SecRule ARGS \"@rx [xy]z\" \"id:73,phase:1,pass,t:none,setvar:tx.xy=+1\"\n"
 		   "SecRule ARGS \"!@rx ;\" \"id:74,phase:1,pass,t:none,setvar:tx.nosemi=+1\"\n"
 		   "SecRule ARGS \"@pm k ;\" \"id:75,phase:1,pass,t:none,setvar:tx.pm=+1\"\n"
-		   "SecRule ARGS \"@rx a\" \"id:76,phase:1,pass,t:none,t:lowercase,setvar:tx.lower=+1\"\n") == 0);
-	int both = 0, alone = 0;
+		   "SecRule ARGS \"@rx a\" \"id:76,phase:1,pass,t:none,t:lowercase,setvar:tx.lower=+1\"\n"
+		   "SecRule ARGS \"@rx (?:b|c|d|e|f|g|h)\" \"id:77,phase:1,pass,t:none,setvar:tx.bh=+1\"\n") == 0);
+	/* t:none has more one-byte literals than are looked for one by one
+	 * (its values' sets of bytes answer), t:lowercase fewer (memchr) */
+	int both = 0, alone = 0, many = 0;
 	for (unsigned c = 0; c < P.nchains; c++) {
 		both += P.pf[c].hs && P.pf[c].none;
 		alone += !P.pf[c].hs && P.pf[c].none;
+		many += P.pf[c].none > 6;
 	}
-	CHECK(both == 1 && alone == 1);
+	CHECK(both == 1 && alone == 1 && many == 1);
 	run("GET", "/?a=x;y&b=Q&c=yz&d=K&e=A", NULL, NULL);
 	CHECK(tx_is("semi", "1") && tx_is("qi", "1") && tx_is("q", NULL) && tx_is("xy", "1"));
-	CHECK(tx_is("nosemi", "4") && tx_is("pm", "2") && tx_is("lower", "1"));
-	run("GET", "/?a=hello&b=q", NULL, NULL);
+	CHECK(tx_is("nosemi", "4") && tx_is("pm", "2") && tx_is("lower", "1") && tx_is("bh", NULL));
+	run("GET", "/?a=hello&b=q&c=H", NULL, NULL);
 	CHECK(tx_is("semi", NULL) && tx_is("qi", "1") && tx_is("q", "1") && tx_is("xy", NULL));
-	CHECK(tx_is("nosemi", "2") && tx_is("pm", NULL) && tx_is("lower", NULL));
+	CHECK(tx_is("nosemi", "3") && tx_is("pm", NULL) && tx_is("lower", NULL) && tx_is("bh", "1"));
+	/* the one byte anywhere in a long value, or nowhere */
+	int found = 0;
+	for (int at = -1; at < 41; at++) {
+		char target[64] = "/?v=";
+		for (int i = 0; i < 41; i++)
+			target[4 + i] = i == at ? 'e' : 'z';
+		run("GET", target, NULL, NULL);
+		found += tx_is("bh", at >= 0 ? "1" : NULL);
+	}
+	CHECK(found == 42);
 }
 
 /* A rule whose one target is TX:name runs from the store (tx_direct): the
