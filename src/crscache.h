@@ -116,15 +116,16 @@ static inline int crscache_has_bit(const struct crs_txn *t, uint32_t bits, const
 	return (t->pf_bits[bits + (bit >> 6)] >> (bit & 63)) & 1;
 }
 
-/* 1 when LINK (not negated, in a group) certainly matches no value in
- * this phase: its group was filled and no value has its bit. 0 when it
- * may match, or nothing is known yet. */
-static inline int crscache_group_rules_out(const struct crs_txn *t, const struct crs_rule *link)
+/* 1 when the rule of gate G (not negated, in a group) certainly matches
+ * no value in this phase: its group was filled and no value has its bit.
+ * 0 when it may match, or nothing is known yet. */
+static inline int crscache_group_rules_out(const struct crs_txn *t, const struct crs_gate *g)
 {
-	if (!link->pf_group || link->op.negated)
+	if (!g->pf_group || g->negated)
 		return 0;
-	const struct crs_pfgroup *g = &t->grp[link->pf_group - 1u];
-	return g->epoch == t->tc_epoch && !crscache_has_bit(t, g->uni, link);
+	const struct crs_pfgroup *grp = &t->grp[g->pf_group - 1u];
+	unsigned bit = g->prefilter - 1u;
+	return grp->epoch == t->tc_epoch && !((t->pf_bits[grp->uni + (bit >> 6)] >> (bit & 63)) & 1);
 }
 
 #endif

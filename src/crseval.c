@@ -1038,16 +1038,17 @@ static int run_phase(struct crs_txn *t, int phase)
 	tc_clear(t);
 	find_present(t);
 	for (size_t i = 0; i < p->nphase[phase]; i++) {
+		const struct crs_gate *g = &p->gate[phase][i];
 		const struct crs_rule *cr = &p->phase[phase][i];
 		if (t->engine == CRS_ENGINE_OFF || t->allowed)
 			return 0;
-		if (cr->kind == SL_MARKER)
+		if (g->kind == SL_MARKER)
 			continue;
 		if ((t->rm_ids.len || t->nrm_tags) && removed_at_runtime(t, cr))
 			continue;
-		if (!cr->reads_all && !(cr->reads[0] & t->present[0]) && !(cr->reads[1] & t->present[1]))
+		if (!g->reads_all && !(g->reads[0] & t->present[0]) && !(g->reads[1] & t->present[1]))
 			continue;  /* no value to look at: no match, nothing run */
-		if (crscache_group_rules_out(t, cr))
+		if (crscache_group_rules_out(t, g))
 			continue;  /* no value has a literal it needs: no match, nothing run */
 		clear_matched(t);
 		int rc = run_chain(t, cr);

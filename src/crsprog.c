@@ -916,6 +916,16 @@ int crs_compile(struct crs_program *p, struct seclang *sl, const uint32_t *skip,
 	if (prefilter_build(p) < 0)
 		return -1;
 	prefilter_groups(p);
+	for (int ph = 1; ph <= 5; ph++) {
+		p->gate[ph] = calloc(p->nphase[ph] ? p->nphase[ph] : 1, sizeof(struct crs_gate));
+		AN(p->gate[ph]);
+		for (size_t i = 0; i < p->nphase[ph]; i++) {
+			const struct crs_rule *cr = &p->phase[ph][i];
+			p->gate[ph][i] = (struct crs_gate){ .reads = { cr->reads[0], cr->reads[1] }, .pf_group = cr->pf_group,
+							    .prefilter = cr->prefilter, .kind = cr->kind,
+							    .reads_all = cr->reads_all, .negated = cr->op.negated };
+		}
+	}
 	return 0;
 }
 
@@ -928,6 +938,7 @@ void crs_program_free(struct crs_program *p)
 			rule_free(cr->chained);
 		}
 		free(p->phase[ph]);
+		free(p->gate[ph]);
 	}
 	seclang_free(&p->sl);
 	for (unsigned c = 0; p->pf && c < p->nchains; c++) {
