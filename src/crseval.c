@@ -470,7 +470,10 @@ static int op_rx(struct crs_txn *t, const struct crs_rule *cr, const char *v, si
 			return 0;
 		re = dyn;
 	}
-	int rc = pcre2_match(re, (PCRE2_SPTR)v, vl, 0, 0, t->match_data, t->match_ctx);
+	/* the JIT's own entry skips pcre2_match's checks, which a compiled
+	 * pattern and a subject without UTF need not pass; same answers, same limits */
+	int rc = cr->op.jit ? pcre2_jit_match(re, (PCRE2_SPTR)v, vl, 0, 0, t->match_data, t->match_ctx)
+			    : pcre2_match(re, (PCRE2_SPTR)v, vl, 0, 0, t->match_data, t->match_ctx);
 	pcre2_code_free(dyn);
 	if (rc == PCRE2_ERROR_MATCHLIMIT || rc == PCRE2_ERROR_DEPTHLIMIT || rc == PCRE2_ERROR_HEAPLIMIT) {
 		/* ModSecurity flags it for rule 200005 and counts no match */

@@ -326,7 +326,8 @@ static int op_prepare(struct crs_program *p, const struct sl_rule *r, uint32_t i
 			pcre2_get_error_message(code, (PCRE2_UCHAR *)msg, sizeof(msg));
 			return fail(p, r, "@rx: PCRE2 cannot compile it at offset %zu: %s", (size_t)off, msg);
 		}
-		(void)pcre2_jit_compile(re, PCRE2_JIT_COMPLETE);  /* the interpreter still works without */
+		/* the interpreter still works without */
+		op->jit = pcre2_jit_compile(re, PCRE2_JIT_COMPLETE) == 0;
 		op->re = re;
 		return 0;
 	}

@@ -29,6 +29,7 @@ struct crs_op {
 	uint8_t kind;              /* enum sl_op */
 	uint8_t negated;
 	uint8_t has_macro;         /* the argument holds %{...}: expanded per request */
+	uint8_t jit;               /* re is JIT-compiled: matched through pcre2_jit_match */
 	const char *arg;           /* the parsed rule's (macros not expanded) */
 	void *re;                  /* pcre2_code *: @rx without macros */
 	struct crs_phrases pm;
