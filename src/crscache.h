@@ -17,12 +17,17 @@
 #include <stdint.h>
 #include "crseval.h"
 
-/* One value of a rule's target list (its name and copied values are in
- * the list's buffer). */
+/* One value of a rule's target list. Its name, "VNAME:key" or "VNAME", is
+ * put together only when something reads it (a match, a ctl exclusion):
+ * the parts stay where they are. A value and key that rules may change
+ * (TX, MATCHED_VARS) are copies in the list's buffer. */
 struct crs_target {
-	uint32_t name, nlen;       /* in tbuf */
-	const char *value;         /* stable storage, or NULL: then voff in tbuf */
-	uint32_t voff, vlen;
+	const char *vname;         /* the variable's name (static) */
+	const char *key;           /* the member's name; NULL for a scalar */
+	const char *value;
+	uint32_t klen, vlen;
+	uint32_t koff, voff;       /* while the list is built: a copied key's and value's place */
+	uint8_t vnlen;
 	uint8_t stable;            /* the value stays where it is for the phase (cacheable) */
 };
 

@@ -286,18 +286,10 @@ static int name_eq(const char *a, size_t al, const char *b, size_t bl)
 	return al == bl && strncasecmp(a, b, al) == 0;
 }
 
-/* "VAR:key" (or "VAR") into tbuf, returning its offset and length. */
-static uint32_t put_name(struct buf *b, const char *vname, size_t vl, const char *key, size_t klen, uint32_t *len)
+/* A target's key while its list is built (a copied one is in the buffer). */
+static const char *building_key(const struct crs_tlist *L, const struct crs_target *x)
 {
-	uint32_t off = (uint32_t)b->len;
-	buf_append(b, vname, vl);
-	if (key) {
-		buf_append(b, ":", 1);
-		buf_append(b, key, klen);
-	}
-	*len = (uint32_t)(b->len - off);
-	buf_append(b, "", 1);
-	return off;
+	return x->stable || !x->key ? x->key : L->buf.data + x->koff;
 }
 
 static int build_emit(void *ctx, const char *key, size_t klen, const char *val, size_t vlen, int volatile_)
@@ -307,16 +299,17 @@ static int build_emit(void *ctx, const char *key, size_t klen, const char *val, 
 	bd->count++;
 	if (bd->count > 0 && bd->exclude < 0)
 		return 0;  /* counting only */
-	uint32_t nlen;
-	uint32_t name = put_name(&L->buf, bd->vname, bd->vlen, key, klen, &nlen);
-	if (bd->exclude) {
-		const char *n = L->buf.data + name;
+	if (bd->exclude) {  /* "!VAR:key": the targets of that name go */
 		size_t j = 0;
-		for (size_t i = 0; i < L->ntg; i++)
-			if (!name_eq(L->buf.data + L->tg[i].name, L->tg[i].nlen, n, nlen))
+		for (size_t i = 0; i < L->ntg; i++) {
+			const struct crs_target *x = &L->tg[i];
+			const char *xk = building_key(L, x);
+			int same = name_eq(x->vname, x->vnlen, bd->vname, bd->vlen) && !xk == !key &&
+				   (!key || name_eq(xk, x->klen, key, klen));
+			if (!same)
 				L->tg[j++] = L->tg[i];
+		}
 		L->ntg = j;
-		L->buf.len = name;
 		return 0;
 	}
 	if (L->ntg == L->cap) {
@@ -325,13 +318,18 @@ static int build_emit(void *ctx, const char *key, size_t klen, const char *val, 
 		AN(L->tg);
 	}
 	struct crs_target *tg = &L->tg[L->ntg++];
-	tg->name = name;
-	tg->nlen = nlen;
+	tg->vname = bd->vname;
+	tg->vnlen = (uint8_t)bd->vlen;
+	tg->key = key;  /* a copied one: any non-NULL until the list is done */
+	tg->klen = (uint32_t)klen;
 	tg->vlen = (uint32_t)vlen;
 	tg->value = volatile_ ? NULL : val;
 	tg->stable = !volatile_;
-	if (volatile_)
+	if (volatile_) {
+		if (key)
+			tbuf_put(&L->buf, key, klen, &tg->koff);
 		tbuf_put(&L->buf, val, vlen, &tg->voff);
+	}
 	return 0;
 }
 
@@ -375,9 +373,14 @@ static void build_targets(struct crs_txn *t, const struct crs_rule *cr)
 		}
 		(void)gen(t, tg->var, &sel, build_emit, &bd);
 	}
-	for (size_t i = 0; i < L->ntg; i++)
-		if (!L->tg[i].value)
-			L->tg[i].value = L->buf.data + L->tg[i].voff;
+	for (size_t i = 0; i < L->ntg; i++) {
+		struct crs_target *x = &L->tg[i];
+		if (x->stable)
+			continue;
+		x->value = L->buf.data + x->voff;
+		if (x->key)
+			x->key = L->buf.data + x->koff;
+	}
 }
 
 /* ---- macros ----------------------------------------------------------- */
@@ -611,10 +614,21 @@ static int op_exec(struct crs_txn *t, const struct crs_rule *cr, const char *v, 
 
 /* ---- actions ---------------------------------------------------------- */
 
-static void set_matched(struct crs_txn *t, const char *name, size_t nl, const char *v, size_t vl)
+/* "VNAME:key" (or "VNAME") onto B. */
+static void append_name(struct buf *b, const struct crs_target *x)
+{
+	buf_append(b, x->vname, x->vnlen);
+	if (x->key) {
+		buf_append(b, ":", 1);
+		buf_append(b, x->key, x->klen);
+	}
+}
+
+static void set_matched(struct crs_txn *t, const struct crs_target *x, const char *v, size_t vl)
 {
 	t->mv_name.len = 0;
-	buf_append(&t->mv_name, name, nl);
+	append_name(&t->mv_name, x);
+	size_t nl = t->mv_name.len;
 	t->mv_value.len = 0;
 	buf_append(&t->mv_value, v, vl);
 	if (t->nmvs == t->mvs_cap) {
@@ -625,7 +639,7 @@ static void set_matched(struct crs_txn *t, const char *name, size_t nl, const ch
 	t->mvs_len[2 * t->nmvs] = (uint32_t)nl;
 	t->mvs_len[2 * t->nmvs + 1] = (uint32_t)vl;
 	t->nmvs++;
-	buf_append(&t->mvs, name, nl);
+	buf_append(&t->mvs, t->mv_name.data, nl);
 	buf_append(&t->mvs, "", 1);
 	buf_append(&t->mvs, v, vl);
 	buf_append(&t->mvs, "", 1);
@@ -819,7 +833,7 @@ static int removed_at_runtime(const struct crs_txn *t, const struct crs_rule *cr
 
 /* ctl:ruleRemoveTarget*: is target NAME ("ARGS:x") of the chain starter
  * CR excluded? A bare "ARGS" excludes every member. */
-static int target_removed(const struct crs_txn *t, const struct crs_rule *cr, const char *name, size_t nl)
+static int target_removed(const struct crs_txn *t, const struct crs_rule *cr, const struct crs_target *x)
 {
 	for (size_t i = 0; i < t->nrm_targets; i++) {
 		const struct crs_rmtarget *rt = &t->rm_targets[i];
@@ -827,28 +841,27 @@ static int target_removed(const struct crs_txn *t, const struct crs_rule *cr, co
 			continue;
 		const char *colon = strchr(rt->target, ':');
 		size_t base = colon ? (size_t)(colon - rt->target) : strlen(rt->target);
-		const char *nc = memchr(name, ':', nl);
-		size_t nbase = nc ? (size_t)(nc - name) : nl;
-		if (!name_eq(rt->target, base, name, nbase))
+		if (!name_eq(rt->target, base, x->vname, x->vnlen))
 			continue;
 		if (!colon)
 			return 1;
-		if (nc && name_eq(colon + 1, strlen(colon + 1), nc + 1, nl - nbase - 1))
+		if (x->key && name_eq(colon + 1, strlen(colon + 1), x->key, x->klen))
 			return 1;
 	}
 	return 0;
 }
 
-/* The operator on one (transformed) value, and what a match sets off. */
-static int try_value(struct crs_txn *t, const struct crs_rule *link, const struct crs_rule *starter, const char *name,
-		     size_t nl, const char *v, size_t vl)
+/* The operator on one (transformed) value V of target X, and what a match
+ * sets off. */
+static int try_value(struct crs_txn *t, const struct crs_rule *link, const struct crs_rule *starter,
+		     const struct crs_target *x, const char *v, size_t vl)
 {
-	if (link == starter && t->nrm_targets && target_removed(t, starter, name, nl))
+	if (link == starter && t->nrm_targets && target_removed(t, starter, x))
 		return NO_MATCH;
 	int m = op_exec(t, link, v, vl);
 	if (m == link->op.negated)
 		return NO_MATCH;
-	set_matched(t, name, nl, v, vl);
+	set_matched(t, x, v, vl);
 	run_actions(t, link);
 	if (!link->chained)
 		return disrupt(t, starter);
@@ -883,7 +896,7 @@ static int run_grouped(struct crs_txn *t, const struct crs_rule *link, const str
 		AN(e);  /* the group's filling put it there */
 		const char *v = e->same ? e->src : t->tc_data.data + e->off;
 		t->pf_seen = yes ? PF_SEEN_YES : PF_SEEN_NO;
-		int rc = try_value(t, link, starter, L->buf.data + tg->name, tg->nlen, v, e->len);
+		int rc = try_value(t, link, starter, tg, v, e->len);
 		t->pf_seen = PF_SEEN_UNKNOWN;
 		if (rc == STOP)
 			return STOP;
@@ -898,7 +911,9 @@ static int run_rule(struct crs_txn *t, const struct crs_rule *link, const struct
 	if (link->kind == SL_ACTION) {
 		/* ModSecurity runs a SecAction as @unconditionalMatch on REMOTE_ADDR */
 		const char *ra = t->rq->remote_addr ? t->rq->remote_addr : "";
-		set_matched(t, "REMOTE_ADDR", 11, ra, strlen(ra));
+		const struct crs_target x = { .vname = seclang_var_name(SL_VAR_REMOTE_ADDR),
+					      .vnlen = (uint8_t)seclang_var_name_len(SL_VAR_REMOTE_ADDR) };
+		set_matched(t, &x, ra, strlen(ra));
 		run_actions(t, link);
 		return link->chained ? MATCH : disrupt(t, starter);
 	}
@@ -910,12 +925,13 @@ static int run_rule(struct crs_txn *t, const struct crs_rule *link, const struct
 		/* copies, as build_emit makes of TX values: the rule's own setvars may move them */
 		struct buf *b = &t->tx_direct;
 		b->len = 0;
-		uint32_t nl;
-		(void)put_name(b, seclang_var_name(SL_VAR_TX), seclang_var_name_len(SL_VAR_TX), sectx_str(&t->tx, xv->name),
-			       xv->nlen, &nl);
-		uint32_t voff;
-		tbuf_put(b, sectx_str(&t->tx, xv->value), xv->vlen, &voff);
-		return try_value(t, link, starter, b->data, nl, b->data + voff, xv->vlen);
+		struct crs_target x = { .vname = seclang_var_name(SL_VAR_TX), .vnlen = (uint8_t)seclang_var_name_len(SL_VAR_TX),
+					.klen = xv->nlen, .vlen = xv->vlen };
+		tbuf_put(b, sectx_str(&t->tx, xv->name), xv->nlen, &x.koff);
+		tbuf_put(b, sectx_str(&t->tx, xv->value), xv->vlen, &x.voff);
+		x.key = b->data + x.koff;
+		x.value = b->data + x.voff;
+		return try_value(t, link, starter, &x, x.value, x.vlen);
 	}
 	build_targets(t, link);
 	int matched = 0;
@@ -927,7 +943,6 @@ static int run_rule(struct crs_txn *t, const struct crs_rule *link, const struct
 	}
 	for (size_t i = 0; i < L->ntg; i++) {
 		const struct crs_target *tg = &L->tg[i];
-		const char *name = L->buf.data + tg->name;
 		const char *v = tg->value;
 		size_t vl = tg->vlen;
 		int tfn_changed = 0, rc;
@@ -947,7 +962,7 @@ static int run_rule(struct crs_txn *t, const struct crs_rule *link, const struct
 					continue;  /* what try_value would conclude */
 				}
 			}
-			rc = try_value(t, link, starter, name, tg->nlen, v, vl);
+			rc = try_value(t, link, starter, tg, v, vl);
 			t->pf_seen = PF_SEEN_UNKNOWN;
 			if (rc == STOP)
 				return STOP;
@@ -958,11 +973,11 @@ static int run_rule(struct crs_txn *t, const struct crs_rule *link, const struct
 			/* the operator on the value, then after each step that changed it */
 			struct crs_walk w;
 			crscache_walk_start(t, &w, tg->value, tg->vlen);
-			rc = try_value(t, link, starter, name, tg->nlen, w.v, w.vl);
+			rc = try_value(t, link, starter, tg, w.v, w.vl);
 			matched |= rc == MATCH;
 			for (int k = 0; rc != STOP && k < link->ntfn; k++) {
 				if (crscache_step(t, &w, (enum sl_tfn)link->tfn[k])) {
-					rc = try_value(t, link, starter, name, tg->nlen, w.v, w.vl);
+					rc = try_value(t, link, starter, tg, w.v, w.vl);
 					matched |= rc == MATCH;
 				}
 			}
@@ -972,7 +987,7 @@ static int run_rule(struct crs_txn *t, const struct crs_rule *link, const struct
 		}
 		for (int k = 0; k < link->ntfn; k++) {
 			if (link->multi_match && (k == 0 || tfn_changed)) {
-				rc = try_value(t, link, starter, name, tg->nlen, v, vl);
+				rc = try_value(t, link, starter, tg, v, vl);
 				if (rc == STOP)
 					return STOP;
 				matched |= rc == MATCH;
@@ -989,7 +1004,7 @@ static int run_rule(struct crs_txn *t, const struct crs_rule *link, const struct
 		 * change; once more at the end only if the last step changed
 		 * the value (ModSecurity 2.9.7; never with no steps at all) */
 		if (!link->multi_match || tfn_changed) {
-			rc = try_value(t, link, starter, name, tg->nlen, v, vl);
+			rc = try_value(t, link, starter, tg, v, vl);
 			if (rc == STOP)
 				return STOP;
 			matched |= rc == MATCH;

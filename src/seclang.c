@@ -50,7 +50,11 @@ static int name_lookup(const struct sl_name *tab, int n, const char *s, size_t l
 
 int seclang_var_lookup(const char *s, size_t len)
 {
-	return name_lookup(var_names, SL_VAR__COUNT, s, len);
+	/* the lengths first: macros name variables per request */
+	for (int i = 0; i < SL_VAR__COUNT; i++)
+		if (var_name_lens[i] == len && strncasecmp(var_names[i].name, s, len) == 0)
+			return i;
+	return -1;
 }
 
 int seclang_tfn_lookup(const char *s, size_t len)
