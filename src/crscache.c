@@ -219,7 +219,7 @@ static uint32_t pf_scan(struct crs_txn *t, const struct crs_prefilter *pf, const
 		memset(bits, 0xff, words * sizeof(*bits));
 	for (unsigned k = 0; k < pf->none; k++) {
 		unsigned b = pf->one[k].byte;
-		if (have == PF_NONE ? !memchr(v, (int)b, vl) : !(t->pf_bits[have + (b >> 6)] >> (b & 63) & 1))
+		if (have == PF_NONE ? !vl || !memchr(v, (int)b, vl) : !(t->pf_bits[have + (b >> 6)] >> (b & 63) & 1))
 			continue;
 		for (unsigned i = pf->one[k].first, end = i + pf->one[k].n; i < end; i++)
 			bits[pf->one_bits[i] >> 6] |= 1ull << (pf->one_bits[i] & 63);
