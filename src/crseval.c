@@ -474,7 +474,7 @@ static int op_rx(struct crs_txn *t, const struct crs_rule *cr, const char *v, si
 		re = dyn;
 	}
 	/* the JIT's own entry skips pcre2_match's checks, which a compiled
-	 * pattern and a subject without UTF need not pass; same answers, same limits */
+	 * pattern without UTF need not pass; same answers, same limits */
 	int rc = cr->op.jit ? pcre2_jit_match(re, (PCRE2_SPTR)v, vl, 0, 0, t->match_data, t->match_ctx)
 			    : pcre2_match(re, (PCRE2_SPTR)v, vl, 0, 0, t->match_data, t->match_ctx);
 	pcre2_code_free(dyn);

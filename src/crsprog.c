@@ -326,8 +326,11 @@ static int op_prepare(struct crs_program *p, const struct sl_rule *r, uint32_t i
 			pcre2_get_error_message(code, (PCRE2_UCHAR *)msg, sizeof(msg));
 			return fail(p, r, "@rx: PCRE2 cannot compile it at offset %zu: %s", (size_t)off, msg);
 		}
-		/* the interpreter still works without */
-		op->jit = pcre2_jit_compile(re, PCRE2_JIT_COMPLETE) == 0;
+		/* the interpreter still works without; pcre2_jit_match skips the
+		 * subject's UTF-8 check that a (*UTF) pattern needs from pcre2_match */
+		uint32_t opts = 0;
+		(void)pcre2_pattern_info(re, PCRE2_INFO_ALLOPTIONS, &opts);
+		op->jit = pcre2_jit_compile(re, PCRE2_JIT_COMPLETE) == 0 && !(opts & PCRE2_UTF);
 		op->re = re;
 		return 0;
 	}
@@ -720,7 +723,7 @@ static void onebyte_split(struct litlist *l, struct crs_prefilter *pf)
 		if (!pf->none || pf->one[pf->none - 1].byte != bb[i].byte) {
 			pf->one = realloc(pf->one, (pf->none + 1) * sizeof(*pf->one));
 			AN(pf->one);
-			pf->one[pf->none++] = (struct crs_onebyte){ .byte = bb[i].byte, .first = (uint16_t)m };
+			pf->one[pf->none++] = (struct crs_onebyte){ .byte = bb[i].byte, .first = (uint32_t)m };
 		}
 		pf->one_bits = realloc(pf->one_bits, (m + 1) * sizeof(*pf->one_bits));
 		AN(pf->one_bits);

@@ -29,7 +29,7 @@ struct crs_op {
 	uint8_t kind;              /* enum sl_op */
 	uint8_t negated;
 	uint8_t has_macro;         /* the argument holds %{...}: expanded per request */
-	uint8_t jit;               /* re is JIT-compiled: matched through pcre2_jit_match */
+	uint8_t jit;               /* re is JIT-compiled and not UTF: matched through pcre2_jit_match */
 	const char *arg;           /* the parsed rule's (macros not expanded) */
 	void *re;                  /* pcre2_code *: @rx without macros */
 	struct crs_phrases pm;
@@ -110,7 +110,7 @@ struct crs_act {
  * confirm at nearly every position (CRS's chains have dozens). */
 struct crs_onebyte {
 	uint8_t byte;
-	uint16_t first, n;
+	uint32_t first, n;
 };
 
 /* Per transformation chain: the required literals (rxlit.h) of its @rx

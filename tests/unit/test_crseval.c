@@ -391,6 +391,19 @@ static void test_pcre_limits(void)
 	CHECK(tx_is("lim", NULL));
 }
 
+/* A (*UTF) pattern on a subject that is not UTF-8: PCRE2 refuses the
+ * subject (no match), as pcre2_match always did; a byte pattern matches. */
+static void test_utf_pattern(void)
+{
+	CHECK(load("SecRuleEngine On\n"
+		   "SecRule ARGS \"@rx (*UTF)bc\" \"id:57,phase:1,pass,t:none,t:urlDecode,setvar:tx.utf=1\"\n"
+		   "SecRule ARGS \"@rx bc\" \"id:58,phase:1,pass,t:none,t:urlDecode,setvar:tx.bytes=1\"\n") == 0);
+	run("GET", "/?x=a%ffbc", NULL, NULL);
+	CHECK(tx_is("utf", NULL) && tx_is("bytes", "1"));
+	run("GET", "/?x=a%c3%a9bc", NULL, NULL);
+	CHECK(tx_is("utf", "1") && tx_is("bytes", "1"));
+}
+
 static void test_engine_modes(void)
 {
 	CHECK(load("SecRuleEngine DetectionOnly\n"
@@ -556,6 +569,7 @@ int main(void)
 	test_repeated_values();
 	test_tfn_features();
 	test_pcre_limits();
+	test_utf_pattern();
 	test_engine_modes();
 	test_bodies();
 	test_server_path();
