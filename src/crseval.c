@@ -337,7 +337,6 @@ static int build_emit(void *ctx, const char *key, size_t klen, const char *val, 
  * built before in this phase. */
 static void build_targets(struct crs_txn *t, const struct crs_rule *cr)
 {
-	const struct sl_rule *r = cr->src;
 	struct crs_tlist *L = &t->tl[CRS_TL_SLOTS];  /* the scratch list */
 	if (cr->tsig) {
 		for (unsigned k = 0; k < CRS_TL_SLOTS; k++)
@@ -352,8 +351,8 @@ static void build_targets(struct crs_txn *t, const struct crs_rule *cr)
 	L->ntg = 0;
 	L->buf.len = 0;
 	t->cur = L;
-	for (size_t i = 0; i < r->ntargets; i++) {
-		const struct sl_target *tg = &r->targets[i];
+	for (size_t i = 0; i < cr->ntargets; i++) {
+		const struct sl_target *tg = &cr->targets[i];
 		struct build bd = { .L = L, .vname = seclang_var_name((enum sl_var)tg->var), .exclude = tg->exclude };
 		bd.vlen = seclang_var_name_len((enum sl_var)tg->var);
 		struct selector sel = { .kind = tg->sel_kind, .name = tg->sel, .nlen = tg->sel_len,
@@ -918,7 +917,7 @@ static int run_rule(struct crs_txn *t, const struct crs_rule *link, const struct
 		return link->chained ? MATCH : disrupt(t, starter);
 	}
 	if (link->tx_direct) {
-		const struct sl_target *tg = &link->src->targets[0];
+		const struct sl_target *tg = &link->targets[0];
 		const struct sectx_var *xv = sectx_get_hashed(&t->tx, SX_TX, tg->sel, tg->sel_len, link->tx_hash);
 		if (!xv)
 			return NO_MATCH;

@@ -454,6 +454,8 @@ static int rule_compile(struct crs_program *p, const struct sl_rule *r, uint32_t
 {
 	cr->src = r;
 	cr->kind = r->kind;
+	cr->targets = r->targets;
+	cr->ntargets = (uint32_t)r->ntargets;
 	cr->skip_after = -1;
 	if (r->kind == SL_MARKER)
 		return 0;

@@ -67,6 +67,8 @@ struct crs_rule {
 				    * the same target list (tsig, no counts) and chain; 0 none */
 	int32_t skip_after;        /* index in its phase's list to continue after, -1 none */
 	uint32_t tx_hash;          /* sectx_hash of the name */
+	const struct sl_target *targets; /* the parsed rule's, read on every run without going through src */
+	uint32_t ntargets;
 	struct crs_op op;          /* kind and negated first */
 	uint8_t tfn[CRS_MAX_TFN];  /* enum sl_tfn, in order, t:none already applied */
 	uint8_t ntfn;
