@@ -12,7 +12,9 @@
  *   - the normalised path starts with '/', has no "//", "/./" or "/../"
  *     and does not end in "/." or "/..";
  *   - the evaluator's verdict is the same when the request runs twice
- *     (a transaction keeps nothing between requests). */
+ *     (a transaction keeps nothing between requests).
+ * The rules reach the prefilter's one-byte literals both ways, @pm, a
+ * TX:name rule and the transformation shortcuts. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,7 +37,14 @@ static const char RULES[] =
 	"SecRule ARGS \"@detectSQLi\" \"id:5,phase:2,pass,t:none,t:urlDecodeUni,chain\"\n"
 	"  SecRule MATCHED_VARS \"@detectXSS\" \"t:none,setvar:tx.both=1\"\n"
 	"SecRule &ARGS \"@gt 3\" \"id:6,phase:2,pass,setvar:tx.many=%{MATCHED_VAR}\"\n"
-	"SecRule TX:score \"@ge 10\" \"id:7,phase:2,deny,status:403\"\n";
+	"SecRule TX:score \"@ge 10\" \"id:7,phase:2,deny,status:403\"\n"
+	/* one-byte prefilter literals: a chain with few (memchr) and one with
+	 * many (the value's byte set), @pm's exact answer, a TX:name rule */
+	"SecRule ARGS|REQUEST_FILENAME \"@rx (?:;|\\||a..b)\" \"id:9,phase:2,pass,t:none,t:lowercase,t:normalizePathWin,setvar:tx.one=+1\"\n"
+	"SecRule ARGS_NAMES|ARGS \"@rx (?:b|c|d|e|f|g|h|%|<)\" \"id:10,phase:2,pass,t:none,setvar:tx.bytes=+1\"\n"
+	"SecRule ARGS|ARGS_NAMES \"@rx [q]\" \"id:12,phase:2,pass,t:none,setvar:tx.q=+1\"\n"
+	"SecRule ARGS|ARGS_NAMES \"@pm ; | z\" \"id:13,phase:2,pass,t:none,t:urlDecode,setvar:tx.pm=+1\"\n"
+	"SecRule TX:one \"@gt 0\" \"id:11,phase:2,pass,setvar:tx.direct=%{MATCHED_VAR_NAME}\"\n";
 
 static struct crs_program P;
 static struct crs_txn T;
