@@ -239,8 +239,7 @@ int crscache_pf_may_match(struct crs_txn *t, const struct crs_rule *link, struct
 		at = pf_scan(t, pf, e->src, e->off, e->len, e->same);
 		crscache_find(t, src, slen, TC_CHAIN(link->chain))->pf = at;  /* E may have moved */
 	}
-	unsigned bit = link->prefilter - 1u;
-	return (t->pf_bits[at + (bit >> 6)] >> (bit & 63)) & 1;
+	return crscache_has_bit(t, at, link->prefilter);
 }
 
 int crscache_clear(struct crs_txn *t)

@@ -114,10 +114,11 @@ void crscache_begin(struct crs_txn *t, const struct crs_program *p);
 const struct crs_pfgroup *crscache_group(struct crs_txn *t, const struct crs_rule *link, const struct crs_target *tg,
 					 size_t ntg);
 
-/* Whether BITS (an offset in pf_bits) has LINK's prefilter bit. */
-static inline int crscache_has_bit(const struct crs_txn *t, uint32_t bits, const struct crs_rule *link)
+/* Whether BITS (an offset in pf_bits) has prefilter bit PREFILTER - 1
+ * (crs_rule.prefilter, crs_gate.prefilter). */
+static inline int crscache_has_bit(const struct crs_txn *t, uint32_t bits, unsigned prefilter)
 {
-	unsigned bit = link->prefilter - 1u;
+	unsigned bit = prefilter - 1u;
 	return (t->pf_bits[bits + (bit >> 6)] >> (bit & 63)) & 1;
 }
 
@@ -129,8 +130,7 @@ static inline int crscache_group_rules_out(const struct crs_txn *t, const struct
 	if (!g->pf_group || g->negated)
 		return 0;
 	const struct crs_pfgroup *grp = &t->grp[g->pf_group - 1u];
-	unsigned bit = g->prefilter - 1u;
-	return grp->epoch == t->tc_epoch && !((t->pf_bits[grp->uni + (bit >> 6)] >> (bit & 63)) & 1);
+	return grp->epoch == t->tc_epoch && !crscache_has_bit(t, grp->uni, g->prefilter);
 }
 
 #endif

@@ -882,12 +882,12 @@ static void tc_clear(struct crs_txn *t)
 static int run_grouped(struct crs_txn *t, const struct crs_rule *link, const struct crs_rule *starter,
 		       const struct crs_tlist *L, const struct crs_pfgroup *g)
 {
-	if (!link->op.negated && !crscache_has_bit(t, g->uni, link))
+	if (!link->op.negated && !crscache_has_bit(t, g->uni, link->prefilter))
 		return NO_MATCH;
 	const uint32_t *view = t->grp_view + g->view;
 	int matched = 0;
 	for (size_t i = 0; i < L->ntg; i++) {
-		int yes = crscache_has_bit(t, view[i], link);
+		int yes = crscache_has_bit(t, view[i], link->prefilter);
 		if (!yes && !link->op.negated)
 			continue;
 		const struct crs_target *tg = &L->tg[i];
