@@ -229,17 +229,17 @@ static uint32_t pf_scan(struct crs_txn *t, const struct crs_prefilter *pf, const
 
 /* Whether LINK's regex can match the cached value E at all: its chain's
  * literals, scanned once per value (the bits kept with E). */
-int crscache_pf_may_match(struct crs_txn *t, const struct crs_rule *link, struct crs_tcache *e)
+int crscache_pf_may_match(struct crs_txn *t, const struct crs_rule *link, struct crs_tcache *e, uint32_t *at)
 {
 	const struct crs_prefilter *pf = &t->prog->pf[link->chain];
-	uint32_t at = e->pf;
-	if (at == PF_NONE) {
+	*at = e->pf;
+	if (*at == PF_NONE) {
 		const char *src = e->src;
 		uint32_t slen = e->slen;
-		at = pf_scan(t, pf, e->src, e->off, e->len, e->same);
-		crscache_find(t, src, slen, TC_CHAIN(link->chain))->pf = at;  /* E may have moved */
+		*at = pf_scan(t, pf, e->src, e->off, e->len, e->same);
+		crscache_find(t, src, slen, TC_CHAIN(link->chain))->pf = *at;  /* E may have moved */
 	}
-	return crscache_has_bit(t, at, link->prefilter);
+	return crscache_has_bit(t, *at, link->prefilter);
 }
 
 int crscache_clear(struct crs_txn *t)

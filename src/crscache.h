@@ -70,9 +70,10 @@ struct crs_tcache *crscache_find(struct crs_txn *t, const char *src, uint32_t sl
 struct crs_tcache *crscache_transform(struct crs_txn *t, const struct crs_rule *link, const char *v, size_t vl);
 
 /* Whether LINK's operator can match the cached value E at all: its
- * chain's literals, scanned once per value (the bits kept with E). May add
- * entries: E and other entry pointers go stale. */
-int crscache_pf_may_match(struct crs_txn *t, const struct crs_rule *link, struct crs_tcache *e);
+ * chain's literals, scanned once per value (the bits kept with E, their
+ * offset in pf_bits put in *AT). May add entries: E and other entry
+ * pointers go stale. */
+int crscache_pf_may_match(struct crs_txn *t, const struct crs_rule *link, struct crs_tcache *e, uint32_t *at);
 
 /* VALUE's features (sectfn_features), cached for the phase. */
 uint32_t crscache_features(struct crs_txn *t, const char *value, size_t vlen);

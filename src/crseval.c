@@ -456,9 +456,71 @@ static const char *op_param(struct crs_txn *t, const struct crs_op *op, size_t *
 	return t->scratch2.data;
 }
 
+/* the JIT's own entry skips pcre2_match's checks, which a compiled
+ * pattern without UTF need not pass; same answers, same limits */
+static int rx_run(struct crs_txn *t, const pcre2_code *re, int jit, const char *v, size_t vl)
+{
+	return jit ? pcre2_jit_match(re, (PCRE2_SPTR)v, vl, 0, 0, t->match_data, t->match_ctx)
+		   : pcre2_match(re, (PCRE2_SPTR)v, vl, 0, 0, t->match_data, t->match_ctx);
+}
+
+/* CR's regex (split into branches) on V, whose prefilter bits are at
+ * t->pf_at: only the branches whose literals V holds can match. Returns
+ * op_rx's answer, or -1 when the regex should run whole: more than half
+ * of the branches are candidates (one run beats several), or one gave up
+ * (the whole regex's outcome then decides). With capture, TX:0 is the
+ * whole regex's match: the earliest start, the first branch on a tie. */
+static int rx_branches(struct crs_txn *t, const struct crs_rule *cr, const char *v, size_t vl)
+{
+	unsigned cand = 0;
+	for (unsigned k = 0; k < cr->nbranch; k++)
+		cand += (unsigned)crscache_has_bit(t, t->pf_at, cr->branch_bit + k + 1u);
+	if (2 * cand > cr->nbranch)
+		return -1;
+	int found = 0;
+	PCRE2_SIZE start = 0, end = 0;
+	for (unsigned k = 0; k < cr->nbranch && cand; k++) {
+		if (!crscache_has_bit(t, t->pf_at, cr->branch_bit + k + 1u))
+			continue;
+		cand--;
+		int rc = rx_run(t, cr->branch[k].re, cr->branch[k].jit, v, vl);
+		if (rc == PCRE2_ERROR_NOMATCH)
+			continue;
+		if (rc < 0)
+			return -1;
+		if (!cr->capture)
+			return 1;
+		PCRE2_SIZE *ov = pcre2_get_ovector_pointer(t->match_data);
+		if (!found || ov[0] < start) {
+			start = ov[0];
+			end = ov[1];
+		}
+		found = 1;
+	}
+	if (found) {
+		set_capture(t, 0, v + start, end - start);
+		for (int i = 1; i <= 9; i++) {
+			char k[2] = { (char)('0' + i), 0 };
+			sectx_unset(&t->tx, SX_TX, k, 1);
+		}
+	}
+	return found;
+}
+
+static int lit_hit(unsigned id, unsigned long long from, unsigned long long to, unsigned flags, void *ctx)
+{
+	(void)id, (void)from, (void)to, (void)flags, (void)ctx;
+	return 1;  /* one is enough: stop */
+}
+
 static int op_rx(struct crs_txn *t, const struct crs_rule *cr, const char *v, size_t vl)
 {
 	if (t->pf_seen == PF_SEEN_NO)
+		return 0;
+	/* no literal of the regex in the value: it cannot match (a failed
+	 * scan rules nothing out) */
+	if (cr->lits && t->pf_seen == PF_SEEN_UNKNOWN &&
+	    hs_scan(cr->lits, vl ? v : "", (unsigned)vl, 0, t->hs_scratch, lit_hit, NULL) == HS_SUCCESS)
 		return 0;
 	const pcre2_code *re = cr->op.re;
 	pcre2_code *dyn = NULL;
@@ -472,10 +534,12 @@ static int op_rx(struct crs_txn *t, const struct crs_rule *cr, const char *v, si
 			return 0;
 		re = dyn;
 	}
-	/* the JIT's own entry skips pcre2_match's checks, which a compiled
-	 * pattern without UTF need not pass; same answers, same limits */
-	int rc = cr->op.jit ? pcre2_jit_match(re, (PCRE2_SPTR)v, vl, 0, 0, t->match_data, t->match_ctx)
-			    : pcre2_match(re, (PCRE2_SPTR)v, vl, 0, 0, t->match_data, t->match_ctx);
+	if (cr->nbranch && t->pf_seen == PF_SEEN_YES) {
+		int rc = rx_branches(t, cr, v, vl);
+		if (rc >= 0)
+			return rc;
+	}
+	int rc = rx_run(t, re, cr->op.jit, v, vl);
 	pcre2_code_free(dyn);
 	if (rc == PCRE2_ERROR_MATCHLIMIT || rc == PCRE2_ERROR_DEPTHLIMIT || rc == PCRE2_ERROR_HEAPLIMIT) {
 		/* ModSecurity flags it for rule 200005 and counts no match */
@@ -895,6 +959,7 @@ static int run_grouped(struct crs_txn *t, const struct crs_rule *link, const str
 		AN(e);  /* the group's filling put it there */
 		const char *v = e->same ? e->src : t->tc_data.data + e->off;
 		t->pf_seen = yes ? PF_SEEN_YES : PF_SEEN_NO;
+		t->pf_at = view[i];
 		int rc = try_value(t, link, starter, tg, v, e->len);
 		t->pf_seen = PF_SEEN_UNKNOWN;
 		if (rc == STOP)
@@ -955,7 +1020,7 @@ static int run_rule(struct crs_txn *t, const struct crs_rule *link, const struct
 			/* @rx: no literal of its regex in the value, the regex cannot
 			 * match (no PCRE2 run); @pm: whether a phrase is in it */
 			if (link->prefilter) {
-				t->pf_seen = crscache_pf_may_match(t, link, e) ? PF_SEEN_YES : PF_SEEN_NO;
+				t->pf_seen = crscache_pf_may_match(t, link, e, &t->pf_at) ? PF_SEEN_YES : PF_SEEN_NO;
 				if (t->pf_seen == PF_SEEN_NO && !link->op.negated) {
 					t->pf_seen = PF_SEEN_UNKNOWN;
 					continue;  /* what try_value would conclude */

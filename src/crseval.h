@@ -79,6 +79,7 @@ struct crs_txn {
 	uint64_t *pf_bits;             /* prefilter results of cached values (crs_tcache.pf) */
 	size_t pf_n, pf_cap;
 	uint8_t pf_seen;               /* enum crs_pf_seen: the prefilter's word on the value being tried */
+	uint32_t pf_at;                /* with PF_SEEN_YES: that value's bits (an offset in pf_bits) */
 	struct crs_pfgroup *grp;       /* per prefilter group of the program (crscache.h) */
 	size_t grp_cap;
 	uint32_t *grp_view;            /* the groups' values' bits (offsets in pf_bits) */

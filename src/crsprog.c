@@ -382,6 +382,10 @@ static void op_free(struct crs_op *op)
 static void rule_release(struct crs_rule *cr)
 {
 	op_free(&cr->op);
+	for (unsigned k = 0; k < cr->nbranch; k++)
+		pcre2_code_free(cr->branch[k].re);
+	free(cr->branch);
+	hs_free_database(cr->lits);
 	for (size_t i = 0; cr->sel_re && i < cr->src->ntargets; i++) {
 		pcre2_code_free(cr->sel_re[i].re);
 		free(cr->sel_re[i].lit);
@@ -782,6 +786,93 @@ static int pm_prefilterable(const struct crs_rule *cr)
 	return 1;
 }
 
+/* A literal database of CR's own (crs_rule.lits) when its regex has a
+ * literal set and PCRE2 finds no first or last code unit to search for:
+ * without one, PCRE2 tries the regex at every position of every value. */
+static int rule_lits(struct crs_program *p, struct crs_rule *cr)
+{
+	uint32_t first = 0, last = 0;
+	(void)pcre2_pattern_info(cr->op.re, PCRE2_INFO_FIRSTCODETYPE, &first);
+	(void)pcre2_pattern_info(cr->op.re, PCRE2_INFO_LASTCODETYPE, &last);
+	struct rxlit x;
+	if (first == 1 || last || !rxlit_required(cr->op.arg, strlen(cr->op.arg), &x))
+		return 0;
+	unsigned *flags = malloc(x.n * sizeof(*flags)), *ids = calloc(x.n, sizeof(*ids));
+	AN(flags && ids);
+	for (size_t i = 0; i < x.n; i++)
+		flags[i] = HS_FLAG_CASELESS | HS_FLAG_SINGLEMATCH;
+	hs_compile_error_t *err = NULL;
+	hs_database_t *db = NULL;
+	hs_error_t rc = hs_compile_lit_multi((const char *const *)x.s, flags, ids, x.len, (unsigned)x.n, HS_MODE_BLOCK,
+					     NULL, &db, &err);
+	free(flags);
+	free(ids);
+	rxlit_free(&x);
+	if (rc != HS_SUCCESS) {
+		snprintf(p->error, sizeof(p->error), "rule %u: Hyperscan cannot compile its literals: %s", cr->src->id,
+			 err ? err->message : "?");
+		hs_free_compile_error(err);
+		return -1;
+	}
+	cr->lits = db;
+	if (hs_alloc_scratch(db, (hs_scratch_t **)&p->hs_scratch) != HS_SUCCESS) {
+		snprintf(p->error, sizeof(p->error), "@rx prefilter: Hyperscan scratch: out of memory");
+		return -1;
+	}
+	return 0;
+}
+
+/* CR's regex as the branches of its outermost alternation, when each has
+ * literals of its own (kept in KEEP) and compiles: their bits follow in
+ * PF, their literals go to L. Only with PCRE2's own limits: a configured
+ * limit counts the steps of the regex the rule names, not of a branch. */
+static void branches_build(struct crs_program *p, struct crs_rule *cr, struct crs_prefilter *pf, struct litlist *l,
+			   struct rxlit **keep, size_t *nkeep)
+{
+	struct rxlit b;
+	if (p->pcre_match_limit || p->pcre_depth_limit || !rxlit_branches(cr->op.arg, strlen(cr->op.arg), &b))
+		return;
+	struct rxlit *lits = calloc(b.n, sizeof(*lits));
+	struct crs_branch *br = calloc(b.n, sizeof(*br));
+	AN(lits && br);
+	int ok = pf->nbits + b.n < UINT16_MAX - 1;
+	for (size_t k = 0; ok && k < b.n; k++) {
+		int code;
+		PCRE2_SIZE off;
+		ok = rxlit_required(b.s[k], b.len[k], &lits[k]);
+		pcre2_code *re = ok ? pcre2_compile((PCRE2_SPTR)b.s[k], b.len[k], PCRE2_DOTALL | PCRE2_DOLLAR_ENDONLY, &code,
+						    &off, NULL)
+				    : NULL;
+		if (!re) {
+			ok = 0;
+			break;
+		}
+		uint32_t opts = 0;
+		(void)pcre2_pattern_info(re, PCRE2_INFO_ALLOPTIONS, &opts);
+		br[k] = (struct crs_branch){ .re = re, .jit = pcre2_jit_compile(re, PCRE2_JIT_COMPLETE) == 0 && !(opts & PCRE2_UTF) };
+	}
+	if (ok) {
+		cr->branch = br;
+		cr->nbranch = (uint16_t)b.n;
+		cr->branch_bit = (uint16_t)pf->nbits;
+		pf->nbits += (unsigned)b.n;
+		*keep = realloc(*keep, (*nkeep + b.n) * sizeof(**keep));
+		AN(*keep);
+		for (size_t k = 0; k < b.n; k++) {
+			litlist_add(l, lits[k].s, lits[k].len, lits[k].n, cr->branch_bit + (unsigned)k, 0);
+			(*keep)[(*nkeep)++] = lits[k];
+		}
+	} else {
+		for (size_t k = 0; k < b.n; k++) {
+			pcre2_code_free(br[k].re);
+			rxlit_free(&lits[k]);
+		}
+		free(br);
+	}
+	free(lits);
+	rxlit_free(&b);
+}
+
 /* One literal database per transformation chain over the required
  * literals of its @rx rules and the phrases of its @pm rules (those a
  * transaction caches: not multiMatch). For @pm the bit is the answer. */
@@ -809,8 +900,12 @@ static int prefilter_build(struct crs_program *p)
 					continue;
 				p->rx_rules++;
 				struct rxlit x;
-				if (cr->multi_match || pf->nbits == UINT16_MAX - 1 ||
-				    !rxlit_required(cr->op.arg, strlen(cr->op.arg), &x))
+				if (cr->multi_match) {
+					if (rule_lits(p, cr) < 0)
+						rc = -1;
+					continue;
+				}
+				if (pf->nbits == UINT16_MAX - 1 || !rxlit_required(cr->op.arg, strlen(cr->op.arg), &x))
 					continue;
 				keep = realloc(keep, (nkeep + 1) * sizeof(*keep));
 				AN(keep);
@@ -818,6 +913,7 @@ static int prefilter_build(struct crs_program *p)
 				cr->prefilter = (uint16_t)(1 + pf->nbits++);
 				litlist_add(&ll[cr->chain], x.s, x.len, x.n, cr->prefilter - 1u, 0);
 				p->pf_rules++;
+				branches_build(p, cr, pf, &ll[cr->chain], &keep, &nkeep);
 			}
 	for (unsigned c = 0; c < p->nchains && rc == 0; c++)
 		if (ll[c].n)

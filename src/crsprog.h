@@ -48,6 +48,11 @@ struct crs_selre {
 	uint8_t anchored;          /* ^literal: a prefix; else anywhere in the name */
 };
 
+struct crs_branch {
+	void *re;                  /* pcre2_code * */
+	uint8_t jit;               /* as crs_op.jit */
+};
+
 struct crs_rule {
 	/* First, what run_phase reads of every rule of a phase, most of which
 	 * it passes over: one cache line, no pointer followed. */
@@ -84,6 +89,16 @@ struct crs_rule {
 	struct crs_selre *sel_re;  /* per target: its /regex/ selector, all NULL for the others */
 	struct crs_act *acts;      /* what a match runs (setvar, ctl, initcol), in order */
 	uint16_t nacts;
+	/* @rx as the branches of its outermost alternation (rxlit_branches),
+	 * each with a prefilter bit of its own, branch_bit + k: a value whose
+	 * literals leave few candidates runs only those. NULL: it runs whole. */
+	uint16_t nbranch;
+	uint16_t branch_bit;
+	struct crs_branch *branch;
+	/* A multiMatch @rx runs on values its chain's prefilter never saw (each
+	 * step's): its own literal database, hs_database_t *, scanned before
+	 * PCRE2 when PCRE2 has no literal of its own to look for. */
+	void *lits;
 	struct crs_rule *chained;
 };
 

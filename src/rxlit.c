@@ -40,6 +40,16 @@ struct rx {
 	int depth;
 	int transparent;   /* the last atom was a comment, an option setting or \E:
 			    * PCRE2 applies a quantifier after it to the atom before */
+	/* For rxlit_branches: where the outermost alternation splits, and
+	 * what would make its branches mean something else alone. */
+	size_t cuts[RXLIT_BRANCHES_MAX];
+	size_t ncuts;
+	int split;         /* record the cuts (rxlit_branches) */
+	int too_many;      /* more branches than cuts can hold */
+	int captures;      /* a capturing group: group numbers would move */
+	int refs;          /* a back reference, subroutine call or \K */
+	int outer_option;  /* an option setting (?i) in the outermost alternation: it
+			    * carries into the branches after it */
 };
 
 static unsigned char fold(unsigned char c)
@@ -300,13 +310,17 @@ static struct info parse_escape(struct rx *r)
 	case 'E':
 		r->transparent = 1;
 		return empty();
-	case 'b': case 'B': case 'A': case 'Z': case 'z': case 'G': case 'K':
+	case 'K':
+		r->refs = 1;
+		return empty();
+	case 'b': case 'B': case 'A': case 'Z': case 'z': case 'G':
 		return empty();
 	case 'c':  /* a control character: some byte */
 		if (r->i < r->n)
 			r->i++;
 		return any();
 	case 'g': case 'k': {  /* a back reference or subroutine call: something */
+		r->refs = 1;
 		int open = peek(r), close = open == '{' ? '}' : open == '<' ? '>' : open == '\'' ? '\'' : 0;
 		if (close) {
 			while (++r->i < r->n && r->p[r->i] != close)
@@ -330,6 +344,7 @@ static struct info parse_escape(struct rx *r)
 		break;
 	}
 	if (c >= '1' && c <= '9') {  /* a back reference (or an octal byte): something */
+		r->refs = 1;
 		while (peek(r) >= '0' && peek(r) <= '9')
 			r->i++;
 		return any();
@@ -439,6 +454,8 @@ static struct info parse_group(struct rx *r)
 		r->bad = 1;
 		return any();
 	}
+	if (peek(r) != '?')
+		r->captures = 1;
 	if (peek(r) == '?') {
 		r->i++;
 		int c = peek(r);
@@ -455,6 +472,7 @@ static struct info parse_group(struct rx *r)
 			r->i += 2;
 			zero_width = 1;
 		} else if (c == '<' || c == '\'' || (c == 'P' && r->i + 1 < r->n && r->p[r->i + 1] == '<')) {
+			r->captures = 1;
 			int close = c == '\'' ? '\'' : '>';
 			while (++r->i < r->n && r->p[r->i] != close)
 				;
@@ -483,6 +501,8 @@ static struct info parse_group(struct rx *r)
 			if (c == ')') {
 				r->i++;
 				r->transparent = 1;
+				if (r->depth == 0)
+					r->outer_option = 1;
 				return empty();
 			}
 			if (c != ':') {  /* x, conditionals, recursion, (?P=name), ... */
@@ -642,6 +662,12 @@ static struct info parse_alt(struct rx *r)
 {
 	struct info acc = parse_seq(r);
 	while (!r->bad && peek(r) == '|') {
+		if (r->split && r->depth == 0) {
+			if (r->ncuts == RXLIT_BRANCHES_MAX - 1)
+				r->too_many = 1;
+			else
+				r->cuts[r->ncuts++] = r->i;
+		}
 		r->i++;
 		acc = alt2(acc, parse_seq(r));
 	}
@@ -666,6 +692,64 @@ int rxlit_required(const char *pattern, size_t n, struct rxlit *out)
 	}
 	out->n = x.set.n;
 	free(x.set.v);
+	return 1;
+}
+
+/* Options set at the very start, "(?i)", and non-capturing groups that
+ * span the rest, "(?i:...)": what every branch keeps around it. */
+static void unwrap(const char *p, size_t *lo, size_t *hi)
+{
+	for (;;) {
+		size_t j = *lo;
+		if (j + 1 >= *hi || p[j] != '(' || p[j + 1] != '?')
+			return;
+		j += 2;
+		while (j < *hi && p[j] && strchr("imsU-^", p[j]))
+			j++;
+		if (j < *hi && p[j] == ')') {
+			*lo = j + 1;
+			continue;
+		}
+		if (j >= *hi || p[j] != ':')
+			return;
+		struct rx g = { .p = p, .n = *hi, .i = *lo + 1 };
+		struct info x = parse_group(&g);
+		info_free(&x);
+		if (g.bad || g.i != *hi)
+			return;  /* the group ends before the pattern does */
+		*lo = j + 1;
+		(*hi)--;
+	}
+}
+
+int rxlit_branches(const char *pattern, size_t n, struct rxlit *out)
+{
+	*out = (struct rxlit){ 0 };
+	size_t lo = 0, hi = n;
+	unwrap(pattern, &lo, &hi);
+	struct rx r = { .p = pattern, .n = hi, .i = lo, .split = 1 };
+	struct info x = parse_alt(&r);
+	info_free(&x);
+	if (r.bad || r.i != hi || !r.ncuts || r.too_many || r.captures || r.refs || r.outer_option)
+		return 0;
+	out->n = r.ncuts + 1;
+	out->s = malloc(out->n * sizeof(*out->s));
+	out->len = malloc(out->n * sizeof(*out->len));
+	AN(out->s && out->len);
+	size_t from = lo;
+	for (size_t k = 0; k < out->n; k++) {
+		size_t to = k < r.ncuts ? r.cuts[k] : hi;
+		size_t len = lo + (to - from) + (n - hi);
+		char *b = malloc(len + 1);
+		AN(b);
+		memcpy(b, pattern, lo);
+		memcpy(b + lo, pattern + from, to - from);
+		memcpy(b + lo + (to - from), pattern + hi, n - hi);
+		b[len] = 0;
+		out->s[k] = b;
+		out->len[k] = len;
+		from = to + 1;
+	}
 	return 1;
 }
 

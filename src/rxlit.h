@@ -25,4 +25,17 @@ struct rxlit {
 int rxlit_required(const char *pattern, size_t n, struct rxlit *out);
 void rxlit_free(struct rxlit *l);
 
+/* The branches of PATTERN's outermost alternation, each a pattern of its
+ * own: the options and non-capturing groups around the alternation, then
+ * the branch. 1 and OUT filled (at least two) when they can stand in for
+ * the pattern: it matches a subject if and only if one of them does, and
+ * its leftmost match is the one of the branch whose leftmost match starts
+ * first (the earliest such branch on a tie), the same bytes. That needs no
+ * capturing group (numbers would move), no back reference, subroutine
+ * call or \K, and no option setting in the alternation itself (it would
+ * carry into the branches after it). 0 otherwise, or when not understood.
+ * Used to run only the branches whose literals a value holds. */
+#define RXLIT_BRANCHES_MAX 64
+int rxlit_branches(const char *pattern, size_t n, struct rxlit *out);
+
 #endif

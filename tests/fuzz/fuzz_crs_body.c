@@ -44,7 +44,10 @@ static const char RULES[] =
 	"SecRule ARGS_NAMES|ARGS \"@rx (?:b|c|d|e|f|g|h|%|<)\" \"id:10,phase:2,pass,t:none,setvar:tx.bytes=+1\"\n"
 	"SecRule ARGS|ARGS_NAMES \"@rx [q]\" \"id:12,phase:2,pass,t:none,setvar:tx.q=+1\"\n"
 	"SecRule ARGS|ARGS_NAMES \"@pm ; | z\" \"id:13,phase:2,pass,t:none,t:urlDecode,setvar:tx.pm=+1\"\n"
-	"SecRule TX:one \"@gt 0\" \"id:11,phase:2,pass,setvar:tx.direct=%{MATCHED_VAR_NAME}\"\n";
+	"SecRule TX:one \"@gt 0\" \"id:11,phase:2,pass,setvar:tx.direct=%{MATCHED_VAR_NAME}\"\n"
+	/* a regex run as its branches (a value's literals pick them), with capture */
+	"SecRule ARGS|ARGS_NAMES \"@rx (?i:(?:ab\\d|a|z[^z]|</?q|or\\s+1))\" \"id:14,phase:2,pass,capture,t:none,t:lowercase,"
+	"setvar:'tx.br-%{MATCHED_VAR_NAME}=%{tx.0}'\"\n";
 
 static struct crs_program P;
 static struct crs_txn T;

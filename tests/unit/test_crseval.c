@@ -234,6 +234,54 @@ static void test_prefilter_one_byte(void)
 	CHECK(found == 42);
 }
 
+static const struct crs_rule *rule_of(uint32_t id)
+{
+	for (size_t i = 0; i < P.nphase[1]; i++)
+		if (P.phase[1][i].src->id == id)
+			return &P.phase[1][i];
+	return NULL;
+}
+
+/* A regex split into its branches runs only those whose literals a value
+ * holds, and answers as the whole regex: the same verdicts, and with
+ * capture the same TX:0 (the earliest match, the first branch on a tie),
+ * whether few branches are candidates or most (then it runs whole). */
+static void test_prefilter_branches(void)
+{
+	CHECK(load("SecRuleEngine On\n"
+		   "SecRule ARGS \"@rx (?i:(?:'\\s*or\\s*1|union\\s+select|sleep\\s*\\(|benchmark\\())\" "
+		   "\"id:80,phase:1,pass,capture,t:none,setvar:tx.a=+1,setvar:'tx.a0_%{MATCHED_VAR_NAME}=%{tx.0}'\"\n"
+		   "SecRule ARGS \"@rx (?:abc\\d|ab|zzz|qqq)\" \"id:81,phase:1,pass,capture,t:none,"
+		   "setvar:'tx.b0_%{MATCHED_VAR_NAME}=%{tx.0}'\"\n"
+		   "SecRule ARGS \"!@rx (?:abc\\d|ab|zzz|qqq)\" \"id:82,phase:1,pass,t:none,setvar:tx.notb=+1\"\n") == 0);
+	CHECK(rule_of(80)->nbranch == 4 && rule_of(81)->nbranch == 4);
+	run("GET", "/?p=union%20select%20x'%20or%201&q=SLEEP%20(1)&r=sleep%20no&s=hello&t=xabc1&u=xzab&v=zzzqqqab", NULL, NULL);
+	/* p: two candidate branches, the second matches first; r: a literal and no match */
+	CHECK(tx_is("a", "2") && tx_is("a0_args:p", "union select") && tx_is("a0_args:q", "SLEEP (") &&
+	      tx_is("a0_args:r", NULL));
+	/* t: a tie at one start goes to the first branch; v: three of four candidates, run whole */
+	CHECK(tx_is("b0_args:t", "abc1") && tx_is("b0_args:u", "ab") && tx_is("b0_args:v", "zzz") &&
+	      tx_is("b0_args:s", NULL) && tx_is("notb", "4"));
+	run("GET", "/?s=hello", NULL, NULL);
+	CHECK(tx_is("a", NULL) && tx_is("notb", "1"));
+}
+
+/* A multiMatch regex with no literal PCRE2 searches for gets a literal
+ * database of its own, tried on each step's value: a value without its
+ * literals does not match, one with them runs the regex. */
+static void test_multimatch_literals(void)
+{
+	CHECK(load("SecRuleEngine On\n"
+		   "SecRule ARGS \"@rx (?:like|not)\\s+\\w\" \"id:90,phase:1,pass,multiMatch,t:none,t:urlDecodeUni,"
+		   "setvar:tx.mm=+1\"\n") == 0);
+	CHECK(rule_of(90)->lits != NULL);
+	run("GET", "/?a=like%2520b&b=hello%20world&c=not%2509x&d=LIKE%2520b", NULL, NULL);
+	/* a: "like%20b" then "like b"; c: "not%09x" then "not\tx"; d: no (?i) */
+	CHECK(tx_is("mm", "2"));
+	run("GET", "/?b=hello%20world", NULL, NULL);
+	CHECK(tx_is("mm", NULL));
+}
+
 /* A rule whose one target is TX:name runs from the store (tx_direct): the
  * same MATCHED_VAR(_NAME) as a target list gives, a value its own setvar
  * changes still seen as it was, no value no match (negated or not), and
@@ -564,6 +612,8 @@ int main(void)
 	test_captures_and_macros();
 	test_prefilter();
 	test_prefilter_one_byte();
+	test_prefilter_branches();
+	test_multimatch_literals();
 	test_tx_direct();
 	test_prefilter_groups();
 	test_repeated_values();

@@ -125,10 +125,110 @@ static void test_soundness(void)
 		CHECK(sound(patterns[i], subjects));
 }
 
+/* The branches as "p1 || p2 || ...", or "-" when the pattern does not split. */
+static const char *branches(const char *pattern)
+{
+	static char out[4096];
+	struct rxlit b;
+	if (!rxlit_branches(pattern, strlen(pattern), &b))
+		return "-";
+	out[0] = 0;
+	for (size_t i = 0; i < b.n; i++) {
+		if (i)
+			strcat(out, " || ");
+		strncat(out, b.s[i], b.len[i]);
+	}
+	rxlit_free(&b);
+	return out;
+}
+
+static pcre2_code *compile(const char *pattern, size_t n)
+{
+	int code;
+	PCRE2_SIZE off;
+	return pcre2_compile((PCRE2_SPTR)pattern, n, PCRE2_DOTALL | PCRE2_DOLLAR_ENDONLY, &code, &off, NULL);
+}
+
+/* On every subject, the branches give the pattern's answer and its
+ * leftmost match: the earliest start, the first branch on a tie. */
+static int stands_in(const char *pattern, const char *const *subjects)
+{
+	struct rxlit b;
+	if (!rxlit_branches(pattern, strlen(pattern), &b))
+		return 0;
+	pcre2_code *whole = compile(pattern, strlen(pattern));
+	pcre2_code *part[RXLIT_BRANCHES_MAX];
+	int ok = whole != NULL;
+	for (size_t i = 0; i < b.n; i++)
+		ok &= (part[i] = compile(b.s[i], b.len[i])) != NULL;
+	pcre2_match_data *md = pcre2_match_data_create(10, NULL);
+	for (size_t k = 0; ok && subjects[k]; k++) {
+		const char *s = subjects[k];
+		size_t sl = strlen(s);
+		int m = pcre2_match(whole, (PCRE2_SPTR)s, sl, 0, 0, md, NULL) >= 0;
+		PCRE2_SIZE ws = m ? pcre2_get_ovector_pointer(md)[0] : 0, we = m ? pcre2_get_ovector_pointer(md)[1] : 0;
+		int any = 0;
+		PCRE2_SIZE bs = 0, be = 0;
+		for (size_t i = 0; i < b.n; i++) {
+			if (!part[i] || pcre2_match(part[i], (PCRE2_SPTR)s, sl, 0, 0, md, NULL) < 0)
+				continue;
+			PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
+			if (!any || ov[0] < bs) {
+				bs = ov[0];
+				be = ov[1];
+			}
+			any = 1;
+		}
+		if (any != m || (m && (bs != ws || be != we))) {
+			fprintf(stderr, "/%s/ on \"%s\": whole %d [%zu,%zu), branches %d [%zu,%zu)\n", pattern, s, m,
+				(size_t)ws, (size_t)we, any, (size_t)bs, (size_t)be);
+			ok = 0;
+		}
+	}
+	pcre2_match_data_free(md);
+	pcre2_code_free(whole);
+	for (size_t i = 0; i < b.n; i++)
+		pcre2_code_free(part[i]);
+	rxlit_free(&b);
+	return ok;
+}
+
+static void test_branches(void)
+{
+	CHECK(strcmp(branches("ab|cd"), "ab || cd") == 0);
+	CHECK(strcmp(branches("(?i:(?:ab|c[d|]e))"), "(?i:(?:ab)) || (?i:(?:c[d|]e))") == 0);
+	CHECK(strcmp(branches("(?i)(?:a(?:b|c)|\\|d)"), "(?i)(?:a(?:b|c)) || (?i)(?:\\|d)") == 0);
+	CHECK(strcmp(branches("(?:a\\)|[)|]|b)"), "(?:a\\)) || (?:[)|]) || (?:b)") == 0);
+	CHECK(strcmp(branches("(?:ab|cd)e"), "-") == 0);           /* the group does not span the pattern */
+	CHECK(strcmp(branches("(?:ab)(?:cd|e)"), "-") == 0);
+	CHECK(strcmp(branches("abc"), "-") == 0);                  /* one branch */
+	CHECK(strcmp(branches("(a)|b"), "-") == 0);                /* a capturing group */
+	CHECK(strcmp(branches("(?<n>a)|b"), "-") == 0);
+	CHECK(strcmp(branches("(?:a|b)\\1|c"), "-") == 0);        /* a back reference */
+	CHECK(strcmp(branches("a\\Kb|c"), "-") == 0);
+	CHECK(strcmp(branches("a(?i)b|c"), "-") == 0);             /* carries into c */
+	CHECK(strcmp(branches("(?:a(?i:b)|c)"), "(?:a(?i:b)) || (?:c)") == 0);
+	CHECK(strcmp(branches("(?x)a|b"), "-") == 0);
+	CHECK(strcmp(branches("(?=a|b)c|d"), "(?=a|b)c || d") == 0);
+	CHECK(strcmp(branches("(?:a|b"), "-") == 0);
+	static const char *const subjects[] = {
+		"", "a", "ab", "ba", "abcd", "xcdab", "cde", "AB", "Cde", "select from", "1 or 1=1", "x' or 'a'='a",
+		"ababab", "dcba", "aXb", "a\nb", "abc\n", "\"a\"", "b", "bd", "zzzc", "cab", "bca", "cbadcb", NULL,
+	};
+	static const char *const patterns[] = {
+		"ab|cd", "a|ab", "ab|a", "(?i:(?:ab|cd|e))", "b|cd|a", "^a|b$", "(?<=c)a|b", "a(?=b)|ab|b",
+		"(?i)(?:or\\s+\\d|'\\s*or\\s*'|select\\s+from)", "\\bab\\b|\\bcd", "a.*b|c.*d", "a+?|b", "(?:b|a)+|c",
+		"x*|a", "[ab]c|b", NULL,
+	};
+	for (size_t i = 0; patterns[i]; i++)
+		CHECK(stands_in(patterns[i], subjects));
+}
+
 int main(void)
 {
 	test_sets();
 	test_soundness();
+	test_branches();
 	printf("test_rxlit: %d passed, %d failed\n", passed, failed);
 	return failed != 0;
 }
