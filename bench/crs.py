@@ -48,7 +48,10 @@ previous one is still out is sent as soon as it returns; a run where over 5 % of
 requests went out more than one interval (and 50 ms) late is marked saturated. CPU: the
 proxy's process tree, from /proc/PID/task/*/schedstat (ns of CPU per thread; the
 utime+stime ticks too, as a cross-check), over the client's run, divided by the
-completed requests.
+completed requests. A rate of `max` is a closed loop instead, siege-style: wrk, requests
+back to back on SIEGE_CONNS keep-alive connections to sluice (its one worker saturated,
+as under siege's many users) and on one to `apache2 -X` (it serves one connection at a
+time); each server's CPU per request is then taken at its own saturation.
 
 Engine only (part 1): `crs_replay -s 910100 -s 910140 -b REPLAY_ROUNDS CONF < request`,
 CONF the same includes as crs.lua at paranoia N, pinned to the proxy's CPU: the mean µs
@@ -84,6 +87,8 @@ Usage: sh bench/crs.sh (or `make bench-crs`). Environment knobs:
   RATES_JSON=..    the slowest one's saturation (one request at a time, so 1 / its CPU
                    time per request: ModSecurity PL2 takes ~2 ms for get, ~10 ms for
                    form, ~220 ms for json on the 2-core VM these were set on)
+                   `max` among them: a closed loop (see part 1)
+  SIEGE_CONNS=N    connections of a closed-loop run to sluice (32)
   DURATION=S       seconds per part-1 run (6; QUICK 1.5)
   FORTIO_DURATION=S  seconds per fortio run, may be fractional (4; QUICK 1)
   CONNS=a,b        fortio connection counts (1,4)
@@ -141,8 +146,11 @@ else:
     # offered rates per workload: under the slowest target's saturation (one request at a
     # time: 1 / its CPU time per request), so every target runs at the same load
     RATES_DEFAULT = {"get": "300", "form": "60", "json": "3"}
-    RATES = {w: [int(x) for x in os.environ.get(f"RATES_{w.upper()}", RATES_DEFAULT[w]).split(",") if x.strip()]
+    # "max": closed loop (siege-style), 0 inside
+    RATES = {w: [0 if x.strip() == "max" else int(x) for x in os.environ.get(f"RATES_{w.upper()}", RATES_DEFAULT[w]).split(",")
+                 if x.strip()]
              for w in RATES_DEFAULT}
+    SIEGE_CONNS = env_int("SIEGE_CONNS", 32, 1)
     DURATION = env_float("DURATION", 1.5 if QUICK else 6.0, 0.2)
     ROUNDS = env_int("ROUNDS", 1 if QUICK else 3, 1)
     PLS = env_list("PLS", "1,2", int)
@@ -666,8 +674,76 @@ def client_cmd(port, rate, seconds, reqfile):
                        f"{seconds:g}", reqfile]
 
 
+# wrk's request is the workload's bytes as they are; done() prints what run_client reads
+WRK_SCRIPT = r"""
+local f = assert(io.open(os.getenv("CRS_REQFILE"), "rb"))
+local raw = f:read("*a")
+f:close()
+request = function() return raw end
+done = function(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format('{"completed": %d, "wall_s": %.6f, "n_errors": %d, "non2xx": %d, '
+    .. '"p50_ms": %.4f, "p99_ms": %.4f, "mean_ms": %.4f}\n', summary.requests, summary.duration / 1e6,
+    e.connect + e.read + e.write + e.timeout, e.status, latency:percentile(50) / 1e3,
+    latency:percentile(99) / 1e3, latency.mean / 1e3))
+end
+"""
+
+
+def rate_label(rate):
+    return "max" if rate == 0 else str(rate)
+
+
+def siege_conns(target):
+    """Closed loop: SIEGE_CONNS keep-alive connections for sluice (one worker: it is
+    saturated with a few); one for `apache2 -X`, which serves one connection at a time
+    (more would only wait in its backlog)."""
+    return 1 if target.startswith("modsec") else SIEGE_CONNS
+
+
+def run_wrk(setup, target, reqfile, d, seconds):
+    """wrk closed loop on TARGET: as many requests as it answers, SIEGE_CONNS at a time."""
+    script = os.path.join(d, "wrk-request.lua")
+    if not os.path.exists(script):
+        write(script, WRK_SCRIPT)
+    cmd = LOAD_PIN + ["wrk", "-t1", f"-c{siege_conns(target)}", f"-d{max(1, round(seconds))}s", "--timeout", "30s",
+                      "-s", script, f"http://127.0.0.1:{setup.port(target)}/"]
+    env = dict(os.environ, CRS_REQFILE=os.path.abspath(reqfile))
+    cp = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=seconds + 60, env=env)
+    lines = [x for x in cp.stdout.splitlines() if x.startswith("{")]
+    if not lines:
+        return {}, f"wrk printed no summary: {(cp.stderr or cp.stdout).strip()[-300:]}"
+    j = json.loads(lines[-1])
+    j["rate"] = j["completed"] / j["wall_s"] if j.get("wall_s") else 0
+    j["statuses"] = {"200": j["completed"] - j["non2xx"]} if not j["non2xx"] else {"200": j["completed"] - j["non2xx"],
+                                                                                     "other": j["non2xx"]}
+    j["late"] = 0
+    j["connections"] = siege_conns(target)
+    return j, None
+
+
 def run_client(setup, target, wl, rate, rnd, reqfile, d, seconds=None, raw=True):
     seconds = seconds or DURATION
+    if rate == 0:
+        pid = setup.pid(target)
+        s0 = snapshot(pid, setup.backend.pid)
+        j, err = run_wrk(setup, target, reqfile, d, seconds)
+        s1 = snapshot(pid, setup.backend.pid)
+        r = {"target": target, "workload": wl, "rate": rate, "round": rnd + 1, "problems": [err] if err else []}
+        r.update({k: j.get(k) for k in ("completed", "statuses", "late", "connections", "n_errors",
+                                        "p50_ms", "p99_ms", "mean_ms", "wall_s")})
+        r["achieved_rate"] = j.get("rate")
+        r.update(cpu_figures(s0, s1, r.get("completed") or 0))
+        if j.get("non2xx"):
+            r["problems"].append(f"{j['non2xx']} answers other than 2xx")
+        if r.get("n_errors"):
+            r["problems"].append(f"{r['n_errors']} connection errors")
+        if not setup.alive(target):
+            r["problems"].append(f"{target} exited")
+        r["noisy"] = r["other_pct"] >= NOISE_PCT
+        if raw:
+            write(os.path.join(d, "raw", f"client-r{rnd + 1}-{wl}-qmax-{target}.json"), json.dumps(r, indent=1) + "\n")
+        return r
     cmd = client_cmd(setup.port(target), rate, seconds, reqfile)
     pid = setup.pid(target)
     s0 = snapshot(pid, setup.backend.pid)
@@ -968,7 +1044,7 @@ def table_lines(rows):
          "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         flag = (" ⚠sat" if r["saturated"] else "") + (" ⚠noise" if r["noisy"] else "")
-        L.append(f"| {r['workload']}{flag} | {r['rate']} | {r['pl']} | {fmt(r['sluice_crs'], 1)} | "
+        L.append(f"| {r['workload']}{flag} | {rate_label(r['rate'])} | {r['pl']} | {fmt(r['sluice_crs'], 1)} | "
                  f"{fmt(r['sluice_allow'], 1)} | {fmt(r['modsec_on'], 1)} | {fmt(r['modsec_off'], 1)} | "
                  f"**{fmt(r['sluice_crs_cost'], 1)}** | **{fmt(r['modsec_crs_cost'], 1)}** | "
                  f"**{fmt(r['ratio_cost'], 2)}** | {fmt(r['ratio_abs'], 2)} | {fmt(r['replay_us'], 1)} |")
@@ -980,10 +1056,13 @@ def chart(path, rows):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     lowest = {}
-    for r in rows:
-        lowest[r["workload"]] = min(lowest.get(r["workload"], r["rate"]), r["rate"])
+    for r in rows:    # the lowest fixed rate; the closed loop only when there is none
+        key = r["rate"] or float("inf")
+        if key <= lowest.get(r["workload"], (float("inf"), 0))[0]:
+            lowest[r["workload"]] = (key, r["rate"])
+    lowest = {w: v[1] for w, v in lowest.items()}
     rs = [r for r in rows if r["rate"] == lowest[r["workload"]]]
-    labels = [f"{r['workload']} ({r['rate']}/s)\nPL{r['pl']}" for r in rs]
+    labels = [f"{r['workload']} ({rate_label(r['rate'])}/s)\nPL{r['pl']}" for r in rs]
     x = list(range(len(rs)))
     w = 0.27
     fig, ax = plt.subplots(figsize=(max(7, 1.5 * len(rs) + 2), 4.6))
@@ -1288,7 +1367,7 @@ def main():
                             runs.append(r)
                             notes += [f"round {rnd + 1}, {wl} {rate}/s, {t}: {p}" for p in r["problems"]]
                             line.append(f"{t} {fmt(r.get('cpu_us'), 1)}")
-                        log(f"r{rnd + 1} {wl:4} {rate:>5}/s  cpu µs/req: " + "  ".join(line))
+                        log(f"r{rnd + 1} {wl:4} {rate_label(rate):>5}/s  cpu µs/req: " + "  ".join(line))
 
         if FORTIO_TARGETS and "get" in measured:
             # the event-MPM instances are new: one unmeasured run each, every connection open
@@ -1393,7 +1472,7 @@ def main():
               "CPU µs/req (schedstat) | CPU µs/req (ticks) | CPU % | others' CPU % |",
               "|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
         for r in runs:
-            L.append(f"| {r['round']} | {r['workload']} | {r['rate']} | {r['target']} | {fmt(r.get('completed'))} | "
+            L.append(f"| {r['round']} | {r['workload']} | {rate_label(r['rate'])} | {r['target']} | {fmt(r.get('completed'))} | "
                      f"{fmt(r.get('achieved_rate'), 1)} | {fmt(r.get('p50_ms'), 3)} | {fmt(r.get('cpu_us'), 1)} | "
                      f"{fmt(r.get('cpu_us_ticks'), 1)} | {fmt(r.get('cpu_pct'), 1)} | "
                      f"{fmt(r.get('other_pct'))}{' ⚠' if r.get('noisy') else ''} |")

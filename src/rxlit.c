@@ -4,6 +4,7 @@
  * contains, or nothing known. A sequence keeps the best set among its
  * runs of exact pieces; an alternation needs a set from every branch. */
 #include <limits.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include "rxlit.h"
@@ -31,6 +32,12 @@ struct info {
 	enum kind k;       /* K_EXACT: SET is the whole language (may hold "");
 			    * K_REQ: every match contains one of SET (none empty) */
 	struct sset set;
+	/* Not K_EXACT: every match starts with one of the bytes of FB (folded)
+	 * when HAS_FB. What follows an exact run in a sequence then gives
+	 * longer literals than either alone: "/" then "." or "%" is "/." or
+	 * "/%", rarer than both. */
+	int has_fb;
+	uint8_t fb[32];
 };
 
 struct rx {
@@ -117,6 +124,38 @@ static void info_free(struct info *x)
 {
 	set_free(&x->set);
 	x->k = K_ANY;
+	x->has_fb = 0;
+}
+
+/* Whether every match of X starts with a byte of OUT (a 256-bit set). */
+static int first_bytes(const struct info *x, uint8_t out[32])
+{
+	if (x->k != K_EXACT) {
+		if (x->has_fb)
+			memcpy(out, x->fb, 32);
+		return x->has_fb;
+	}
+	if (!x->set.n)
+		return 0;
+	memset(out, 0, 32);
+	for (size_t i = 0; i < x->set.n; i++) {
+		if (!x->set.v[i].len)
+			return 0;
+		unsigned char c = (unsigned char)x->set.v[i].s[0];
+		out[c >> 3] |= (uint8_t)(1u << (c & 7));
+	}
+	return 1;
+}
+
+/* X (not exact) starts with a byte of FB when KNOWN. */
+static struct info with_fb(struct info x, int known, const uint8_t fb[32])
+{
+	if (x.k == K_EXACT)
+		return x;
+	x.has_fb = known;
+	if (known)
+		memcpy(x.fb, fb, 32);
+	return x;
 }
 
 static size_t max_len(const struct sset *s)
@@ -132,12 +171,14 @@ static struct info to_req(struct info x)
 {
 	if (x.k != K_EXACT)
 		return x;
+	uint8_t fb[32];
+	int known = first_bytes(&x, fb);
 	if (set_has(&x.set, "", 0) || x.set.n > REQ_CAP) {
 		info_free(&x);
-		return any();
+		return with_fb(any(), known, fb);
 	}
 	x.k = K_REQ;
-	return x;
+	return with_fb(x, known, fb);
 }
 
 /* How rarely a literal occurs in ordinary text: letters, digits and
@@ -152,16 +193,21 @@ static unsigned strength(const struct lit *l)
 	return w < 12 ? w : 12;
 }
 
-/* Higher is more selective: the weakest literal's strength, then fewer
- * literals. */
-static long score(const struct sset *s)
+static unsigned weakest(const struct sset *s)
 {
 	unsigned m = UINT_MAX;
 	for (size_t i = 0; i < s->n; i++) {
 		unsigned w = strength(&s->v[i]);
 		m = w < m ? w : m;
 	}
-	return (long)m * 100000 - (long)s->n;
+	return m;
+}
+
+/* Higher is more selective: the weakest literal's strength, then fewer
+ * literals. */
+static long score(const struct sset *s)
+{
+	return (long)weakest(s) * 100000 - (long)s->n;
 }
 
 /* Keep the better of BEST and CAND (both consumed into BEST). */
@@ -194,7 +240,19 @@ static struct info cross(struct info a, struct info b)
 	return x;
 }
 
+static struct info alt2_sets(struct info a, struct info b);
+
+/* A match of A|B starts with a byte that starts A's or B's. */
 static struct info alt2(struct info a, struct info b)
+{
+	uint8_t fa[32], fbb[32];
+	int known = first_bytes(&a, fa) && first_bytes(&b, fbb);
+	for (int i = 0; known && i < 32; i++)
+		fa[i] |= fbb[i];
+	return with_fb(alt2_sets(a, b), known, fa);
+}
+
+static struct info alt2_sets(struct info a, struct info b)
 {
 	if (a.k == K_EXACT && b.k == K_EXACT && a.set.n + b.set.n <= EXACT_CAP) {
 		for (size_t i = 0; i < b.set.n; i++)
@@ -631,17 +689,61 @@ static struct info parse_quantified(struct rx *r)
 	return to_req(x);  /* at least one copy of X is in every match */
 }
 
+/* Each string of RUN (exact, none empty) followed by each byte of FB:
+ * one of them is in every match of RUN then something starting with FB. */
+static struct info junction(const struct info *run, const uint8_t fb[32])
+{
+	size_t nb = 0;
+	for (int c = 0; c < 256; c++)
+		nb += (size_t)(fb[c >> 3] >> (c & 7) & 1);
+	if (run->set.n * nb > REQ_CAP || max_len(&run->set) + 1 > LIT_MAX)
+		return any();
+	struct info x = { .k = K_EXACT };
+	for (size_t i = 0; i < run->set.n; i++)
+		for (int c = 0; c < 256; c++)
+			if (fb[c >> 3] >> (c & 7) & 1) {
+				char b = (char)c;
+				set_push(&x.set, run->set.v[i].s, run->set.v[i].len, &b, 1);
+			}
+	return x;
+}
+
+static int is_zero_width(const struct info *x)
+{
+	return x->k == K_EXACT && x->set.n == 1 && x->set.v[0].len == 0;
+}
+
 static struct info parse_seq(struct rx *r)
 {
 	struct info run = empty(), best = any();
 	int whole = 1;  /* every piece exact so far: RUN is the language */
+	int lead = 1;   /* every piece so far matched only "" (anchors, lookarounds) */
+	int seq_known = 0;
+	uint8_t seq_fb[32], xf[32];
 	while (r->i < r->n && !r->bad && r->p[r->i] != '|' && r->p[r->i] != ')') {
 		struct info x = parse_quantified(r);
+		int x_known = first_bytes(&x, xf);
+		if (lead && !is_zero_width(&x)) {
+			lead = 0;
+			seq_known = x_known;
+			memcpy(seq_fb, xf, 32);
+		}
 		if (run.k == K_EXACT && x.k == K_EXACT && cross_ok(&run, &x)) {
 			run = cross(run, x);
 			continue;
 		}
 		whole = 0;
+		/* only for a weak RUN, and when its weakest literal is stronger than
+		 * RUN's and X's: more literals of the same strength are no better
+		 * ("if " is not rarer than "if" in prose) */
+		if (x_known && run.set.n && !set_has(&run.set, "", 0)) {
+			struct info j = junction(&run, xf);
+			unsigned wx = x.k == K_ANY || !x.set.n ? 0 : weakest(&x.set);
+			if (j.k == K_EXACT && weakest(&run.set) < 6 && weakest(&j.set) > weakest(&run.set) && weakest(&j.set) > wx)
+				consider(&best, j);
+			else
+				info_free(&j);
+		}
 		consider(&best, run);
 		if (x.k == K_EXACT) {
 			run = x;
@@ -655,7 +757,7 @@ static struct info parse_seq(struct rx *r)
 		return run;
 	}
 	consider(&best, run);
-	return best;
+	return with_fb(best, seq_known && !lead, seq_fb);
 }
 
 static struct info parse_alt(struct rx *r)

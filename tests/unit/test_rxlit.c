@@ -104,6 +104,13 @@ static void test_sets(void)
 	CHECK(strcmp(lits("x{,3}"), "-") == 0);
 	CHECK(strcmp(lits("a{2,}b"), "a") == 0);
 	CHECK(strcmp(lits("a{x}"), "a{x}") == 0);                           /* not a quantifier */
+	/* an exact run, then something whose first bytes are known: longer literals across the junction */
+	CHECK(strcmp(lits("(?:a|b)(?:cd|e)+"), "ac|ae|bc|be") == 0);
+	CHECK(strcmp(lits("(?:/|\\\\)(?:\\.|%2e){2}"), "/..|/.%2e|/%2e.|/%2e%2e|\\..|\\.%2e|\\%2e.|\\%2e%2e") == 0);
+	CHECK(strcmp(lits("ab(?=c)(?:d|e)+"), "abd|abe") == 0);          /* the lookahead is zero-width */
+	CHECK(strcmp(lits("[/\\\\](?:[a-c]x|\\w)"), "/|\\") == 0);        /* \\w: no first bytes */
+	CHECK(strcmp(lits("x(?:y|z?)w"), "xyw|xzw|xw") == 0);
+	CHECK(strcmp(lits("x(?:ab|c)?\\d"), "xab|xc|x") == 0);              /* \\d: no first bytes */
 }
 
 static void test_soundness(void)
@@ -119,7 +126,9 @@ static void test_soundness(void)
 		"java\\.lang\\.(?:runtime|processbuilder)", "ab?c", "x(?=abc)y", "(?:ab)+cd", "[\"'`]", "(a|b){2}",
 		"(a)\\1", "a{2,}b", "a{x}", "(?i:a)B", "a(?-i)b", "(?<n>ab)\\k<n>", "(?|a|b)c", "(?>ab|a)b", "[A-C]d",
 		"\\$\\(", "\\$\\{jndi", "(?:\\.\\.[/\\\\])+", "\\.\\./", "(?s)a.b", "a$", "^a", "[[:alpha:]]b", "a\\nb",
-		"(?:or|and)\\s*\\d", "\\W", "(?:a|bc)(?:d|ef)", NULL,
+		"(?:or|and)\\s*\\d", "\\W", "(?:a|bc)(?:d|ef)", "(?:a|b)(?:cd|e)+", "(?:\\.|\\\\)(?:\\.|%2e){2}",
+		"ab(?=c)(?:d|e)+", "(?:a|b)(?:\\b|c)(?:d|e)+", "x(?:ab|c)?d+", "(?:un|se)(?:ion|lect)+\\s", "[ab](?:[cd]|x)+",
+		"(?:\\.\\.)(?:/|\\\\)+", NULL,
 	};
 	for (size_t i = 0; patterns[i]; i++)
 		CHECK(sound(patterns[i], subjects));
