@@ -406,7 +406,7 @@ static int resolve(void *ctx, const char *name, size_t nlen, const char *param, 
 		if (!r || !param)
 			return 0;
 		if (name_eq(param, plen, "id", 2)) {
-			buf_append_u64(out, r->src->id);
+			buf_append_u64(out, r->id);
 			return 1;
 		}
 		enum sl_act a = name_eq(param, plen, "msg", 3) ? SL_ACT_MSG : name_eq(param, plen, "logdata", 7) ? SL_ACT_LOGDATA
@@ -817,7 +817,7 @@ static void add_alert(struct crs_txn *t, const struct crs_rule *starter, int int
 		.rule = starter,
 		.phase = t->phase,
 		.logged = starter->log || intercepted,
-		.secaction = starter->src->kind == SL_ACTION,
+		.secaction = starter->kind == SL_ACTION,
 		.intercepted = (uint8_t)intercepted,
 	};
 }
@@ -831,7 +831,7 @@ static int disrupt(struct crs_txn *t, const struct crs_rule *starter)
 		t->v.intercepted = 1;
 		t->v.phase = t->phase;
 		t->v.status = starter->status ? starter->status : act == SL_ACT_REDIRECT ? 302 : 403;
-		t->v.rule_id = starter->src->id;
+		t->v.rule_id = starter->id;
 		add_alert(t, starter, 1);
 		return STOP;
 	}
@@ -886,7 +886,7 @@ static int tag_matches(const void *re, const struct sl_rule *r)
 
 static int removed_at_runtime(const struct crs_txn *t, const struct crs_rule *cr)
 {
-	if (cr->src->id && removed_by_id(t, cr->src->id))
+	if (cr->id && removed_by_id(t, cr->id))
 		return 1;
 	for (size_t i = 0; i < t->nrm_tags; i++)
 		if (tag_matches(t->rm_tags[i], cr->src))
@@ -900,7 +900,7 @@ static int target_removed(const struct crs_txn *t, const struct crs_rule *cr, co
 {
 	for (size_t i = 0; i < t->nrm_targets; i++) {
 		const struct crs_rmtarget *rt = &t->rm_targets[i];
-		if (rt->by_tag ? !tag_matches(rt->tag_re, cr->src) : !(cr->src->id && range_has(rt->ids, cr->src->id)))
+		if (rt->by_tag ? !tag_matches(rt->tag_re, cr->src) : !(cr->id && range_has(rt->ids, cr->id)))
 			continue;
 		const char *colon = strchr(rt->target, ':');
 		size_t base = colon ? (size_t)(colon - rt->target) : strlen(rt->target);

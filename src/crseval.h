@@ -140,7 +140,7 @@ int crs_txn_tx_int(const struct crs_txn *t, const char *name);
 /* The rule's id: the chain starter's, 0 for a marker. */
 static inline uint32_t crs_rule_id(const struct crs_rule *r)
 {
-	return r->src->id;
+	return r->id;
 }
 
 #endif

@@ -457,6 +457,7 @@ static void selre_literal(struct crs_selre *s, const char *rx)
 static int rule_compile(struct crs_program *p, const struct sl_rule *r, uint32_t id, struct crs_rule *cr)
 {
 	cr->src = r;
+	cr->id = r->id;
 	cr->kind = r->kind;
 	cr->targets = r->targets;
 	cr->ntargets = (uint32_t)r->ntargets;

@@ -74,6 +74,8 @@ struct crs_rule {
 	uint32_t tx_hash;          /* sectx_hash of the name */
 	const struct sl_target *targets; /* the parsed rule's, read on every run without going through src */
 	uint32_t ntargets;
+	uint32_t id;               /* the parsed rule's (0 for a chained rule or a marker): alerts and
+				    * the Lua result read it for every match, src is a cache miss away */
 	struct crs_op op;          /* kind and negated first */
 	uint8_t tfn[CRS_MAX_TFN];  /* enum sl_tfn, in order, t:none already applied */
 	uint8_t ntfn;
