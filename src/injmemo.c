@@ -115,8 +115,30 @@ static int all_digits(const char *v, size_t vl)
 	return 1;
 }
 
+/* Whether V is one word: a letter or '_', then letters, digits and '_'. */
+static int one_word(const char *v, size_t vl)
+{
+	if (vl == 0 || !(((unsigned)(v[0] | 0x20) - 'a') < 26u || v[0] == '_'))
+		return 0;
+	for (size_t i = 1; i < vl; i++)
+		if (!(((unsigned)(v[i] | 0x20) - 'a') < 26u || (unsigned)(v[i] - '0') <= 9u || v[i] == '_'))
+			return 0;
+	return 1;
+}
+
 int injmemo_sqli(struct injmemo *m, const char *v, size_t vl, char fp[8])
 {
+	/* One word is one token to libinjection's tokenizer (a bareword, or a
+	 * keyword of some type; the letters that may open a quoted string,
+	 * x'..', n'..', q'..', need the quote), and with no quote or comment
+	 * it gets no other reading. Of one-token fingerprints libinjection
+	 * flags only the evil 'X', which no word makes: no word is SQL
+	 * injection. Argument names and many short values are such words.
+	 * tests/unit/test_injmemo.c checks this against libinjection. */
+	if (one_word(v, vl)) {
+		memset(fp, 0, 8);
+		return 0;
+	}
 	/* Digits alone are one number token to libinjection's tokenizer,
 	 * whatever they are and however many (no quote to try the other
 	 * contexts with, no comment to reparse for): every such value gets

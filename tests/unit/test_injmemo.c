@@ -90,6 +90,72 @@ static void digits_are_one_number(void)
 	injmemo_free(&m);
 }
 
+/* injmemo_sqli answers "no" for one word (a letter or '_', then letters,
+ * digits, '_') without libinjection: libinjection must agree on every
+ * word of up to three characters, on SQL's keywords and functions in
+ * both cases, and on long random words. */
+static void words_are_not_sqli(void)
+{
+	static const char alpha[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_0123456789";
+	const size_t nfirst = 53, nall = sizeof(alpha) - 1;
+	size_t wrong = 0, asked = 0;
+	struct injmemo m = { 0 };
+	char w[48];
+	uint8_t fp[8];
+	char got_fp[8];
+	for (size_t a = 0; a < nfirst; a++)
+		for (size_t b = 0; b <= nall; b++)
+			for (size_t c = 0; c <= (b < nall ? nall : 0); c++) {
+				size_t n = 0;
+				w[n++] = alpha[a];
+				if (b < nall)
+					w[n++] = alpha[b];
+				if (b < nall && c < nall)
+					w[n++] = alpha[c];
+				wrong += sluice_detect_sqli((const uint8_t *)w, n, fp) != 0;
+				wrong += injmemo_sqli(&m, w, n, got_fp) != 0;
+				asked++;
+			}
+	static const char *const keywords[] = {
+		"union", "select", "sleep", "benchmark", "or", "and", "xor", "not", "null", "true", "false", "having",
+		"where", "exec", "execute", "waitfor", "delay", "shutdown", "drop", "insert", "update", "delete", "from",
+		"like", "rlike", "regexp", "is", "in", "between", "case", "when", "then", "else", "end", "char", "concat",
+		"ascii", "substring", "information_schema", "pg_sleep", "load_file", "outfile", "dumpfile", "version",
+		"user", "database", "xp_cmdshell", "sp_password", "declare", "cast", "convert", "group_concat", "order",
+		"group", "limit", "offset", "div", "mod", "binary", "collate", "utl_inaddr", "dbms_pipe", "sysdate",
+		"current_user", "session_user", "sql_variant", "nvarchar", "varchar", "procedure", "analyse", "into",
+		"values", "table", "column", "schema", "md5", "sha1", "hex", "unhex", "bin", "ord", "mid", "if", "ifnull",
+		"isnull", "nullif", "coalesce", "iif", "x", "n", "q", "e", "b", "u", "X", "N", "Q", "E", "B", "U", "_",
+	};
+	for (size_t i = 0; i < sizeof(keywords) / sizeof(keywords[0]); i++)
+		for (int upper = 0; upper < 2; upper++) {
+			size_t n = strlen(keywords[i]);
+			for (size_t k = 0; k < n; k++)
+				w[k] = upper && keywords[i][k] >= 'a' && keywords[i][k] <= 'z' ? (char)(keywords[i][k] - 32)
+												: keywords[i][k];
+			wrong += sluice_detect_sqli((const uint8_t *)w, n, fp) != 0;
+			wrong += injmemo_sqli(&m, w, n, got_fp) != 0;
+		}
+	unsigned seed = 11;
+	for (int i = 0; i < 20000; i++) {
+		size_t n = 1 + (size_t)rand_r(&seed) % 40;
+		w[0] = alpha[rand_r(&seed) % nfirst];
+		for (size_t k = 1; k < n; k++)
+			w[k] = alpha[rand_r(&seed) % nall];
+		wrong += sluice_detect_sqli((const uint8_t *)w, n, fp) != 0;
+		wrong += injmemo_sqli(&m, w, n, got_fp) != 0;
+	}
+	CHECK(asked == 53 + 53 * 63 + 53 * 63 * 63);
+	CHECK(wrong == 0);
+	CHECK(m.n == 0);  /* answered without libinjection */
+	/* not words: libinjection is asked */
+	CHECK(injmemo_sqli(&m, "1abc", 4, got_fp) == sluice_detect_sqli((const uint8_t *)"1abc", 4, fp));
+	CHECK(injmemo_sqli(&m, "a.b", 3, got_fp) == sluice_detect_sqli((const uint8_t *)"a.b", 3, fp));
+	CHECK(injmemo_sqli(&m, "x'1'", 4, got_fp) == sluice_detect_sqli((const uint8_t *)"x'1'", 4, fp));
+	CHECK(m.n == 3);
+	injmemo_free(&m);
+}
+
 int main(void)
 {
 	struct injmemo m = { 0 };
@@ -100,14 +166,17 @@ int main(void)
 			same_as_direct(&m, values[i], i == 15 ? 3 : i == 17 ? 3 : strlen(values[i]));
 	/* kept: every SQLi answer, and the XSS answers libinjection was asked
 	 * for (values with a '<' or a '=') */
-	size_t asked = 0, digits = 0;
+	size_t asked = 0, digits = 0, words = 0;
 	for (size_t i = 0; i < nv; i++) {
 		size_t vl = i == 15 ? 3 : i == 17 ? 3 : strlen(values[i]);
 		asked += memchr(values[i], '<', vl) || memchr(values[i], '=', vl);
-		digits += vl && strspn(values[i], "0123456789") == vl;  /* answered without a memo entry */
+		/* answered without a memo entry */
+		digits += vl && strspn(values[i], "0123456789") == vl;
+		words += vl && strspn(values[i], "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_0123456789") == vl &&
+			 (values[i][0] < '0' || values[i][0] > '9');
 	}
-	CHECK(digits == 1);
-	CHECK(m.n == nv - digits + asked);
+	CHECK(digits == 1 && words == 2);
+	CHECK(m.n == nv - digits - words + asked);
 	/* a prefix of a remembered value is a value of its own */
 	same_as_direct(&m, "1' OR '1'='1", 5);
 	/* cleared: nothing remembered, answers unchanged */
@@ -151,6 +220,7 @@ int main(void)
 	same_as_direct(&m, "1' OR '1'='1", 12);
 	injmemo_free(&m);
 	digits_are_one_number();
+	words_are_not_sqli();
 	xss_needs_lt_or_eq();
 	printf("test_injmemo: %d passed, %d failed\n", passed, failed);
 	return failed ? 1 : 0;
