@@ -501,7 +501,8 @@ static int rx_branches(struct crs_txn *t, const struct crs_rule *cr, const char 
 		set_capture(t, 0, v + start, end - start);
 		for (int i = 1; i <= 9; i++) {
 			char k[2] = { (char)('0' + i), 0 };
-			sectx_unset(&t->tx, SX_TX, k, 1);
+			if (sectx_tx_digit(&t->tx, i))
+				sectx_unset(&t->tx, SX_TX, k, 1);
 		}
 	}
 	return found;
@@ -559,7 +560,8 @@ static int op_rx(struct crs_txn *t, const struct crs_rule *cr, const char *v, si
 		}
 		for (int i = n; i <= 9; i++) {
 			char k[2] = { (char)('0' + i), 0 };
-			sectx_unset(&t->tx, SX_TX, k, 1);
+			if (sectx_tx_digit(&t->tx, i))
+				sectx_unset(&t->tx, SX_TX, k, 1);
 		}
 	}
 	return 1;

@@ -21,6 +21,7 @@ void sectx_reset(struct sectx *t)
 {
 	t->arena.len = 0;
 	t->n = 0;
+	t->tx_digits = 0;
 	if (t->idx)
 		memset(t->idx, 0, t->idx_cap * sizeof(*t->idx));
 	memset(t->open, 0, sizeof(t->open));
@@ -147,6 +148,8 @@ static void set_hashed(struct sectx *t, int coll, const char *name, size_t nlen,
 		uint32_t off = put(t, name, nlen);
 		v = &t->v[t->n++];
 		*v = (struct sectx_var){ .coll = (uint8_t)coll, .hash = h, .name = off, .nlen = (uint32_t)nlen };
+		if (coll == SX_TX && nlen == 1 && (unsigned)(name[0] - '0') <= 9u)
+			t->tx_digits |= (uint16_t)(1u << (name[0] - '0'));
 		if (t->n * 2 > t->idx_cap) {
 			reindex(t, t->idx_cap ? t->idx_cap * 2 : 128);
 		} else {
@@ -173,6 +176,8 @@ void sectx_unset(struct sectx *t, int coll, const char *name, size_t nlen)
 	if (v) {
 		*v = t->v[--t->n];
 		reindex(t, t->idx_cap);
+		if (coll == SX_TX && nlen == 1 && (unsigned)(name[0] - '0') <= 9u)
+			t->tx_digits &= (uint16_t)~(1u << (name[0] - '0'));
 	}
 }
 

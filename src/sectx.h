@@ -26,9 +26,17 @@ struct sectx {
 	uint32_t idx_cap;          /* a power of two, at least twice n */
 	uint8_t open[SX__COLLS];   /* TX is always open; others once initcol opened them */
 	struct buf scratch[2];     /* setvar's expanded name and value, kept for the next */
+	uint16_t tx_digits;        /* which of TX:0..TX:9 exist (bit per digit): a capture unsets
+				    * the ones it did not fill, and most never were */
 };
 
 void sectx_reset(struct sectx *t);
+
+/* Whether TX:D (D a digit, 0..9) exists. */
+static inline int sectx_tx_digit(const struct sectx *t, int d)
+{
+	return t->tx_digits >> d & 1;
+}
 void sectx_free(struct sectx *t);
 
 /* "tx", "ip", ... → enum sectx_coll, -1 for another name. */
