@@ -343,8 +343,15 @@ static int op_prepare(struct crs_program *p, const struct sl_rule *r, uint32_t i
 		return pm_files(p, r, r->op_arg, &op->pm) < 0 ? -1 : phrases_compile(p, r, &op->pm);
 	case SL_OP_IP_MATCH:
 		return ip_list(p, r, r->op_arg, &op->ips);
-	case SL_OP_VALIDATE_BYTE_RANGE:
-		return byte_ranges(p, r, r->op_arg, op->bytes);
+	case SL_OP_VALIDATE_BYTE_RANGE: {
+		if (byte_ranges(p, r, r->op_arg, op->bytes) < 0)
+			return -1;
+		op->lone_forbidden = -1;
+		for (int c = 0, n = 0; c < 256; c++)
+			if (!(op->bytes[c >> 3] >> (c & 7) & 1))
+				op->lone_forbidden = (int16_t)(++n == 1 ? c : -1);
+		return 0;
+	}
 	case SL_OP_EQ:
 	case SL_OP_GE:
 	case SL_OP_GT:

@@ -36,6 +36,7 @@ struct crs_op {
 	struct cidrset ips;        /* @ipMatch */
 	long long num;             /* @eq @ge @gt @le @lt without macros */
 	uint8_t bytes[32];         /* @validateByteRange: allowed bytes */
+	int16_t lone_forbidden;    /* @validateByteRange: the one byte it rejects (1-255: NUL), -1 not one */
 };
 
 /* A /regex/ target selector. Most of CRS's are a literal, anchored or not

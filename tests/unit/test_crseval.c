@@ -282,6 +282,22 @@ static void test_multimatch_literals(void)
 	CHECK(tx_is("mm", NULL));
 }
 
+/* @validateByteRange rejecting one byte looks for it with memchr, the
+ * others through the table: the same answers. */
+static void test_byte_range(void)
+{
+	CHECK(load("SecRuleEngine On\n"
+		   "SecRule ARGS \"@validateByteRange 1-255\" \"id:95,phase:1,pass,t:none,setvar:tx.nul=+1\"\n"
+		   "SecRule ARGS \"@validateByteRange 0-64,66-255\" \"id:96,phase:1,pass,t:none,setvar:tx.b=+1\"\n"
+		   "SecRule ARGS \"@validateByteRange 2-255\" \"id:97,phase:1,pass,t:none,setvar:tx.low=+1\"\n") == 0);
+	CHECK(rule_of(95)->op.lone_forbidden == 0 && rule_of(96)->op.lone_forbidden == 'A' &&
+	      rule_of(97)->op.lone_forbidden == -1);
+	run("GET", "/?a=x%00y&b=xAy&c=%01&d=plain&e=", NULL, NULL);
+	CHECK(tx_is("nul", "1") && tx_is("b", "1") && tx_is("low", "2"));
+	run("GET", "/?d=plain", NULL, NULL);
+	CHECK(tx_is("nul", NULL) && tx_is("b", NULL) && tx_is("low", NULL));
+}
+
 /* A rule whose one target is TX:name runs from the store (tx_direct): the
  * same MATCHED_VAR(_NAME) as a target list gives, a value its own setvar
  * changes still seen as it was, no value no match (negated or not), and
@@ -614,6 +630,7 @@ int main(void)
 	test_prefilter_one_byte();
 	test_prefilter_branches();
 	test_multimatch_literals();
+	test_byte_range();
 	test_tx_direct();
 	test_prefilter_groups();
 	test_repeated_values();
