@@ -201,6 +201,13 @@ static uint32_t value_bytes(struct crs_txn *t, const char *src, uint32_t off, ui
 	return at;
 }
 
+/* The value holds PF's one-byte literal K: its rules' bits. */
+static inline void one_byte_hit(const struct crs_prefilter *pf, uint64_t *bits, unsigned k)
+{
+	for (unsigned i = pf->one[k].first, end = i + pf->one[k].n; i < end; i++)
+		bits[pf->one_bits[i] >> 6] |= 1ull << (pf->one_bits[i] & 63);
+}
+
 /* The prefilter bits of PF's literals in a cached value (value_bytes says
  * which), into pf_bits. Adds entries. */
 static uint32_t pf_scan(struct crs_txn *t, const struct crs_prefilter *pf, const char *src, uint32_t voff, uint32_t vl,
@@ -217,13 +224,16 @@ static uint32_t pf_scan(struct crs_txn *t, const struct crs_prefilter *pf, const
 	 * whole rules): every bit set, every rule's operator decides. */
 	if (pf->hs && hs_scan(pf->hs, vl ? v : "", (unsigned)vl, 0, t->hs_scratch, pf_hit, &c) != HS_SUCCESS)
 		memset(bits, 0xff, words * sizeof(*bits));
-	for (unsigned k = 0; k < pf->none; k++) {
-		unsigned b = pf->one[k].byte;
-		if (have == PF_NONE ? !vl || !memchr(v, (int)b, vl) : !(t->pf_bits[have + (b >> 6)] >> (b & 63) & 1))
-			continue;
-		for (unsigned i = pf->one[k].first, end = i + pf->one[k].n; i < end; i++)
-			bits[pf->one_bits[i] >> 6] |= 1ull << (pf->one_bits[i] & 63);
+	if (have == PF_NONE) {
+		for (unsigned k = 0; k < pf->none; k++)
+			if (vl && memchr(v, (int)pf->one[k].byte, vl))
+				one_byte_hit(pf, bits, k);
+		return off;
 	}
+	/* the chain's bytes the value holds, one word of the set at a time */
+	for (unsigned w = 0; w < 4; w++)
+		for (uint64_t m = t->pf_bits[have + w] & pf->one_mask[w]; m; m &= m - 1)
+			one_byte_hit(pf, bits, pf->one_at[w * 64 + (unsigned)__builtin_ctzll(m)]);
 	return off;
 }
 

@@ -737,6 +737,8 @@ static void onebyte_split(struct litlist *l, struct crs_prefilter *pf)
 		if (!pf->none || pf->one[pf->none - 1].byte != bb[i].byte) {
 			pf->one = realloc(pf->one, (pf->none + 1) * sizeof(*pf->one));
 			AN(pf->one);
+			pf->one_mask[bb[i].byte >> 6] |= 1ull << (bb[i].byte & 63);
+			pf->one_at[bb[i].byte] = (uint8_t)pf->none;  /* at most 256 distinct bytes */
 			pf->one[pf->none++] = (struct crs_onebyte){ .byte = bb[i].byte, .first = (uint32_t)m };
 		}
 		pf->one_bits = realloc(pf->one_bits, (m + 1) * sizeof(*pf->one_bits));

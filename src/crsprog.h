@@ -144,6 +144,8 @@ struct crs_prefilter {
 	struct crs_onebyte *one;   /* distinct bytes, both cases of a letter (the scan is caseless) */
 	uint16_t *one_bits;
 	unsigned none;
+	uint64_t one_mask[4];      /* one's bytes as a set: ANDed with a value's set of bytes */
+	uint8_t one_at[256];       /* byte -> its index in one (valid for the bytes of one_mask) */
 };
 
 enum crs_engine { CRS_ENGINE_OFF, CRS_ENGINE_DETECTION_ONLY, CRS_ENGINE_ON };
