@@ -724,37 +724,22 @@ def run_wrk(setup, target, reqfile, d, seconds):
 
 def run_client(setup, target, wl, rate, rnd, reqfile, d, seconds=None, raw=True):
     seconds = seconds or DURATION
-    if rate == 0:
-        pid = setup.pid(target)
-        s0 = snapshot(pid, setup.backend.pid)
-        j, err = run_wrk(setup, target, reqfile, d, seconds)
-        s1 = snapshot(pid, setup.backend.pid)
-        r = {"target": target, "workload": wl, "rate": rate, "round": rnd + 1, "problems": [err] if err else []}
-        r.update({k: j.get(k) for k in ("completed", "statuses", "late", "connections", "n_errors",
-                                        "p50_ms", "p99_ms", "mean_ms", "wall_s")})
-        r["achieved_rate"] = j.get("rate")
-        r.update(cpu_figures(s0, s1, r.get("completed") or 0))
-        if j.get("non2xx"):
-            r["problems"].append(f"{j['non2xx']} answers other than 2xx")
-        if r.get("n_errors"):
-            r["problems"].append(f"{r['n_errors']} connection errors")
-        if not setup.alive(target):
-            r["problems"].append(f"{target} exited")
-        r["noisy"] = r["other_pct"] >= NOISE_PCT
-        if raw:
-            write(os.path.join(d, "raw", f"client-r{rnd + 1}-{wl}-qmax-{target}.json"), json.dumps(r, indent=1) + "\n")
-        return r
-    cmd = client_cmd(setup.port(target), rate, seconds, reqfile)
     pid = setup.pid(target)
-    s0 = snapshot(pid, setup.backend.pid)
-    cp = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=seconds + 60)
-    s1 = snapshot(pid, setup.backend.pid)
     r = {"target": target, "workload": wl, "rate": rate, "round": rnd + 1, "problems": []}
-    try:
-        j = json.loads(cp.stdout.strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        j = {}
-        r["problems"].append(f"client printed no summary: {cp.stderr.strip()[-300:]}")
+    s0 = snapshot(pid, setup.backend.pid)
+    if rate == 0:
+        j, err = run_wrk(setup, target, reqfile, d, seconds)
+        if err:
+            r["problems"].append(err)
+    else:
+        cmd = client_cmd(setup.port(target), rate, seconds, reqfile)
+        cp = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=seconds + 60)
+        try:
+            j = json.loads(cp.stdout.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            j = {}
+            r["problems"].append(f"client printed no summary: {cp.stderr.strip()[-300:]}")
+    s1 = snapshot(pid, setup.backend.pid)
     r.update({k: j.get(k) for k in ("completed", "statuses", "late", "connections", "n_errors",
                                     "p50_ms", "p99_ms", "mean_ms", "wall_s")})
     r["achieved_rate"] = j.get("rate")
@@ -775,7 +760,8 @@ def run_client(setup, target, wl, rate, rnd, reqfile, d, seconds=None, raw=True)
         r["problems"].append(f"{target} exited")
     r["noisy"] = r["other_pct"] >= NOISE_PCT
     if raw:
-        write(os.path.join(d, "raw", f"client-r{rnd + 1}-{wl}-q{rate}-{target}.json"), json.dumps(r, indent=1) + "\n")
+        write(os.path.join(d, "raw", f"client-r{rnd + 1}-{wl}-q{rate_label(rate)}-{target}.json"),
+              json.dumps(r, indent=1) + "\n")
     return r
 
 
