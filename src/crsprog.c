@@ -749,11 +749,29 @@ static void onebyte_split(struct litlist *l, struct crs_prefilter *pf)
 	free(bb);
 }
 
+/* A literal database (Hyperscan's literal API) into *DB, the shared
+ * scratch grown to fit it. -1 and p->error on failure. */
+static int lits_compile(struct crs_program *p, const char *const *lits, const unsigned *flags, const unsigned *ids,
+			const size_t *lens, unsigned n, void **db)
+{
+	hs_compile_error_t *err = NULL;
+	if (hs_compile_lit_multi(lits, flags, ids, lens, n, HS_MODE_BLOCK, NULL, (hs_database_t **)db, &err) !=
+	    HS_SUCCESS) {
+		snprintf(p->error, sizeof(p->error), "@rx prefilter: Hyperscan cannot compile the literals: %s",
+			 err ? err->message : "?");
+		hs_free_compile_error(err);
+		return -1;
+	}
+	if (hs_alloc_scratch(*db, (hs_scratch_t **)&p->hs_scratch) != HS_SUCCESS) {
+		snprintf(p->error, sizeof(p->error), "@rx prefilter: Hyperscan scratch: out of memory");
+		return -1;
+	}
+	return 0;
+}
+
 /* L's literals as PF's database: each its own id, mapped to its rule's bit. */
 static int lit_compile(struct crs_program *p, struct litlist *l, struct crs_prefilter *pf)
 {
-	hs_compile_error_t *err = NULL;
-	hs_database_t *db = NULL;
 	onebyte_split(l, pf);
 	if (!l->n)
 		return 0;
@@ -769,20 +787,9 @@ static int lit_compile(struct crs_program *p, struct litlist *l, struct crs_pref
 		pf->bit[pf->nbits + i] = (uint16_t)l->ids[i];
 		l->flags[i] |= HS_FLAG_SINGLEMATCH;
 	}
-	hs_error_t rc = hs_compile_lit_multi(l->s, l->flags, ids, l->len, (unsigned)l->n, HS_MODE_BLOCK, NULL, &db, &err);
+	int rc = lits_compile(p, l->s, l->flags, ids, l->len, (unsigned)l->n, &pf->hs);
 	free(ids);
-	if (rc != HS_SUCCESS) {
-		snprintf(p->error, sizeof(p->error), "@rx prefilter: Hyperscan cannot compile the literals: %s",
-			 err ? err->message : "?");
-		hs_free_compile_error(err);
-		return -1;
-	}
-	pf->hs = db;
-	if (hs_alloc_scratch(db, (hs_scratch_t **)&p->hs_scratch) != HS_SUCCESS) {
-		snprintf(p->error, sizeof(p->error), "@rx prefilter: Hyperscan scratch: out of memory");
-		return -1;
-	}
-	return 0;
+	return rc;
 }
 
 static int pm_prefilterable(const struct crs_rule *cr)
@@ -811,25 +818,11 @@ static int rule_lits(struct crs_program *p, struct crs_rule *cr)
 	AN(flags && ids);
 	for (size_t i = 0; i < x.n; i++)
 		flags[i] = HS_FLAG_CASELESS | HS_FLAG_SINGLEMATCH;
-	hs_compile_error_t *err = NULL;
-	hs_database_t *db = NULL;
-	hs_error_t rc = hs_compile_lit_multi((const char *const *)x.s, flags, ids, x.len, (unsigned)x.n, HS_MODE_BLOCK,
-					     NULL, &db, &err);
+	int rc = lits_compile(p, (const char *const *)x.s, flags, ids, x.len, (unsigned)x.n, &cr->lits);
 	free(flags);
 	free(ids);
 	rxlit_free(&x);
-	if (rc != HS_SUCCESS) {
-		snprintf(p->error, sizeof(p->error), "rule %u: Hyperscan cannot compile its literals: %s", cr->src->id,
-			 err ? err->message : "?");
-		hs_free_compile_error(err);
-		return -1;
-	}
-	cr->lits = db;
-	if (hs_alloc_scratch(db, (hs_scratch_t **)&p->hs_scratch) != HS_SUCCESS) {
-		snprintf(p->error, sizeof(p->error), "@rx prefilter: Hyperscan scratch: out of memory");
-		return -1;
-	}
-	return 0;
+	return rc;
 }
 
 /* CR's regex as the branches of its outermost alternation, when each has
