@@ -827,8 +827,10 @@ static int rule_lits(struct crs_program *p, struct crs_rule *cr)
 
 /* CR's regex as the branches of its outermost alternation, when each has
  * literals of its own (kept in KEEP) and compiles: their bits follow in
- * PF, their literals go to L. Only with PCRE2's own limits: a configured
- * limit counts the steps of the regex the rule names, not of a branch. */
+ * PF, their literals go to L. Not when SecPcreMatchLimit(Recursion) is
+ * set: an operator who sets a limit means it for the regex the rule
+ * names; under PCRE2's default (10,000,000 steps) a branch not tried, like
+ * a value the prefilter skips, is a regex that cannot match there. */
 static void branches_build(struct crs_program *p, struct crs_rule *cr, struct crs_prefilter *pf, struct litlist *l,
 			   struct rxlit **keep, size_t *nkeep)
 {

@@ -36,7 +36,8 @@ struct crs_op {
 	struct cidrset ips;        /* @ipMatch */
 	long long num;             /* @eq @ge @gt @le @lt without macros */
 	uint8_t bytes[32];         /* @validateByteRange: allowed bytes */
-	int16_t lone_forbidden;    /* @validateByteRange: the one byte it rejects (1-255: NUL), -1 not one */
+	int16_t lone_forbidden;    /* @validateByteRange: the byte, when exactly one is out of range
+				    * (a memchr finds it), else -1 */
 };
 
 /* A /regex/ target selector. Most of CRS's are a literal, anchored or not

@@ -57,6 +57,9 @@ struct rx {
 	int refs;          /* a back reference, subroutine call or \K */
 	int outer_option;  /* an option setting (?i) in the outermost alternation: it
 			    * carries into the branches after it */
+	int fragile;       /* a lookaround or a {0} quantifier: PCRE2 10.42's start-of-match
+			    * optimisation mis-reads some of them in a pattern of their own
+			    * ("(?=a).?a" misses "a", which "(?=a).?a|b" matches) */
 };
 
 static unsigned char fold(unsigned char c)
@@ -245,11 +248,11 @@ static struct info alt2_sets(struct info a, struct info b);
 /* A match of A|B starts with a byte that starts A's or B's. */
 static struct info alt2(struct info a, struct info b)
 {
-	uint8_t fa[32], fbb[32];
-	int known = first_bytes(&a, fa) && first_bytes(&b, fbb);
+	uint8_t fb_a[32], fb_b[32];
+	int known = first_bytes(&a, fb_a) && first_bytes(&b, fb_b);
 	for (int i = 0; known && i < 32; i++)
-		fa[i] |= fbb[i];
-	return with_fb(alt2_sets(a, b), known, fa);
+		fb_a[i] |= fb_b[i];
+	return with_fb(alt2_sets(a, b), known, fb_a);
 }
 
 static struct info alt2_sets(struct info a, struct info b)
@@ -583,6 +586,7 @@ static struct info parse_group(struct rx *r)
 	}
 	r->i++;
 	if (zero_width) {
+		r->fragile = 1;
 		info_free(&x);
 		return empty();
 	}
@@ -660,6 +664,8 @@ static struct info parse_quantified(struct rx *r)
 	}
 	if (peek(r) == '?' || peek(r) == '+')  /* lazy, possessive: the same language or less */
 		r->i++;
+	if (hi == 0)
+		r->fragile = 1;
 	if (lo == 0) {
 		if (hi == 1 && x.k == K_EXACT && x.set.n < EXACT_CAP) {
 			if (!set_has(&x.set, "", 0))
@@ -708,6 +714,17 @@ static struct info junction(const struct info *run, const uint8_t fb[32])
 	return x;
 }
 
+/* Whether J (RUN's strings each followed by a first byte of X) is worth
+ * keeping: RUN weak (short, common) and J's weakest literal stronger than
+ * both RUN's and X's. More literals of the same strength are no better
+ * ("if " is not rarer than "if" in prose). */
+static int junction_helps(const struct info *j, const struct info *run, const struct info *x)
+{
+	unsigned wj = weakest(&j->set), wr = weakest(&run->set);
+	unsigned wx = x->k == K_ANY || !x->set.n ? 0 : weakest(&x->set);
+	return j->k == K_EXACT && wr < 6 && wj > wr && wj > wx;
+}
+
 static int is_zero_width(const struct info *x)
 {
 	return x->k == K_EXACT && x->set.n == 1 && x->set.v[0].len == 0;
@@ -733,13 +750,9 @@ static struct info parse_seq(struct rx *r)
 			continue;
 		}
 		whole = 0;
-		/* only for a weak RUN, and when its weakest literal is stronger than
-		 * RUN's and X's: more literals of the same strength are no better
-		 * ("if " is not rarer than "if" in prose) */
 		if (x_known && run.set.n && !set_has(&run.set, "", 0)) {
 			struct info j = junction(&run, xf);
-			unsigned wx = x.k == K_ANY || !x.set.n ? 0 : weakest(&x.set);
-			if (j.k == K_EXACT && weakest(&run.set) < 6 && weakest(&j.set) > weakest(&run.set) && weakest(&j.set) > wx)
+			if (junction_helps(&j, &run, &x))
 				consider(&best, j);
 			else
 				info_free(&j);
@@ -832,7 +845,7 @@ int rxlit_branches(const char *pattern, size_t n, struct rxlit *out)
 	struct rx r = { .p = pattern, .n = hi, .i = lo, .split = 1 };
 	struct info x = parse_alt(&r);
 	info_free(&x);
-	if (r.bad || r.i != hi || !r.ncuts || r.too_many || r.captures || r.refs || r.outer_option)
+	if (r.bad || r.i != hi || !r.ncuts || r.too_many || r.captures || r.refs || r.outer_option || r.fragile)
 		return 0;
 	out->n = r.ncuts + 1;
 	out->s = malloc(out->n * sizeof(*out->s));

@@ -33,8 +33,13 @@ void rxlit_free(struct rxlit *l);
  * first (the earliest such branch on a tie), the same bytes. That needs no
  * capturing group (numbers would move), no back reference, subroutine
  * call or \K, and no option setting in the alternation itself (it would
- * carry into the branches after it). 0 otherwise, or when not understood.
- * Used to run only the branches whose literals a value holds. */
+ * carry into the branches after it), and no lookaround or {0} quantifier
+ * (PCRE2 10.42, Debian 12's, reads some of those wrongly in a pattern of
+ * their own: "(?=a).?a" misses "a"). 0 otherwise, or when not understood.
+ * Used to run only the branches whose literals a value holds; a branch
+ * not tried cannot match, but the whole pattern could have given up in it
+ * on PCRE2's match limit, as it could before a literal prefilter skips a
+ * value (crs.md, "Regex limits"). */
 #define RXLIT_BRANCHES_MAX 64
 int rxlit_branches(const char *pattern, size_t n, struct rxlit *out);
 

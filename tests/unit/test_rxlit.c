@@ -218,14 +218,20 @@ static void test_branches(void)
 	CHECK(strcmp(branches("a(?i)b|c"), "-") == 0);             /* carries into c */
 	CHECK(strcmp(branches("(?:a(?i:b)|c)"), "(?:a(?i:b)) || (?:c)") == 0);
 	CHECK(strcmp(branches("(?x)a|b"), "-") == 0);
-	CHECK(strcmp(branches("(?=a|b)c|d"), "(?=a|b)c || d") == 0);
+	/* lookarounds and {0}: PCRE2 10.42 mis-optimises some alone ("(?=a).?a" misses "a") */
+	CHECK(strcmp(branches("(?=a|b)c|d"), "-") == 0);
+	CHECK(strcmp(branches("(?=a).?a|b"), "-") == 0);
+	CHECK(strcmp(branches("(?<=c)a|b"), "-") == 0);
+	CHECK(strcmp(branches("(?:q|^%){0}a|zz"), "-") == 0);
+	CHECK(strcmp(branches("x{0,0}a|b"), "-") == 0);
+	CHECK(strcmp(branches("x{0,1}a|b"), "x{0,1}a || b") == 0);
 	CHECK(strcmp(branches("(?:a|b"), "-") == 0);
 	static const char *const subjects[] = {
 		"", "a", "ab", "ba", "abcd", "xcdab", "cde", "AB", "Cde", "select from", "1 or 1=1", "x' or 'a'='a",
 		"ababab", "dcba", "aXb", "a\nb", "abc\n", "\"a\"", "b", "bd", "zzzc", "cab", "bca", "cbadcb", NULL,
 	};
 	static const char *const patterns[] = {
-		"ab|cd", "a|ab", "ab|a", "(?i:(?:ab|cd|e))", "b|cd|a", "^a|b$", "(?<=c)a|b", "a(?=b)|ab|b",
+		"ab|cd", "a|ab", "ab|a", "(?i:(?:ab|cd|e))", "b|cd|a", "^a|b$", "\\Ba|b\\b", "a\\b|ab|b",
 		"(?i)(?:or\\s+\\d|'\\s*or\\s*'|select\\s+from)", "\\bab\\b|\\bcd", "a.*b|c.*d", "a+?|b", "(?:b|a)+|c",
 		"x*|a", "[ab]c|b", NULL,
 	};
