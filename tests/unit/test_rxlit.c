@@ -14,21 +14,27 @@ static int passed, failed;
 #define CHECK(c) do { if (c) passed++; else { failed++; \
 	fprintf(stderr, "%s:%d: CHECK(%s) failed\n", __FILE__, __LINE__, #c); } } while (0)
 
+/* L's strings joined by SEP (L freed), or "-" when GOT is 0. */
+static const char *joined(int got, struct rxlit *l, const char *sep)
+{
+	static char out[4096];
+	if (!got)
+		return "-";
+	out[0] = 0;
+	for (size_t i = 0; i < l->n; i++) {
+		if (i)
+			strcat(out, sep);
+		strncat(out, l->s[i], l->len[i]);
+	}
+	rxlit_free(l);
+	return out;
+}
+
 /* The set as "a|b|c" in found order, or "-" when none. */
 static const char *lits(const char *pattern)
 {
-	static char out[4096];
 	struct rxlit l;
-	if (!rxlit_required(pattern, strlen(pattern), &l))
-		return "-";
-	out[0] = 0;
-	for (size_t i = 0; i < l.n; i++) {
-		if (i)
-			strcat(out, "|");
-		strncat(out, l.s[i], l.len[i]);
-	}
-	rxlit_free(&l);
-	return out;
+	return joined(rxlit_required(pattern, strlen(pattern), &l), &l, "|");
 }
 
 static int contains_caseless(const char *s, size_t n, const char *lit, size_t ll)
@@ -137,18 +143,8 @@ static void test_soundness(void)
 /* The branches as "p1 || p2 || ...", or "-" when the pattern does not split. */
 static const char *branches(const char *pattern)
 {
-	static char out[4096];
 	struct rxlit b;
-	if (!rxlit_branches(pattern, strlen(pattern), &b))
-		return "-";
-	out[0] = 0;
-	for (size_t i = 0; i < b.n; i++) {
-		if (i)
-			strcat(out, " || ");
-		strncat(out, b.s[i], b.len[i]);
-	}
-	rxlit_free(&b);
-	return out;
+	return joined(rxlit_branches(pattern, strlen(pattern), &b), &b, " || ");
 }
 
 static pcre2_code *compile(const char *pattern, size_t n)
