@@ -987,18 +987,22 @@ static int run_rule(struct crs_txn *t, const struct crs_rule *link, const struct
 	}
 	if (link->tx_direct) {
 		const struct sl_target *tg = &link->targets[0];
-		const struct sectx_var *xv = sectx_get_hashed(&t->tx, SX_TX, tg->sel, tg->sel_len, link->tx_hash);
+		const struct sectx_var *xv = sectx_get_hashed(&t->tx, SX_TX, link->tx_name, tg->sel_len, link->tx_hash);
 		if (!xv)
 			return NO_MATCH;
-		/* copies, as build_emit makes of TX values: the rule's own setvars may move them */
-		struct buf *b = &t->tx_direct;
-		b->len = 0;
 		struct crs_target x = { .vname = seclang_var_name(SL_VAR_TX), .vnlen = (uint8_t)seclang_var_name_len(SL_VAR_TX),
+					.key = sectx_str(&t->tx, xv->name), .value = sectx_str(&t->tx, xv->value),
 					.klen = xv->nlen, .vlen = xv->vlen };
-		tbuf_put(b, sectx_str(&t->tx, xv->name), xv->nlen, &x.koff);
-		tbuf_put(b, sectx_str(&t->tx, xv->value), xv->vlen, &x.voff);
-		x.key = b->data + x.koff;
-		x.value = b->data + x.voff;
+		if (link->nacts || link->capture || link->op.kind == SL_OP_RX) {
+			/* copies, as build_emit makes of TX values: the rule's setvars, a
+			 * capture or a regex's error flag may move the store */
+			struct buf *b = &t->tx_direct;
+			b->len = 0;
+			tbuf_put(b, x.key, x.klen, &x.koff);
+			tbuf_put(b, x.value, x.vlen, &x.voff);
+			x.key = b->data + x.koff;
+			x.value = b->data + x.voff;
+		}
 		return try_value(t, link, starter, &x, x.value, x.vlen);
 	}
 	build_targets(t, link);

@@ -399,6 +399,7 @@ static void rule_release(struct crs_rule *cr)
 	}
 	free(cr->sel_re);
 	free(cr->acts);
+	free(cr->tx_name);
 }
 
 static void rule_free(struct crs_rule *cr)
@@ -569,6 +570,11 @@ static int rule_compile(struct crs_program *p, const struct sl_rule *r, uint32_t
 	    !cr->multi_match) {
 		cr->tx_direct = 1;
 		cr->tx_hash = sectx_hash(SX_TX, r->targets[0].sel, r->targets[0].sel_len);
+		cr->tx_name = strndup(r->targets[0].sel, r->targets[0].sel_len);
+		AN(cr->tx_name);
+		for (char *c = cr->tx_name; *c; c++)
+			if (*c >= 'A' && *c <= 'Z')
+				*c = (char)(*c + ('a' - 'A'));
 	}
 	if (op_prepare(p, r, id, &cr->op) < 0)
 		return -1;

@@ -74,6 +74,8 @@ struct crs_rule {
 				    * the same target list (tsig, no counts) and chain; 0 none */
 	int32_t skip_after;        /* index in its phase's list to continue after, -1 none */
 	uint32_t tx_hash;          /* sectx_hash of the name */
+	char *tx_name;             /* the name lowercased, as CRS's setvars write them: the store's
+				    * exact compare then finds it without the caseless one */
 	const struct sl_target *targets; /* the parsed rule's, read on every run without going through src */
 	uint32_t ntargets;
 	uint32_t id;               /* the parsed rule's (0 for a chained rule or a marker): alerts and
