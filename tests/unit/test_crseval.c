@@ -319,11 +319,20 @@ static void test_tx_direct(void)
 		   "SecRule TX:level \"@lt 3\" \"id:83,phase:1,pass,setvar:tx.lt=1\"\n"
 		   "SecRule ARGS:x \"@streq 1\" \"id:84,phase:1,pass,nolog,ctl:ruleRemoveTargetById=85;TX:level\"\n"
 		   "SecRule TX:level \"@ge 7\" \"id:85,phase:1,pass,setvar:tx.seen=1\"\n"
-		   "SecRule TX:level \"@ge 7\" \"id:86,phase:1,pass,t:lowercase,setvar:tx.tfn=1\"\n") == 0);
+		   "SecRule TX:level \"@ge 7\" \"id:86,phase:1,pass,t:lowercase,setvar:tx.tfn=1\"\n"
+		   /* no action of its own: read in place; its chain still sees what it matched */
+		   "SecRule TX:LEVEL \"@ge 7\" \"id:87,phase:1,pass,nolog,chain\"\n"
+		   "  SecRule MATCHED_VAR \"@streq 7\" \"setvar:'tx.chained=%{MATCHED_VAR_NAME}=%{MATCHED_VAR}'\"\n"
+		   "SecRule TX:level \"@lt 8\" \"id:88,phase:1,pass,nolog,skipAfter:END\"\n"
+		   "SecAction \"id:89,phase:1,pass,nolog,setvar:tx.after=1\"\n"
+		   "SecMarker END\n") == 0);
 	CHECK(tx_direct(81) == 1 && tx_direct(82) == 1 && tx_direct(85) == 1 && tx_direct(86) == 0);
+	CHECK(tx_direct(87) == 1 && tx_direct(88) == 1);
 	run("GET", "/", NULL, NULL);
 	CHECK(tx_is("level", "7") && tx_is("m", "TX:Level=2") && tx_is("neg", NULL) && tx_is("lt", NULL));
 	CHECK(tx_is("seen", "1") && tx_is("tfn", "1"));
+	CHECK(tx_is("chained", "MATCHED_VAR=7"));  /* the link's own target, the starter's value */
+	CHECK(tx_is("after", NULL));  /* 88 matched in place and skipped 89 */
 	run("GET", "/?x=1", NULL, NULL);
 	CHECK(tx_is("level", "7") && tx_is("seen", NULL) && tx_is("tfn", "1"));
 }
