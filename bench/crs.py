@@ -722,10 +722,37 @@ def run_wrk(setup, target, reqfile, d, seconds):
     return j, None
 
 
+def inspect_totals(setup, target):
+    """sluice's own inspection histogram for TARGET's listener (its sum in seconds and its
+    count, from the admin /metrics), or None: the hook's time per request, as sluice
+    measures it around the Lua call."""
+    kind, listener = target.split("-", 1)
+    if kind != "sluice":
+        return None
+    try:
+        with socket.create_connection(("127.0.0.1", setup.sp["admin"]), timeout=10) as c:
+            c.sendall(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+            data = b""
+            while True:
+                chunk = c.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+    except OSError:
+        return None
+    got = {}
+    for line in data.decode("utf-8", "replace").splitlines():
+        for k in ("sum", "count"):
+            if line.startswith(f'sluice_inspect_seconds_{k}{{listener="{listener}"}} '):
+                got[k] = float(line.split()[-1])
+    return (got["sum"], got["count"]) if len(got) == 2 else None
+
+
 def run_client(setup, target, wl, rate, rnd, reqfile, d, seconds=None, raw=True):
     seconds = seconds or DURATION
     pid = setup.pid(target)
     r = {"target": target, "workload": wl, "rate": rate, "round": rnd + 1, "problems": []}
+    h0 = inspect_totals(setup, target)
     s0 = snapshot(pid, setup.backend.pid)
     if rate == 0:
         j, err = run_wrk(setup, target, reqfile, d, seconds)
@@ -740,6 +767,9 @@ def run_client(setup, target, wl, rate, rnd, reqfile, d, seconds=None, raw=True)
             j = {}
             r["problems"].append(f"client printed no summary: {cp.stderr.strip()[-300:]}")
     s1 = snapshot(pid, setup.backend.pid)
+    h1 = inspect_totals(setup, target)
+    r["hook_us"] = ((h1[0] - h0[0]) / (h1[1] - h0[1]) * 1e6
+                    if h0 and h1 and h1[1] > h0[1] else None)
     r.update({k: j.get(k) for k in ("completed", "statuses", "late", "connections", "n_errors",
                                     "p50_ms", "p99_ms", "mean_ms", "wall_s")})
     r["achieved_rate"] = j.get("rate")
@@ -998,6 +1028,7 @@ def summarize(runs):
             cs = [r["cpu_us"] for r in rs]
             summ[key][t] = {"n": len(rs), "cpu_us": med(cs), "min": min(cs), "max": max(cs),
                             "cpu_us_ticks": med([r.get("cpu_us_ticks") for r in rs]),
+                            "hook_us": med([r.get("hook_us") for r in rs]),
                             "p50_ms": med([r.get("p50_ms") for r in rs]),
                             "achieved_rate": med([r.get("achieved_rate") for r in rs]),
                             "saturated": any(r.get("saturated") for r in rs),
@@ -1019,6 +1050,9 @@ def headline(summ, replay):
                          "ratio_cost": ds / dm if ds is not None and dm else None,
                          "ratio_abs": g(s_crs) / g(m_on) if s_crs and m_on and g(m_on) else None,
                          "replay_us": replay.get((pl, wl), {}).get("median"),
+                         "hook_cost": (s_crs["hook_us"] - s_allow["hook_us"]
+                                       if s_crs and s_allow and s_crs.get("hook_us") is not None
+                                       and s_allow.get("hook_us") is not None else None),
                          "saturated": any(x and x["saturated"] for x in (s_crs, s_allow, m_on, m_off)),
                          "noisy": sum(x["noisy"] for x in (s_crs, s_allow, m_on, m_off) if x)})
     return rows
@@ -1026,14 +1060,16 @@ def headline(summ, replay):
 
 def table_lines(rows):
     L = ["| workload | rate /s | PL | sluice+crs | sluice+allow_all | ModSec on | ModSec off | "
-         "**sluice CRS cost** | **ModSec CRS cost** | **ratio** (cost) | ratio (absolute) | crs_replay µs |",
-         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+         "**sluice CRS cost** | **ModSec CRS cost** | **ratio** (cost) | ratio (absolute) | sluice hook µs | "
+         "crs_replay µs |",
+         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         flag = (" ⚠sat" if r["saturated"] else "") + (" ⚠noise" if r["noisy"] else "")
         L.append(f"| {r['workload']}{flag} | {rate_label(r['rate'])} | {r['pl']} | {fmt(r['sluice_crs'], 1)} | "
                  f"{fmt(r['sluice_allow'], 1)} | {fmt(r['modsec_on'], 1)} | {fmt(r['modsec_off'], 1)} | "
                  f"**{fmt(r['sluice_crs_cost'], 1)}** | **{fmt(r['modsec_crs_cost'], 1)}** | "
-                 f"**{fmt(r['ratio_cost'], 2)}** | {fmt(r['ratio_abs'], 2)} | {fmt(r['replay_us'], 1)} |")
+                 f"**{fmt(r['ratio_cost'], 2)}** | {fmt(r['ratio_abs'], 2)} | {fmt(r['hook_cost'], 1)} | "
+                 f"{fmt(r['replay_us'], 1)} |")
     return L
 
 
@@ -1423,7 +1459,10 @@ def main():
               "**CRS cost** = sluice+crs − sluice+allow_all and ModSecurity On − Off (same config, "
               "`SecRuleEngine Off`): what evaluating the CRS adds; sluice also proxies to an nginx origin and "
               "Apache serves a static file itself, so only the costs compare like for like. **ratio** = "
-              "sluice ÷ ModSecurity (below 1: sluice uses less CPU). crs_replay: sluice's engine alone "
+              "sluice ÷ ModSecurity (below 1: sluice uses less CPU). sluice hook µs: the inspection hook's "
+              "own time per request as sluice measures it (its `sluice_inspect_seconds` histogram, wall "
+              "clock around the Lua call), crs.lua − allow_all.lua: the evaluation itself, without what the "
+              "rest of the process pays for a busier worker. crs_replay: sluice's engine alone "
               f"(`crs_replay -b {REPLAY_ROUNDS}`), mean µs per evaluation, median of 3.", ""]
         L += table_lines(rows) + [""]
         if "crs.png" in charts:
