@@ -988,6 +988,13 @@ static int run_rule(struct crs_txn *t, const struct crs_rule *link, const struct
 	if (link->tx_direct) {
 		const struct sl_target *tg = &link->targets[0];
 		const struct sectx_var *xv = sectx_get_hashed(&t->tx, SX_TX, link->tx_name, tg->sel_len, link->tx_hash);
+		if (link->tx_direct == TX_DIRECT_COUNT) {
+			/* 1 or 0 (a name is unique in TX), as a count's target list gives it */
+			const struct crs_target n = { .vname = seclang_var_name(SL_VAR_TX),
+						      .vnlen = (uint8_t)seclang_var_name_len(SL_VAR_TX), .value = xv ? "1" : "0",
+						      .vlen = 1 };
+			return try_value(t, link, starter, &n, n.value, n.vlen);
+		}
 		if (!xv)
 			return NO_MATCH;
 		struct crs_target x = { .vname = seclang_var_name(SL_VAR_TX), .vnlen = (uint8_t)seclang_var_name_len(SL_VAR_TX),

@@ -566,9 +566,8 @@ static int rule_compile(struct crs_program *p, const struct sl_rule *r, uint32_t
 			cr->reads[tg->var >> 6] |= 1ull << (tg->var & 63);
 	}
 	if (r->kind == SL_RULE && r->ntargets == 1 && r->targets[0].var == SL_VAR_TX &&
-	    r->targets[0].sel_kind == SL_SEL_NAME && !r->targets[0].count && !r->targets[0].exclude && !cr->ntfn &&
-	    !cr->multi_match) {
-		cr->tx_direct = 1;
+	    r->targets[0].sel_kind == SL_SEL_NAME && !r->targets[0].exclude && !cr->ntfn && !cr->multi_match) {
+		cr->tx_direct = r->targets[0].count ? TX_DIRECT_COUNT : TX_DIRECT_VALUE;
 		cr->tx_hash = sectx_hash(SX_TX, r->targets[0].sel, r->targets[0].sel_len);
 		cr->tx_name = strndup(r->targets[0].sel, r->targets[0].sel_len);
 		AN(cr->tx_name);

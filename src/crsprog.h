@@ -55,6 +55,8 @@ struct crs_branch {
 	uint8_t jit;               /* as crs_op.jit */
 };
 
+enum { TX_DIRECT_NONE, TX_DIRECT_VALUE, TX_DIRECT_COUNT };
+
 struct crs_rule {
 	/* First, what run_phase reads of every rule of a phase, most of which
 	 * it passes over: one cache line, no pointer followed. */
@@ -65,9 +67,11 @@ struct crs_rule {
 	uint64_t reads[2];
 	uint8_t kind;              /* enum sl_kind, the parsed rule's */
 	uint8_t reads_all;
-	/* Its one target is TX:name, read as it is (no count, no transformation,
-	 * not multiMatch): run straight from the store, no target list built
-	 * (CRS has a few such rules per file, the paranoia-level checks). */
+	/* Its one target is TX:name (TX_DIRECT_VALUE) or &TX:name
+	 * (TX_DIRECT_COUNT), with no transformation, not multiMatch: run
+	 * straight from the store, no target list built (CRS has a few such
+	 * rules per file, the paranoia-level checks, and its initialisation's
+	 * "&TX:x @eq 0" defaults). */
 	uint8_t tx_direct;
 	uint16_t prefilter;        /* @rx, @pm: 1 + its bit in its chain's prefilter; 0 none (the operator runs alone) */
 	uint16_t pf_group;         /* 1 + its prefilter group (crscache.h): the rules with a prefilter bit,

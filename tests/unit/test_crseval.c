@@ -325,14 +325,22 @@ static void test_tx_direct(void)
 		   "  SecRule MATCHED_VAR \"@streq 7\" \"setvar:'tx.chained=%{MATCHED_VAR_NAME}=%{MATCHED_VAR}'\"\n"
 		   "SecRule TX:level \"@lt 8\" \"id:88,phase:1,pass,nolog,skipAfter:END\"\n"
 		   "SecAction \"id:89,phase:1,pass,nolog,setvar:tx.after=1\"\n"
-		   "SecMarker END\n") == 0);
+		   "SecMarker END\n"
+		   /* &TX:name from the store, as a count's target list gives it */
+		   "SecRule &TX:absent \"@eq 0\" \"id:90,phase:1,pass,nolog,setvar:'tx.c1=%{MATCHED_VAR_NAME}=%{MATCHED_VAR}'\"\n"
+		   "SecRule &TX:absent|&TX:absent2 \"@eq 0\" \"id:91,phase:1,pass,nolog,setvar:'tx.c2=%{MATCHED_VAR_NAME}=%{MATCHED_VAR}'\"\n"
+		   "SecRule &TX:LEVEL \"@eq 1\" \"id:92,phase:1,pass,nolog,setvar:tx.c3=1\"\n"
+		   "SecRule &TX:level \"@eq 0\" \"id:93,phase:1,pass,nolog,setvar:tx.c4=1\"\n") == 0);
 	CHECK(tx_direct(81) == 1 && tx_direct(82) == 1 && tx_direct(85) == 1 && tx_direct(86) == 0);
-	CHECK(tx_direct(87) == 1 && tx_direct(88) == 1);
+	CHECK(tx_direct(87) == TX_DIRECT_VALUE && tx_direct(88) == TX_DIRECT_VALUE);
+	CHECK(tx_direct(90) == TX_DIRECT_COUNT && tx_direct(91) == TX_DIRECT_NONE && tx_direct(92) == TX_DIRECT_COUNT);
 	run("GET", "/", NULL, NULL);
 	CHECK(tx_is("level", "7") && tx_is("m", "TX:Level=2") && tx_is("neg", NULL) && tx_is("lt", NULL));
 	CHECK(tx_is("seen", "1") && tx_is("tfn", "1"));
 	CHECK(tx_is("chained", "MATCHED_VAR=7"));  /* the link's own target, the starter's value */
 	CHECK(tx_is("after", NULL));  /* 88 matched in place and skipped 89 */
+	CHECK(tx_is("c1", "TX=0") && tx_is("c2", "TX=0"));
+	CHECK(tx_is("c3", "1") && tx_is("c4", NULL));
 	run("GET", "/?x=1", NULL, NULL);
 	CHECK(tx_is("level", "7") && tx_is("seen", NULL) && tx_is("tfn", "1"));
 }
