@@ -264,6 +264,27 @@ def system_busy_ticks():
     return v[0] + v[1] + v[2] + v[5] + v[6]
 
 
+def cpuidle_us(cpus):
+    """Microseconds CPUS (a set of CPU numbers) have spent idle, from the cpuidle
+    states' counters in sysfs (all states summed), or None where the kernel has no
+    cpuidle driver. Wall time minus this is everything the CPUs ran: the processes
+    pinned there, and the kernel work (interrupts, softirq) done on them whoever's
+    account it lands in."""
+    total = 0
+    for c in sorted(cpus):
+        d = f"/sys/devices/system/cpu/cpu{c}/cpuidle"
+        try:
+            states = [e for e in os.listdir(d) if e.startswith("state")]
+            if not states:
+                return None
+            for st in states:
+                with open(os.path.join(d, st, "time")) as f:
+                    total += int(f.read())
+        except (OSError, ValueError):
+            return None
+    return total
+
+
 def children_cpu():
     """CPU seconds of our reaped children (wrk runs are reaped by subprocess.run)."""
     ru = resource.getrusage(resource.RUSAGE_CHILDREN)

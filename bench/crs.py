@@ -133,7 +133,7 @@ if __name__ == "__main__" and len(sys.argv) > 1 and sys.argv[1] == "--client":
     pass
 else:
     import benchlib
-    from benchlib import (BUILD, CLK_TCK, PIN, QUICK, RESULTS, ROOT, children_cpu, cmd_out, descendants, fmt,
+    from benchlib import (BUILD, CLK_TCK, PIN, QUICK, RESULTS, ROOT, children_cpu, cmd_out, cpuidle_us, descendants, fmt,
                           free_port, git_describe, machine_facts, pinning, read_tail, refresh_latest,
                           report_configs_and_machine, results_dirs, run_main, start, start_backend_nginx, stop,
                           system_busy_ticks, tree_ticks, wait_children, wait_port, write)
@@ -560,7 +560,8 @@ def tree_ns(pid):
 
 def snapshot(pid, backend_pid):
     return {"ns": tree_ns(pid), "ticks": tree_ticks(pid), "backend": tree_ticks(backend_pid),
-            "load": children_cpu(), "busy": system_busy_ticks(), "t": time.monotonic()}
+            "load": children_cpu(), "busy": system_busy_ticks(), "t": time.monotonic(),
+            "idle_us": cpuidle_us(PROXY_CPUS) if PROXY_CPUS else None}
 
 
 def cpu_figures(s0, s1, done):
@@ -569,8 +570,12 @@ def cpu_figures(s0, s1, done):
     db = sum(v - s0["backend"][k] for k, v in s1["backend"].items() if k in s0["backend"])
     wall = s1["t"] - s0["t"]
     load_s = s1["load"] - s0["load"]
+    busy = None
+    if done and s0["idle_us"] is not None and s1["idle_us"] is not None:
+        busy = (wall * 1e6 * len(PROXY_CPUS) - (s1["idle_us"] - s0["idle_us"])) / done
     return {"cpu_us": dns / 1e3 / done if done else None,
             "cpu_us_ticks": dt / CLK_TCK * 1e6 / done if done else None,
+            "busy_us": busy,
             "cpu_pct": dns / 1e9 / wall * 100,
             "other_pct": ((s1["busy"] - s0["busy"]) - dt - db) / CLK_TCK / wall * 100 - load_s / wall * 100}
 
@@ -1029,11 +1034,17 @@ def summarize(runs):
             summ[key][t] = {"n": len(rs), "cpu_us": med(cs), "min": min(cs), "max": max(cs),
                             "cpu_us_ticks": med([r.get("cpu_us_ticks") for r in rs]),
                             "hook_us": med([r.get("hook_us") for r in rs]),
+                            "busy_us": med([r.get("busy_us") for r in rs]),
                             "p50_ms": med([r.get("p50_ms") for r in rs]),
                             "achieved_rate": med([r.get("achieved_rate") for r in rs]),
                             "saturated": any(r.get("saturated") for r in rs),
                             "noisy": sum(1 for r in rs if r.get("noisy"))}
     return summ
+
+
+def diff(a, b, key):
+    """a[key] - b[key] for two summaries, None if either is missing."""
+    return a[key] - b[key] if a and b and a.get(key) is not None and b.get(key) is not None else None
 
 
 def headline(summ, replay):
@@ -1050,6 +1061,7 @@ def headline(summ, replay):
                          "ratio_cost": ds / dm if ds is not None and dm else None,
                          "ratio_abs": g(s_crs) / g(m_on) if s_crs and m_on and g(m_on) else None,
                          "replay_us": replay.get((pl, wl), {}).get("median"),
+                         "busy_cost": diff(s_crs, s_allow, "busy_us"), "modsec_busy_cost": diff(m_on, m_off, "busy_us"),
                          "hook_cost": (s_crs["hook_us"] - s_allow["hook_us"]
                                        if s_crs and s_allow and s_crs.get("hook_us") is not None
                                        and s_allow.get("hook_us") is not None else None),
@@ -1070,6 +1082,19 @@ def table_lines(rows):
                  f"**{fmt(r['sluice_crs_cost'], 1)}** | **{fmt(r['modsec_crs_cost'], 1)}** | "
                  f"**{fmt(r['ratio_cost'], 2)}** | {fmt(r['ratio_abs'], 2)} | {fmt(r['hook_cost'], 1)} | "
                  f"{fmt(r['replay_us'], 1)} |")
+    return L
+
+
+def busy_table_lines(rows):
+    """The CRS costs again, from the proxy CPU's busy time instead of the processes' own."""
+    if not any(r.get("busy_cost") is not None for r in rows):
+        return []
+    L = ["| workload | rate /s | PL | sluice CRS cost (busy) | ModSec CRS cost (busy) | **ratio** (busy) | "
+         "sluice hook µs |", "|---|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        b, m = r.get("busy_cost"), r.get("modsec_busy_cost")
+        L.append(f"| {r['workload']} | {rate_label(r['rate'])} | {r['pl']} | {fmt(b, 1)} | {fmt(m, 1)} | "
+                 f"**{fmt(b / m if b is not None and m else None, 3)}** | {fmt(r.get('hook_cost'), 1)} |")
     return L
 
 
@@ -1465,6 +1490,14 @@ def main():
               "rest of the process pays for a busier worker. crs_replay: sluice's engine alone "
               f"(`crs_replay -b {REPLAY_ROUNDS}`), mean µs per evaluation, median of 3.", ""]
         L += table_lines(rows) + [""]
+        busy = busy_table_lines(rows)
+        if busy:
+            L += ["The same costs from the proxy CPU's busy time: wall time minus the time the CPU the "
+                  "servers are pinned to spent idle (its cpuidle counters), per request, CRS − base. It "
+                  "counts the kernel's work for the requests on that CPU (receive processing, wake-ups) "
+                  "whichever account it lands in: a process is charged that work only when it happens "
+                  "to be running, so a busier server is charged more of it per request, and a process's "
+                  "own figure above grows with its load for no work of its own.", ""] + busy + [""]
         if "crs.png" in charts:
             L += ["![crs](crs.png)", ""]
     if FORTIO_TARGETS:
