@@ -382,8 +382,10 @@ static int tfn_add(struct crs_program *p, const struct sl_rule *r, struct crs_ru
 static void op_free(struct crs_op *op)
 {
 	pcre2_code_free(op->re);
-	phrases_free(&op->pm);
-	cidrset_free(&op->ips);
+	if (op->kind == SL_OP_PM || op->kind == SL_OP_PMF || op->kind == SL_OP_PM_FROM_FILE)
+		phrases_free(&op->pm);
+	else if (op->kind == SL_OP_IP_MATCH)
+		cidrset_free(&op->ips);
 }
 
 static void rule_release(struct crs_rule *cr)

@@ -32,12 +32,16 @@ struct crs_op {
 	uint8_t jit;               /* re is JIT-compiled and not UTF: matched through pcre2_jit_match */
 	const char *arg;           /* the parsed rule's (macros not expanded) */
 	void *re;                  /* pcre2_code *: @rx without macros */
-	struct crs_phrases pm;
-	struct cidrset ips;        /* @ipMatch */
-	long long num;             /* @eq @ge @gt @le @lt without macros */
-	uint8_t bytes[32];         /* @validateByteRange: allowed bytes */
-	int16_t lone_forbidden;    /* @validateByteRange: the byte, when exactly one is out of range
-				    * (a memchr finds it), else -1 */
+	union {                    /* by kind: each operator's own (a rule is 56 bytes shorter) */
+		struct crs_phrases pm;     /* @pm, @pmf, @pmFromFile */
+		struct cidrset ips;        /* @ipMatch */
+		long long num;             /* @eq @ge @gt @le @lt without macros */
+		struct {
+			uint8_t bytes[32];         /* @validateByteRange: allowed bytes */
+			int16_t lone_forbidden;    /* the byte, when exactly one is out of range (a
+						    * memchr finds it), else -1 */
+		};
+	};
 };
 
 /* A /regex/ target selector. Most of CRS's are a literal, anchored or not
