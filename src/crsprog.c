@@ -559,14 +559,6 @@ static int rule_compile(struct crs_program *p, const struct sl_rule *r, uint32_t
 			p->xpaths[p->nxpaths++] = tg->sel;
 		}
 	}
-	cr->reads_all = r->kind != SL_RULE;
-	for (size_t i = 0; i < r->ntargets; i++) {
-		const struct sl_target *tg = &r->targets[i];
-		if (tg->count)
-			cr->reads_all = 1;
-		else if (!tg->exclude)
-			cr->reads[tg->var >> 6] |= 1ull << (tg->var & 63);
-	}
 	if (r->kind == SL_RULE && r->ntargets == 1 && r->targets[0].var == SL_VAR_TX &&
 	    r->targets[0].sel_kind == SL_SEL_NAME && !r->targets[0].exclude && !cr->ntfn && !cr->multi_match) {
 		cr->tx_direct = r->targets[0].count ? TX_DIRECT_COUNT : TX_DIRECT_VALUE;
@@ -990,8 +982,11 @@ int crs_compile(struct crs_program *p, struct seclang *sl, const uint32_t *skip,
 	read_settings(p);
 	size_t cap = p->sl.nrules;
 	for (int ph = 1; ph <= 5; ph++) {
-		p->phase[ph] = calloc(cap ? cap : 1, sizeof(struct crs_rule));
+		/* each rule on cache lines of its own (sizeof is a multiple of 64) */
+		size_t bytes = (cap ? cap : 1) * sizeof(struct crs_rule);
+		p->phase[ph] = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
 		AN(p->phase[ph]);
+		memset(p->phase[ph], 0, bytes);
 	}
 	/* markers stand in every phase, as ModSecurity places them, so a
 	 * skipAfter finds its marker in whichever phase it runs */
@@ -1035,9 +1030,16 @@ int crs_compile(struct crs_program *p, struct seclang *sl, const uint32_t *skip,
 		AN(p->gate[ph]);
 		for (size_t i = 0; i < p->nphase[ph]; i++) {
 			const struct crs_rule *cr = &p->phase[ph][i];
-			p->gate[ph][i] = (struct crs_gate){ .reads = { cr->reads[0], cr->reads[1] }, .pf_group = cr->pf_group,
-							    .prefilter = cr->prefilter, .kind = cr->kind,
-							    .reads_all = cr->reads_all, .negated = cr->op.negated };
+			struct crs_gate *g = &p->gate[ph][i];
+			*g = (struct crs_gate){ .pf_group = cr->pf_group, .prefilter = cr->prefilter, .kind = cr->kind,
+						.reads_all = cr->src->kind != SL_RULE, .negated = cr->op.negated };
+			for (size_t k = 0; k < cr->src->ntargets; k++) {
+				const struct sl_target *tg = &cr->src->targets[k];
+				if (tg->count)
+					g->reads_all = 1;
+				else if (!tg->exclude)
+					g->reads[tg->var >> 6] |= 1ull << (tg->var & 63);
+			}
 		}
 	}
 	return 0;

@@ -61,16 +61,11 @@ struct crs_branch {
 
 enum { TX_DIRECT_NONE, TX_DIRECT_VALUE, TX_DIRECT_COUNT };
 
+/* A compiled rule: three cache lines (what run_phase reads to pass a rule
+ * over is in its crs_gate). */
 struct crs_rule {
-	/* First, what run_phase reads of every rule of a phase, most of which
-	 * it passes over: one cache line, no pointer followed. */
 	const struct sl_rule *src; /* the parsed rule: targets, actions, file, line */
-	/* The variables (enum sl_var bits) it reads, exclusions aside; with
-	 * none of them present a request gives it no value, and it cannot
-	 * match. reads_all: it has a value anyway (a count, a SecAction). */
-	uint64_t reads[2];
 	uint8_t kind;              /* enum sl_kind, the parsed rule's */
-	uint8_t reads_all;
 	/* Its one target is TX:name (TX_DIRECT_VALUE) or &TX:name
 	 * (TX_DIRECT_COUNT), with no transformation, not multiMatch: run
 	 * straight from the store, no target list built (CRS has a few such
@@ -117,10 +112,13 @@ struct crs_rule {
 };
 
 /* What run_phase reads of a rule to pass it over, copied into an array of
- * their own (24 bytes a rule, against a cache line of crs_rule): a phase's
+ * their own (24 bytes a rule, against three cache lines of crs_rule): a phase's
  * rules are all walked on every request, and most are passed over. */
 struct crs_gate {
-	uint64_t reads[2];         /* crs_rule.reads */
+	/* The variables (enum sl_var bits) the rule reads, exclusions aside;
+	 * with none of them present a request gives it no value, and it cannot
+	 * match. reads_all: it has a value anyway (a count, a SecAction). */
+	uint64_t reads[2];
 	uint16_t pf_group;         /* crs_rule.pf_group */
 	uint16_t prefilter;        /* crs_rule.prefilter */
 	uint8_t kind;              /* enum sl_kind */
