@@ -14,7 +14,8 @@
  *   - the evaluator's verdict is the same when the request runs twice
  *     (a transaction keeps nothing between requests).
  * The rules reach the prefilter's one-byte literals both ways, @pm, a
- * TX:name rule and the transformation shortcuts. */
+ * TX:name rule (with and without actions), &TX:name counts and the
+ * transformation shortcuts. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,6 +46,12 @@ static const char RULES[] =
 	"SecRule ARGS|ARGS_NAMES \"@rx [q]\" \"id:12,phase:2,pass,t:none,setvar:tx.q=+1\"\n"
 	"SecRule ARGS|ARGS_NAMES \"@pm ; | z\" \"id:13,phase:2,pass,t:none,t:urlDecode,setvar:tx.pm=+1\"\n"
 	"SecRule TX:one \"@gt 0\" \"id:11,phase:2,pass,setvar:tx.direct=%{MATCHED_VAR_NAME}\"\n"
+	/* TX:name read in place (no action of its own) with a chain, &TX:name counted from the store */
+	"SecRule TX:ONE \"@ge 2\" \"id:15,phase:2,pass,nolog,chain\"\n"
+	"  SecRule MATCHED_VAR \"@gt 1\" \"setvar:tx.inplace=%{MATCHED_VAR}\"\n"
+	"SecRule &TX:q \"@eq 0\" \"id:16,phase:2,pass,nolog,skipAfter:END16\"\n"
+	"SecRule &TX:Bytes \"@eq 1\" \"id:17,phase:2,pass,setvar:tx.counted=%{MATCHED_VAR_NAME}%{MATCHED_VAR}\"\n"
+	"SecMarker END16\n"
 	/* a regex run as its branches (a value's literals pick them), with capture */
 	"SecRule ARGS|ARGS_NAMES \"@rx (?i:(?:ab\\d|a|z[^z]|</?q|or\\s+1))\" \"id:14,phase:2,pass,capture,t:none,t:lowercase,"
 	"setvar:'tx.br-%{MATCHED_VAR_NAME}=%{tx.0}'\"\n";
