@@ -269,19 +269,25 @@ def cpuidle_us(cpus):
     states' counters in sysfs (all states summed), or None where the kernel has no
     cpuidle driver. Wall time minus this is everything the CPUs ran: the processes
     pinned there, and the kernel work (interrupts, softirq) done on them whoever's
-    account it lands in."""
+    account it lands in. A counter grows when its CPU leaves idle, so each CPU's is
+    read from that CPU (this process moved there for the read): the idle stretch the
+    move ended is then in it."""
     total = 0
-    for c in sorted(cpus):
-        d = f"/sys/devices/system/cpu/cpu{c}/cpuidle"
-        try:
+    before = os.sched_getaffinity(0)
+    try:
+        for c in sorted(cpus):
+            d = f"/sys/devices/system/cpu/cpu{c}/cpuidle"
+            os.sched_setaffinity(0, {c})
             states = [e for e in os.listdir(d) if e.startswith("state")]
             if not states:
                 return None
             for st in states:
                 with open(os.path.join(d, st, "time")) as f:
                     total += int(f.read())
-        except (OSError, ValueError):
-            return None
+    except (OSError, ValueError):
+        return None
+    finally:
+        os.sched_setaffinity(0, before)
     return total
 
 
