@@ -40,10 +40,19 @@ struct selector {
 	void *md;                  /* pcre2_match_data * to use */
 };
 
+/* A and B may be equal ignoring ASCII case (never 0 when they are): the
+ * cheap look before strncasecmp. */
+static inline int may_eq_caseless(char a, char b)
+{
+	return (a | 0x20) == (b | 0x20);
+}
+
 static int has_caseless(const char *s, size_t n, const char *lit, size_t ln)
 {
+	if (ln == 0)
+		return 1;
 	for (size_t i = 0; i + ln <= n; i++)
-		if (strncasecmp(s + i, lit, ln) == 0)
+		if (may_eq_caseless(s[i], lit[0]) && strncasecmp(s + i, lit, ln) == 0)
 			return 1;
 	return 0;
 }
@@ -56,7 +65,8 @@ static int sel_ok(const struct selector *sel, const char *key, size_t klen)
 		return sel->nlen == klen && strncasecmp(sel->name, key, klen) == 0;
 	const struct crs_selre *re = sel->re;
 	if (re->lit)
-		return re->anchored ? klen >= re->litlen && strncasecmp(key, re->lit, re->litlen) == 0
+		return re->anchored ? klen >= re->litlen && (!re->litlen || may_eq_caseless(key[0], re->lit[0])) &&
+					      strncasecmp(key, re->lit, re->litlen) == 0
 				    : has_caseless(key, klen, re->lit, re->litlen);
 	return pcre2_match(re->re, (PCRE2_SPTR)key, klen, 0, 0, sel->md, NULL) >= 0;
 }

@@ -627,11 +627,13 @@ static void test_literal_selectors(void)
 		   "SecRule TX:/paramcounter_.*/ \"@unconditionalMatch\" \"id:33,phase:1,pass,nolog,setvar:tx.n33=+1\"\n"
 		   "SecRule TX:/^ct_*/ \"@unconditionalMatch\" \"id:34,phase:1,pass,nolog,setvar:tx.n34=+1\"\n"
 		   "SecRule TX:/^c$/ \"@unconditionalMatch\" \"id:35,phase:1,pass,nolog,setvar:tx.n35=+1\"\n"
-		   "SecRule TX:/^/ \"@unconditionalMatch\" \"id:36,phase:1,pass,nolog,setvar:tx.n36=+1\"\n") == 0);
+		   "SecRule TX:/^/ \"@unconditionalMatch\" \"id:36,phase:1,pass,nolog,setvar:tx.n36=+1\"\n"
+		   "SecRule TX:/.*/ \"@unconditionalMatch\" \"id:37,phase:1,pass,nolog,setvar:tx.n37=+1\"\n"
+		   "SecRule TX:/^HEADER_name_/ \"@unconditionalMatch\" \"id:38,phase:1,pass,nolog,setvar:tx.n38=+1\"\n") == 0);
 	run("GET", "/", NULL, NULL);
 	/* each counter counts the TX names its selector picked when its rule ran */
 	CHECK(tx_is("n31", "1") && tx_is("n32", "2") && tx_is("n33", "1") && tx_is("n34", "2") && tx_is("n35", "1"));
-	CHECK(tx_is("n36", "12"));
+	CHECK(tx_is("n36", "12") && tx_is("n37", "13") && tx_is("n38", "1"));
 }
 
 int main(void)
