@@ -127,6 +127,7 @@ import sys
 import time
 import types
 import urllib.parse
+import urllib.request
 
 # --client runs in the load process: it needs nothing but the standard library.
 if __name__ == "__main__" and len(sys.argv) > 1 and sys.argv[1] == "--client":
@@ -735,18 +736,12 @@ def inspect_totals(setup, target):
     if kind != "sluice":
         return None
     try:
-        with socket.create_connection(("127.0.0.1", setup.sp["admin"]), timeout=10) as c:
-            c.sendall(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
-            data = b""
-            while True:
-                chunk = c.recv(65536)
-                if not chunk:
-                    break
-                data += chunk
+        with urllib.request.urlopen(f"http://127.0.0.1:{setup.sp['admin']}/metrics", timeout=10) as resp:
+            text = resp.read().decode("utf-8", "replace")
     except OSError:
         return None
     got = {}
-    for line in data.decode("utf-8", "replace").splitlines():
+    for line in text.splitlines():
         for k in ("sum", "count"):
             if line.startswith(f'sluice_inspect_seconds_{k}{{listener="{listener}"}} '):
                 got[k] = float(line.split()[-1])
