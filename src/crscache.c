@@ -246,8 +246,11 @@ int crscache_pf_may_match(struct crs_txn *t, const struct crs_rule *link, struct
 	if (*at == PF_NONE) {
 		const char *src = e->src;
 		uint32_t slen = e->slen;
+		size_t cap = t->tc_cap;
 		*at = pf_scan(t, pf, e->src, e->off, e->len, e->same);
-		crscache_find(t, src, slen, TC_CHAIN(link->chain))->pf = *at;  /* E may have moved */
+		if (t->tc_cap != cap)  /* the table grew: E moved */
+			e = crscache_find(t, src, slen, TC_CHAIN(link->chain));
+		e->pf = *at;
 	}
 	return crscache_has_bit(t, *at, link->prefilter);
 }
@@ -304,8 +307,11 @@ const struct crs_pfgroup *crscache_group(struct crs_txn *t, const struct crs_rul
 			e = crscache_transform(t, link, tg[i].value, tg[i].vlen);
 		uint32_t at = e->pf;
 		if (at == PF_NONE) {
+			size_t cap = t->tc_cap;
 			at = pf_scan(t, pf, e->src, e->off, e->len, e->same);
-			crscache_find(t, tg[i].value, tg[i].vlen, TC_CHAIN(link->chain))->pf = at;  /* E may have moved */
+			if (t->tc_cap != cap)  /* the table grew: E moved (an entry stays put otherwise) */
+				e = crscache_find(t, tg[i].value, tg[i].vlen, TC_CHAIN(link->chain));
+			e->pf = at;
 		}
 		t->grp_view[view + i] = at;
 		for (size_t w = 0; w < words; w++)
