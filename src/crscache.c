@@ -237,21 +237,28 @@ static uint32_t pf_scan(struct crs_txn *t, const struct crs_prefilter *pf, const
 	return off;
 }
 
+/* The prefilter bits (PF's, chain CHAIN's) of its cached value E: their
+ * offset in pf_bits, scanned the first time and kept with E. */
+static inline uint32_t entry_bits(struct crs_txn *t, const struct crs_prefilter *pf, unsigned chain,
+				  struct crs_tcache *e)
+{
+	if (e->pf != PF_NONE)
+		return e->pf;
+	const char *src = e->src;
+	uint32_t slen = e->slen;
+	size_t cap = t->tc_cap;
+	uint32_t at = pf_scan(t, pf, e->src, e->off, e->len, e->same);
+	if (t->tc_cap != cap)  /* the scan's entries grew the table: E moved (it stays put otherwise) */
+		e = crscache_find(t, src, slen, TC_CHAIN(chain));
+	e->pf = at;
+	return at;
+}
+
 /* Whether LINK's regex can match the cached value E at all: its chain's
  * literals, scanned once per value (the bits kept with E). */
 int crscache_pf_may_match(struct crs_txn *t, const struct crs_rule *link, struct crs_tcache *e, uint32_t *at)
 {
-	const struct crs_prefilter *pf = &t->prog->pf[link->chain];
-	*at = e->pf;
-	if (*at == PF_NONE) {
-		const char *src = e->src;
-		uint32_t slen = e->slen;
-		size_t cap = t->tc_cap;
-		*at = pf_scan(t, pf, e->src, e->off, e->len, e->same);
-		if (t->tc_cap != cap)  /* the table grew: E moved */
-			e = crscache_find(t, src, slen, TC_CHAIN(link->chain));
-		e->pf = *at;
-	}
+	*at = entry_bits(t, &t->prog->pf[link->chain], link->chain, e);
 	return crscache_has_bit(t, *at, link->prefilter);
 }
 
@@ -305,14 +312,7 @@ const struct crs_pfgroup *crscache_group(struct crs_txn *t, const struct crs_rul
 		struct crs_tcache *e = crscache_find(t, tg[i].value, tg[i].vlen, TC_CHAIN(link->chain));
 		if (!e)
 			e = crscache_transform(t, link, tg[i].value, tg[i].vlen);
-		uint32_t at = e->pf;
-		if (at == PF_NONE) {
-			size_t cap = t->tc_cap;
-			at = pf_scan(t, pf, e->src, e->off, e->len, e->same);
-			if (t->tc_cap != cap)  /* the table grew: E moved (an entry stays put otherwise) */
-				e = crscache_find(t, tg[i].value, tg[i].vlen, TC_CHAIN(link->chain));
-			e->pf = at;
-		}
+		uint32_t at = entry_bits(t, pf, link->chain, e);
 		t->grp_view[view + i] = at;
 		for (size_t w = 0; w < words; w++)
 			t->pf_bits[uni + w] |= t->pf_bits[at + w];

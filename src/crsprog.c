@@ -562,12 +562,12 @@ static int rule_compile(struct crs_program *p, const struct sl_rule *r, uint32_t
 	if (r->kind == SL_RULE && r->ntargets == 1 && r->targets[0].var == SL_VAR_TX &&
 	    r->targets[0].sel_kind == SL_SEL_NAME && !r->targets[0].exclude && !cr->ntfn && !cr->multi_match) {
 		cr->tx_direct = r->targets[0].count ? TX_DIRECT_COUNT : TX_DIRECT_VALUE;
-		cr->tx_hash = sectx_hash(SX_TX, r->targets[0].sel, r->targets[0].sel_len);
 		cr->tx_name = strndup(r->targets[0].sel, r->targets[0].sel_len);
 		AN(cr->tx_name);
 		for (char *c = cr->tx_name; *c; c++)
 			if (*c >= 'A' && *c <= 'Z')
 				*c = (char)(*c + ('a' - 'A'));
+		cr->tx_hash = sectx_hash(SX_TX, cr->tx_name, r->targets[0].sel_len);
 	}
 	if (op_prepare(p, r, id, &cr->op) < 0)
 		return -1;
